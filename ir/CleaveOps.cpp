@@ -1,0 +1,499 @@
+//===- CleaveOps.cpp - verifiers, shape inference and folders ------------===//
+//
+// Shape rules live here once: the frontend builds ops without computing
+// result types, and the verifier compares a printed type with the same rule.
+// Messages say what was expected and what was found.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ir/CleaveOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+using namespace mlir::cleave;
+
+namespace {
+
+/// "2x8x64" for a shape, "scalar" for rank 0.
+std::string shapeString(ArrayRef<int64_t> shape) {
+  if (shape.empty())
+    return "scalar";
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  llvm::interleave(shape, os, "x");
+  return os.str();
+}
+
+RankedTensorType tensorType(Value v) {
+  return v.getType().cast<RankedTensorType>();
+}
+
+LogicalResult emitOptional(std::optional<Location> loc, const Twine &message) {
+  return emitOptionalError(loc, message);
+}
+
+} // namespace
+
+FailureOr<SmallVector<int64_t>>
+mlir::cleave::broadcastShapes(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
+  size_t rank = std::max(a.size(), b.size());
+  SmallVector<int64_t> result(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t x = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t y = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (x != y && x != 1 && y != 1)
+      return failure();
+    result[i] = x == 1 ? y : x;
+  }
+  return result;
+}
+
+LogicalResult mlir::cleave::inferBroadcastResult(
+    std::optional<Location> loc, ValueRange operands, Type resultElementType,
+    SmallVectorImpl<Type> &inferred) {
+  SmallVector<int64_t> shape;
+  Type valueElementType;
+  // select's first operand is the i1 condition; its element type is not the
+  // result's, but it takes part in the broadcast.
+  bool isSelect = operands.size() == 3;
+  for (auto [i, operand] : llvm::enumerate(operands)) {
+    auto type = tensorType(operand);
+    if (!(isSelect && i == 0)) {
+      if (!valueElementType)
+        valueElementType = type.getElementType();
+      else if (valueElementType != type.getElementType())
+        return emitOptional(loc, llvm::formatv(
+            "operands have different element types: {0} and {1}",
+            valueElementType, type.getElementType()).str());
+    }
+    auto merged = broadcastShapes(shape, type.getShape());
+    if (failed(merged))
+      return emitOptional(loc, "operand shapes " + shapeString(shape) +
+                                   " and " + shapeString(type.getShape()) +
+                                   " do not broadcast");
+    shape = *merged;
+  }
+  inferred.push_back(RankedTensorType::get(
+      shape, resultElementType ? resultElementType : valueElementType));
+  return success();
+}
+
+LogicalResult mlir::cleave::inferReduceResult(std::optional<Location> loc,
+                                              Value x, ArrayRef<int64_t> axes,
+                                              bool keepdims,
+                                              SmallVectorImpl<Type> &inferred) {
+  auto type = tensorType(x);
+  int64_t rank = type.getRank();
+  SmallVector<bool> reduced(rank, false);
+  for (auto [i, axis] : llvm::enumerate(axes)) {
+    if (axis < 0 || axis >= rank)
+      return emitOptional(loc, llvm::formatv("reduction axis {0} is out of "
+                                             "range for rank {1}",
+                                             axis, rank)
+                                   .str());
+    if (i > 0 && axes[i - 1] >= axis)
+      return emitOptional(loc, "reduction axes must be sorted and unique");
+    reduced[axis] = true;
+  }
+  SmallVector<int64_t> shape;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (!reduced[d])
+      shape.push_back(type.getDimSize(d));
+    else if (keepdims)
+      shape.push_back(1);
+  }
+  inferred.push_back(RankedTensorType::get(shape, type.getElementType()));
+  return success();
+}
+
+LogicalResult mlir::cleave::inferLossResult(std::optional<Location> loc,
+                                            Value input, Value target,
+                                            LossReduction reduction,
+                                            SmallVectorImpl<Type> &inferred) {
+  auto inputType = tensorType(input);
+  auto targetType = tensorType(target);
+  if (inputType.getRank() < 2)
+    return emitOptional(loc, "expected input of shape [N, C, d...], got " +
+                                 shapeString(inputType.getShape()));
+  SmallVector<int64_t> expected{inputType.getDimSize(0)};
+  llvm::append_range(expected, inputType.getShape().drop_front(2));
+  if (targetType.getShape() != ArrayRef<int64_t>(expected))
+    return emitOptional(loc, "expected target of shape " +
+                                 shapeString(expected) + " for input " +
+                                 shapeString(inputType.getShape()) + ", got " +
+                                 shapeString(targetType.getShape()));
+  ArrayRef<int64_t> shape;
+  if (reduction == LossReduction::none)
+    shape = expected;
+  inferred.push_back(RankedTensorType::get(shape, inputType.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Parameters and constants
+//===----------------------------------------------------------------------===//
+
+LogicalResult ParameterOp::verify() {
+  auto value = getValueAttr();
+  if (value && value.getType() != getType())
+    return emitOpError() << "initial value of type " << value.getType()
+                         << " does not match the parameter type "
+                         << getType();
+  if (!getType().cast<RankedTensorType>().getElementType().isa<FloatType>())
+    return emitOpError() << "parameters are floating point, got "
+                         << getType();
+  return success();
+}
+
+LogicalResult
+GetParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto param = symbolTable.lookupNearestSymbolFrom<ParameterOp>(
+      *this, getNameAttr());
+  if (!param)
+    return emitOpError() << "no cleave.parameter named " << getNameAttr();
+  if (param.getType() != getType())
+    return emitOpError() << "result type " << getType()
+                         << " differs from the type of parameter "
+                         << getNameAttr() << ", " << param.getType();
+  return success();
+}
+
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValueAttr(); }
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+LogicalResult SelectOp::inferReturnTypes(
+    MLIRContext *context, std::optional<Location> loc, ValueRange operands,
+    DictionaryAttr attributes, RegionRange regions,
+    SmallVectorImpl<Type> &inferred) {
+  return inferBroadcastResult(loc, operands, {}, inferred);
+}
+
+LogicalResult GeluOp::verify() {
+  if (getApproximate() != "none" && getApproximate() != "tanh")
+    return emitOpError() << "approximate must be \"none\" or \"tanh\", got \""
+                         << getApproximate() << "\"";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Matrix products, reductions, normalizations
+//===----------------------------------------------------------------------===//
+
+LogicalResult MatmulOp::inferReturnTypes(
+    MLIRContext *context, std::optional<Location> loc, ValueRange operands,
+    DictionaryAttr attributes, RegionRange regions,
+    SmallVectorImpl<Type> &inferred) {
+  auto lhs = tensorType(operands[0]);
+  auto rhs = tensorType(operands[1]);
+  if (lhs.getRank() < 2 || rhs.getRank() < 2)
+    return emitOptional(loc, "operands must have rank 2 or more, got " +
+                                 shapeString(lhs.getShape()) + " and " +
+                                 shapeString(rhs.getShape()));
+  if (lhs.getElementType() != rhs.getElementType())
+    return emitOptional(loc, llvm::formatv("operands have different element "
+                                           "types: {0} and {1}",
+                                           lhs.getElementType(),
+                                           rhs.getElementType())
+                                 .str());
+  int64_t k = lhs.getShape().back();
+  int64_t rhsK = rhs.getShape()[rhs.getRank() - 2];
+  if (k != rhsK)
+    return emitOptional(loc, llvm::formatv("contracting dimensions differ: "
+                                           "{0} has K = {1}, {2} has K = {3}",
+                                           shapeString(lhs.getShape()), k,
+                                           shapeString(rhs.getShape()), rhsK)
+                                 .str());
+  auto batch = broadcastShapes(lhs.getShape().drop_back(2),
+                               rhs.getShape().drop_back(2));
+  if (failed(batch))
+    return emitOptional(loc, "batch dimensions of " +
+                                 shapeString(lhs.getShape()) + " and " +
+                                 shapeString(rhs.getShape()) +
+                                 " do not broadcast");
+  SmallVector<int64_t> shape = *batch;
+  shape.push_back(lhs.getShape()[lhs.getRank() - 2]);
+  shape.push_back(rhs.getShape().back());
+  inferred.push_back(RankedTensorType::get(shape, lhs.getElementType()));
+  return success();
+}
+
+/// Checks `axis` against `rank`, and that `param` (when present) has shape
+/// `x.shape[axis:]`.
+static LogicalResult verifyNormalizedShape(Operation *op, RankedTensorType x,
+                                           int64_t axis, Value param,
+                                           StringRef paramName) {
+  if (axis < 0 || axis >= x.getRank())
+    return op->emitOpError() << "axis " << axis << " is out of range for "
+                             << x;
+  if (!param)
+    return success();
+  auto expected = x.getShape().drop_front(axis);
+  auto found = tensorType(param);
+  if (found.getShape() != expected)
+    return op->emitOpError()
+           << paramName << " must have shape " << shapeString(expected)
+           << " (x.shape[" << axis << ":]), got "
+           << shapeString(found.getShape());
+  if (found.getElementType() != x.getElementType())
+    return op->emitOpError() << paramName << " has element type "
+                             << found.getElementType() << ", x has "
+                             << x.getElementType();
+  return success();
+}
+
+LogicalResult LayerNormOp::verify() {
+  auto x = getX().getType().cast<RankedTensorType>();
+  if (getResult().getType() != x)
+    return emitOpError() << "result type " << getResult().getType()
+                         << " differs from the input type " << x;
+  if (failed(verifyNormalizedShape(*this, x, getAxis(), getScale(), "scale")) ||
+      failed(verifyNormalizedShape(*this, x, getAxis(), getBias(), "bias")))
+    return failure();
+  return success();
+}
+
+LogicalResult RmsNormOp::verify() {
+  auto x = getX().getType().cast<RankedTensorType>();
+  if (getResult().getType() != x)
+    return emitOpError() << "result type " << getResult().getType()
+                         << " differs from the input type " << x;
+  return verifyNormalizedShape(*this, x, getAxis(), getScale(), "scale");
+}
+
+template <typename SoftmaxLike>
+static LogicalResult verifySoftmaxAxis(SoftmaxLike op) {
+  int64_t rank = op.getX().getType().template cast<RankedTensorType>().getRank();
+  if (op.getAxis() < 0 || op.getAxis() >= rank)
+    return op.emitOpError() << "axis " << op.getAxis()
+                            << " is out of range for rank " << rank;
+  return success();
+}
+
+LogicalResult SoftmaxOp::verify() { return verifySoftmaxAxis(*this); }
+LogicalResult LogSoftmaxOp::verify() { return verifySoftmaxAxis(*this); }
+
+LogicalResult AttentionOp::verify() {
+  auto q = getQ().getType().cast<RankedTensorType>();
+  auto k = getK().getType().cast<RankedTensorType>();
+  auto v = getV().getType().cast<RankedTensorType>();
+  if (q.getRank() != 4 || k.getRank() != 4 || v.getRank() != 4)
+    return emitOpError() << "q, k and v must be [batch, heads, seq, head_dim], "
+                            "got "
+                         << shapeString(q.getShape()) << ", "
+                         << shapeString(k.getShape()) << " and "
+                         << shapeString(v.getShape());
+  if (k.getShape() != v.getShape())
+    return emitOpError() << "k and v shapes differ: "
+                         << shapeString(k.getShape()) << " and "
+                         << shapeString(v.getShape());
+  if (q.getDimSize(0) != k.getDimSize(0) || q.getDimSize(3) != k.getDimSize(3))
+    return emitOpError() << "q " << shapeString(q.getShape())
+                         << " and k " << shapeString(k.getShape())
+                         << " differ in batch or head_dim";
+  if (q.getDimSize(1) % k.getDimSize(1) != 0)
+    return emitOpError() << "query heads (" << q.getDimSize(1)
+                         << ") must be a multiple of key/value heads ("
+                         << k.getDimSize(1) << ")";
+  if (getResult().getType() != q)
+    return emitOpError() << "result type " << getResult().getType()
+                         << " differs from q's type " << q;
+  if (getMask()) {
+    SmallVector<int64_t> scores{q.getDimSize(0), q.getDimSize(1),
+                                q.getDimSize(2), k.getDimSize(2)};
+    auto maskShape = tensorType(getMask()).getShape();
+    auto merged = broadcastShapes(maskShape, scores);
+    if (failed(merged) || ArrayRef<int64_t>(*merged) != ArrayRef(scores))
+      return emitOpError() << "mask of shape " << shapeString(maskShape)
+                           << " does not broadcast to the scores' shape "
+                           << shapeString(scores);
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Lookups
+//===----------------------------------------------------------------------===//
+
+LogicalResult EmbeddingOp::inferReturnTypes(
+    MLIRContext *context, std::optional<Location> loc, ValueRange operands,
+    DictionaryAttr attributes, RegionRange regions,
+    SmallVectorImpl<Type> &inferred) {
+  auto table = tensorType(operands[0]);
+  auto ids = tensorType(operands[1]);
+  if (table.getRank() != 2)
+    return emitOptional(loc, "embedding table must be [vocab, dim], got " +
+                                 shapeString(table.getShape()));
+  SmallVector<int64_t> shape(ids.getShape());
+  shape.push_back(table.getDimSize(1));
+  inferred.push_back(RankedTensorType::get(shape, table.getElementType()));
+  return success();
+}
+
+LogicalResult GatherOp::inferReturnTypes(
+    MLIRContext *context, std::optional<Location> loc, ValueRange operands,
+    DictionaryAttr attributes, RegionRange regions,
+    SmallVectorImpl<Type> &inferred) {
+  Adaptor adaptor(operands, attributes);
+  auto data = tensorType(adaptor.getData());
+  auto indices = tensorType(adaptor.getIndices());
+  int64_t axis = adaptor.getAxis();
+  if (axis < 0 || axis >= data.getRank())
+    return emitOptional(loc, llvm::formatv("gather axis {0} is out of range "
+                                           "for rank {1}",
+                                           axis, data.getRank())
+                                 .str());
+  SmallVector<int64_t> shape(data.getShape().take_front(axis));
+  llvm::append_range(shape, indices.getShape());
+  llvm::append_range(shape, data.getShape().drop_front(axis + 1));
+  inferred.push_back(RankedTensorType::get(shape, data.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReshapeOp::verify() {
+  auto in = getX().getType().cast<RankedTensorType>();
+  auto out = getResult().getType().cast<RankedTensorType>();
+  if (in.getNumElements() != out.getNumElements())
+    return emitOpError() << "cannot reshape " << shapeString(in.getShape())
+                         << " (" << in.getNumElements() << " elements) to "
+                         << shapeString(out.getShape()) << " ("
+                         << out.getNumElements() << " elements)";
+  if (in.getElementType() != out.getElementType())
+    return emitOpError() << "element type changes from "
+                         << in.getElementType() << " to "
+                         << out.getElementType();
+  return success();
+}
+
+OpFoldResult ReshapeOp::fold(FoldAdaptor adaptor) {
+  if (getX().getType() == getType())
+    return getX();
+  if (auto producer = getX().getDefiningOp<ReshapeOp>()) {
+    getXMutable().assign(producer.getX());
+    return getResult();
+  }
+  return {};
+}
+
+LogicalResult TransposeOp::inferReturnTypes(
+    MLIRContext *context, std::optional<Location> loc, ValueRange operands,
+    DictionaryAttr attributes, RegionRange regions,
+    SmallVectorImpl<Type> &inferred) {
+  Adaptor adaptor(operands, attributes);
+  auto type = tensorType(adaptor.getX());
+  ArrayRef<int64_t> perm = adaptor.getPerm();
+  if ((int64_t)perm.size() != type.getRank())
+    return emitOptional(loc, llvm::formatv("perm has {0} entries for rank {1}",
+                                           perm.size(), type.getRank())
+                                 .str());
+  SmallVector<bool> seen(perm.size(), false);
+  SmallVector<int64_t> shape;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= type.getRank() || seen[p])
+      return emitOptional(loc, "perm is not a permutation of 0.." +
+                                   Twine(type.getRank() - 1));
+    seen[p] = true;
+    shape.push_back(type.getDimSize(p));
+  }
+  inferred.push_back(RankedTensorType::get(shape, type.getElementType()));
+  return success();
+}
+
+LogicalResult BroadcastToOp::verify() {
+  auto in = getX().getType().cast<RankedTensorType>();
+  auto out = getResult().getType().cast<RankedTensorType>();
+  auto merged = broadcastShapes(in.getShape(), out.getShape());
+  if (failed(merged) || ArrayRef<int64_t>(*merged) != out.getShape())
+    return emitOpError() << "cannot broadcast " << shapeString(in.getShape())
+                         << " to " << shapeString(out.getShape());
+  if (in.getElementType() != out.getElementType())
+    return emitOpError() << "element type changes from "
+                         << in.getElementType() << " to "
+                         << out.getElementType();
+  return success();
+}
+
+LogicalResult SliceOp::inferReturnTypes(
+    MLIRContext *context, std::optional<Location> loc, ValueRange operands,
+    DictionaryAttr attributes, RegionRange regions,
+    SmallVectorImpl<Type> &inferred) {
+  Adaptor adaptor(operands, attributes);
+  auto type = tensorType(adaptor.getX());
+  ArrayRef<int64_t> start = adaptor.getStart(), limit = adaptor.getLimit(),
+                    step = adaptor.getStep();
+  int64_t rank = type.getRank();
+  if ((int64_t)start.size() != rank || (int64_t)limit.size() != rank ||
+      (int64_t)step.size() != rank)
+    return emitOptional(loc, llvm::formatv("start, limit and step need {0} "
+                                           "entries each (the rank)",
+                                           rank)
+                                 .str());
+  SmallVector<int64_t> shape;
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t dim = type.getDimSize(d);
+    bool ok = step[d] > 0
+                  ? 0 <= start[d] && start[d] <= limit[d] && limit[d] <= dim
+                  : step[d] < 0 && -1 <= limit[d] && limit[d] <= start[d] &&
+                        start[d] < std::max<int64_t>(dim, 1);
+    if (!ok)
+      return emitOptional(loc, llvm::formatv("slice {0}:{1}:{2} is invalid "
+                                             "for dimension {3} of size {4}",
+                                             start[d], limit[d], step[d], d,
+                                             dim)
+                                   .str());
+    int64_t extent = step[d] > 0 ? limit[d] - start[d] : start[d] - limit[d];
+    int64_t stride = std::abs(step[d]);
+    shape.push_back((extent + stride - 1) / stride);
+  }
+  inferred.push_back(RankedTensorType::get(shape, type.getElementType()));
+  return success();
+}
+
+LogicalResult ConcatOp::inferReturnTypes(
+    MLIRContext *context, std::optional<Location> loc, ValueRange operands,
+    DictionaryAttr attributes, RegionRange regions,
+    SmallVectorImpl<Type> &inferred) {
+  Adaptor adaptor(operands, attributes);
+  if (operands.empty())
+    return emitOptional(loc, "concat needs at least one input");
+  auto first = tensorType(operands[0]);
+  int64_t axis = adaptor.getAxis();
+  if (axis < 0 || axis >= first.getRank())
+    return emitOptional(loc, llvm::formatv("concat axis {0} is out of range "
+                                           "for rank {1}",
+                                           axis, first.getRank())
+                                 .str());
+  SmallVector<int64_t> shape(first.getShape());
+  shape[axis] = 0;
+  for (Value operand : operands) {
+    auto type = tensorType(operand);
+    if (type.getElementType() != first.getElementType() ||
+        type.getRank() != first.getRank())
+      return emitOptional(loc, llvm::formatv("concat inputs differ in rank or "
+                                             "element type: {0} and {1}",
+                                             first, type)
+                                   .str());
+    for (int64_t d = 0; d < type.getRank(); ++d)
+      if (d != axis && type.getDimSize(d) != first.getDimSize(d))
+        return emitOptional(loc, "concat inputs " +
+                                     shapeString(first.getShape()) + " and " +
+                                     shapeString(type.getShape()) +
+                                     " differ outside axis " + Twine(axis));
+    shape[axis] += type.getDimSize(axis);
+  }
+  inferred.push_back(RankedTensorType::get(shape, first.getElementType()));
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "ir/CleaveOps.cpp.inc"

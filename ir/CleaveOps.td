@@ -1,0 +1,582 @@
+//===- CleaveOps.td - cleave dialect operations ------------*- tablegen -*-===//
+//
+// Every op of the cleave dialect. Shapes are static; ops whose result shape
+// follows from their operands implement InferTypeOpInterface, so the
+// frontend builds them without computing shapes and the verifier checks the
+// printed result type against the inferred one.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_OPS_TD
+#define CLEAVE_OPS_TD
+
+include "ir/CleaveDialect.td"
+include "ir/CleaveAttrs.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+//===----------------------------------------------------------------------===//
+// Type constraints
+//===----------------------------------------------------------------------===//
+
+def Cleave_Tensor : StaticShapeTensorOf<[AnyType]>;
+def Cleave_FloatTensor : StaticShapeTensorOf<[AnyFloat]>;
+def Cleave_IntTensor : StaticShapeTensorOf<[AnySignlessInteger]>;
+def Cleave_BoolTensor : StaticShapeTensorOf<[I1]>;
+def Cleave_IndexTensor : StaticShapeTensorOf<[I32, I64]>;
+def Cleave_Scalar : 0DTensorOf<[AnyFloat]>;
+
+//===----------------------------------------------------------------------===//
+// Parameters and constants
+//===----------------------------------------------------------------------===//
+
+def Cleave_ParameterOp : Cleave_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">]> {
+  let summary = "a trainable weight of the model";
+  let description = [{
+    Declares one trainable parameter by the name of the ONNX initializer it
+    came from. `value` holds the initial data; it is absent for a model
+    exported with shapes only, whose weights are initialized by the runtime.
+    A parameter used in several places (GPT-2's tied embedding and output
+    head) is one symbol read by several `cleave.get_param` ops.
+
+    ```mlir
+    cleave.parameter @"transformer.wte.weight" : tensor<256x64xf32>
+        = dense_resource<transformer.wte.weight> : tensor<256x64xf32>
+    cleave.parameter @"h.0.ln_1.bias" : tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       TypeAttrOf<Cleave_Tensor>:$type,
+                       OptionalAttr<ElementsAttr>:$value);
+  let assemblyFormat = "$sym_name attr-dict `:` $type (`=` $value^)?";
+  let hasVerifier = 1;
+}
+
+def Cleave_GetParamOp : Cleave_Op<"get_param", [Pure,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "reads a parameter inside a function";
+  let description = [{
+    Yields the current value of a `cleave.parameter`. The result type must be
+    the parameter's type.
+
+    ```mlir
+    %w = cleave.get_param @"transformer.wte.weight" : tensor<256x64xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$name);
+  let results = (outs Cleave_Tensor:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+}
+
+def Cleave_ConstantOp : Cleave_Op<"constant", [Pure, ConstantLike,
+    AllTypesMatch<["value", "result"]>]> {
+  let summary = "a constant tensor";
+  let description = [{
+    A compile-time constant: masks, position indices, scales, and everything
+    the frontend folded from the shape arithmetic of a traced export.
+
+    ```mlir
+    %c = cleave.constant dense<0.125> : tensor<f32>
+    ```
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs Cleave_Tensor:$result);
+  let assemblyFormat = "attr-dict $value";
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+// Binary ops broadcast as numpy and ONNX do: shapes are aligned on the
+// right, and a dimension of 1 stretches to the other's size.
+class Cleave_BroadcastOp<string mnemonic, string what, Type operandType,
+                         Type resultType>
+    : Cleave_Op<mnemonic, [Pure,
+          DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+  let summary = what;
+  let arguments = (ins operandType:$lhs, operandType:$rhs);
+  let results = (outs resultType:$result);
+  let assemblyFormat =
+      "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+}
+
+class Cleave_ArithOp<string mnemonic, string what>
+    : Cleave_BroadcastOp<mnemonic, what, Cleave_Tensor, Cleave_Tensor> {
+  let description = [{
+    Elementwise `}] # what # [{` with numpy broadcasting. Both operands have
+    the same element type; the result has that type and the broadcast shape.
+
+    ```mlir
+    %r = cleave.}] # mnemonic # [{ %a, %b
+        : (tensor<2x8x64xf32>, tensor<64xf32>) -> tensor<2x8x64xf32>
+    ```
+  }];
+  let extraClassDefinition = [{
+    ::mlir::LogicalResult $cppClass::inferReturnTypes(
+        ::mlir::MLIRContext *context, ::std::optional<::mlir::Location> loc,
+        ::mlir::ValueRange operands, ::mlir::DictionaryAttr attributes,
+        ::mlir::RegionRange regions,
+        ::llvm::SmallVectorImpl<::mlir::Type> &inferred) {
+      return inferBroadcastResult(loc, operands, /*resultElementType=*/{},
+                                  inferred);
+    }
+  }];
+}
+
+def Cleave_AddOp : Cleave_ArithOp<"add", "addition">;
+def Cleave_SubOp : Cleave_ArithOp<"sub", "subtraction">;
+def Cleave_MulOp : Cleave_ArithOp<"mul", "multiplication">;
+def Cleave_DivOp : Cleave_ArithOp<"div", "division">;
+def Cleave_PowOp : Cleave_ArithOp<"pow", "power">;
+def Cleave_MaxOp : Cleave_ArithOp<"max", "maximum">;
+def Cleave_MinOp : Cleave_ArithOp<"min", "minimum">;
+def Cleave_AndOp : Cleave_ArithOp<"and", "logical and (of i1 tensors)">;
+def Cleave_OrOp : Cleave_ArithOp<"or", "logical or (of i1 tensors)">;
+
+class Cleave_CompareOp<string mnemonic, string what>
+    : Cleave_BroadcastOp<mnemonic, what, Cleave_Tensor, Cleave_BoolTensor> {
+  let description = [{
+    Elementwise comparison `}] # what # [{` with numpy broadcasting; the
+    result is an `i1` tensor of the broadcast shape.
+
+    ```mlir
+    %m = cleave.}] # mnemonic # [{ %a, %b
+        : (tensor<8x1xi64>, tensor<8xi64>) -> tensor<8x8xi1>
+    ```
+  }];
+  let extraClassDefinition = [{
+    ::mlir::LogicalResult $cppClass::inferReturnTypes(
+        ::mlir::MLIRContext *context, ::std::optional<::mlir::Location> loc,
+        ::mlir::ValueRange operands, ::mlir::DictionaryAttr attributes,
+        ::mlir::RegionRange regions,
+        ::llvm::SmallVectorImpl<::mlir::Type> &inferred) {
+      return inferBroadcastResult(loc, operands,
+                                  ::mlir::IntegerType::get(context, 1),
+                                  inferred);
+    }
+  }];
+}
+
+def Cleave_EqualOp : Cleave_CompareOp<"equal", "lhs == rhs">;
+def Cleave_LessOp : Cleave_CompareOp<"less", "lhs < rhs">;
+def Cleave_LessEqualOp : Cleave_CompareOp<"less_equal", "lhs <= rhs">;
+def Cleave_GreaterOp : Cleave_CompareOp<"greater", "lhs > rhs">;
+def Cleave_GreaterEqualOp : Cleave_CompareOp<"greater_equal", "lhs >= rhs">;
+
+def Cleave_SelectOp : Cleave_Op<"select", [Pure,
+    DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+  let summary = "elementwise choice (ONNX Where)";
+  let description = [{
+    `cond ? on_true : on_false` elementwise, all three broadcast together.
+    This is how causal masks appear after import.
+
+    ```mlir
+    %s = cleave.select %mask, %scores, %neg_inf
+        : (tensor<1x1x8x8xi1>, tensor<2x4x8x8xf32>, tensor<f32>)
+        -> tensor<2x4x8x8xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_BoolTensor:$cond, Cleave_Tensor:$on_true,
+                       Cleave_Tensor:$on_false);
+  let results = (outs Cleave_Tensor:$result);
+  let assemblyFormat =
+      "$cond `,` $on_true `,` $on_false attr-dict `:` functional-type(operands, results)";
+}
+
+class Cleave_UnaryOp<string mnemonic, string formula, Type type = Cleave_FloatTensor>
+    : Cleave_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+  let summary = "elementwise " # formula;
+  let description = [{
+    Computes `}] # formula # [{` for every element.
+
+    ```mlir
+    %y = cleave.}] # mnemonic # [{ %x : tensor<2x8x64xf32>
+    ```
+  }];
+  let arguments = (ins type:$x);
+  let results = (outs type:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+}
+
+def Cleave_NegOp : Cleave_UnaryOp<"neg", "-x", Cleave_Tensor>;
+def Cleave_AbsOp : Cleave_UnaryOp<"abs", "|x|", Cleave_Tensor>;
+def Cleave_ReluOp : Cleave_UnaryOp<"relu", "max(x, 0)", Cleave_Tensor>;
+def Cleave_NotOp : Cleave_UnaryOp<"not", "logical not", Cleave_BoolTensor>;
+def Cleave_ExpOp : Cleave_UnaryOp<"exp", "e^x">;
+def Cleave_LogOp : Cleave_UnaryOp<"log", "ln(x)">;
+def Cleave_SqrtOp : Cleave_UnaryOp<"sqrt", "sqrt(x)">;
+def Cleave_RsqrtOp : Cleave_UnaryOp<"rsqrt", "1 / sqrt(x)">;
+def Cleave_ReciprocalOp : Cleave_UnaryOp<"reciprocal", "1 / x">;
+def Cleave_TanhOp : Cleave_UnaryOp<"tanh", "tanh(x)">;
+def Cleave_ErfOp : Cleave_UnaryOp<"erf", "erf(x)">;
+def Cleave_SigmoidOp : Cleave_UnaryOp<"sigmoid", "1 / (1 + e^-x)">;
+def Cleave_SiluOp : Cleave_UnaryOp<"silu", "x * sigmoid(x)">;
+def Cleave_SinOp : Cleave_UnaryOp<"sin", "sin(x)">;
+def Cleave_CosOp : Cleave_UnaryOp<"cos", "cos(x)">;
+
+def Cleave_GeluOp : Cleave_Op<"gelu", [Pure, SameOperandsAndResultType]> {
+  let summary = "Gaussian error linear unit";
+  let description = [{
+    `x * Phi(x)`, exactly (`approximate = "none"`, via erf) or with GPT-2's
+    tanh approximation (`approximate = "tanh"`).
+
+    ```mlir
+    %y = cleave.gelu %x {approximate = "tanh"} : tensor<2x8x256xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_FloatTensor:$x,
+                       DefaultValuedStrAttr<StrAttr, "none">:$approximate);
+  let results = (outs Cleave_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+  let hasVerifier = 1;
+}
+
+def Cleave_CastOp : Cleave_Op<"cast", [Pure, SameOperandsAndResultShape]> {
+  let summary = "element type conversion";
+  let description = [{
+    Converts every element to the result's element type, as ONNX Cast does
+    (floats to integers truncate toward zero; anything nonzero is true).
+
+    ```mlir
+    %f = cleave.cast %mask : tensor<8x8xi1> -> tensor<8x8xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_Tensor:$x);
+  let results = (outs Cleave_Tensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
+// Matrix products, reductions, normalizations
+//===----------------------------------------------------------------------===//
+
+def Cleave_MatmulOp : Cleave_Op<"matmul", [Pure,
+    DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+  let summary = "batched matrix product";
+  let description = [{
+    `lhs[..., M, K] x rhs[..., K, N] -> [..., M, N]`. Both operands have rank
+    two or more; leading (batch) dimensions broadcast as numpy's `matmul`.
+    This is the op tensor parallelism splits along `N` (column parallel) or
+    `K` (row parallel).
+
+    ```mlir
+    %y = cleave.matmul %x, %w
+        : (tensor<2x8x64xf32>, tensor<64x192xf32>) -> tensor<2x8x192xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_FloatTensor:$lhs, Cleave_FloatTensor:$rhs);
+  let results = (outs Cleave_FloatTensor:$result);
+  let assemblyFormat =
+      "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+}
+
+class Cleave_ReduceOp<string mnemonic, string what>
+    : Cleave_Op<mnemonic, [Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+  let summary = what # " over the given axes";
+  let description = [{
+    Reduces `x` over `axes` (sorted, non-negative, unique). With `keepdims`
+    the reduced dimensions stay as size 1.
+
+    ```mlir
+    %m = cleave.}] # mnemonic # [{ %x {axes = array<i64: 2>, keepdims = true}
+        : tensor<2x8x64xf32> -> tensor<2x8x1xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_Tensor:$x, DenseI64ArrayAttr:$axes,
+                       DefaultValuedAttr<BoolAttr, "true">:$keepdims);
+  let results = (outs Cleave_Tensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+  let extraClassDefinition = [{
+    ::mlir::LogicalResult $cppClass::inferReturnTypes(
+        ::mlir::MLIRContext *context, ::std::optional<::mlir::Location> loc,
+        ::mlir::ValueRange operands, ::mlir::DictionaryAttr attributes,
+        ::mlir::RegionRange regions,
+        ::llvm::SmallVectorImpl<::mlir::Type> &inferred) {
+      Adaptor adaptor(operands, attributes);
+      return inferReduceResult(loc, adaptor.getX(), adaptor.getAxes(),
+                               adaptor.getKeepdims(), inferred);
+    }
+  }];
+}
+
+def Cleave_ReduceSumOp : Cleave_ReduceOp<"reduce_sum", "sum">;
+def Cleave_ReduceMeanOp : Cleave_ReduceOp<"reduce_mean", "mean">;
+def Cleave_ReduceMaxOp : Cleave_ReduceOp<"reduce_max", "maximum">;
+def Cleave_ReduceMinOp : Cleave_ReduceOp<"reduce_min", "minimum">;
+
+class Cleave_SoftmaxLikeOp<string mnemonic, string what>
+    : Cleave_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+  let summary = what # " along one axis";
+  let description = [{
+    `}] # what # [{` of `x` along `axis` (non-negative, less than the rank).
+
+    ```mlir
+    %p = cleave.}] # mnemonic # [{ %scores {axis = 3 : i64} : tensor<2x4x8x8xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_FloatTensor:$x, I64Attr:$axis);
+  let results = (outs Cleave_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+  let hasVerifier = 1;
+}
+
+def Cleave_SoftmaxOp : Cleave_SoftmaxLikeOp<"softmax", "softmax">;
+def Cleave_LogSoftmaxOp : Cleave_SoftmaxLikeOp<"log_softmax", "log-softmax">;
+
+def Cleave_LayerNormOp : Cleave_Op<"layer_norm", [Pure, AttrSizedOperandSegments]> {
+  let summary = "layer normalization";
+  let description = [{
+    Normalizes `x` over the dimensions from `axis` to the last (mean and
+    variance, `epsilon` added to the variance), then scales and shifts by
+    the optional `scale` and `bias`, whose shape is `x.shape[axis:]`.
+
+    ```mlir
+    %y = cleave.layer_norm %x, %g, %b {axis = 2 : i64, epsilon = 1.0e-05 : f32}
+        : (tensor<2x8x64xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<2x8x64xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_FloatTensor:$x,
+                       Optional<Cleave_FloatTensor>:$scale,
+                       Optional<Cleave_FloatTensor>:$bias,
+                       I64Attr:$axis, F32Attr:$epsilon);
+  let results = (outs Cleave_FloatTensor:$result);
+  let assemblyFormat = [{
+    $x (`,` $scale^)? (`,` `bias` $bias^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Cleave_RmsNormOp : Cleave_Op<"rms_norm", [Pure]> {
+  let summary = "root-mean-square normalization";
+  let description = [{
+    `x * rsqrt(mean(x^2 over axis..last) + epsilon) * scale`, Llama's RMSNorm;
+    `scale` has shape `x.shape[axis:]`.
+
+    ```mlir
+    %y = cleave.rms_norm %x, %g {axis = 2 : i64, epsilon = 1.0e-05 : f32}
+        : (tensor<2x8x64xf32>, tensor<64xf32>) -> tensor<2x8x64xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_FloatTensor:$x, Cleave_FloatTensor:$scale,
+                       I64Attr:$axis, F32Attr:$epsilon);
+  let results = (outs Cleave_FloatTensor:$result);
+  let assemblyFormat =
+      "$x `,` $scale attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Cleave_AttentionOp : Cleave_Op<"attention", [Pure]> {
+  let summary = "scaled dot-product attention";
+  let description = [{
+    `softmax(q k^T * scale [+ mask]) v` per batch and head, with
+    `q: [B, H, Tq, D]`, `k, v: [B, Hkv, Tk, D]` where `H` is a multiple of
+    `Hkv` (grouped-query attention repeats each key/value head `H / Hkv`
+    times). `causal` masks position `j > i`. An optional `mask` broadcastable
+    to `[B, H, Tq, Tk]` is either `i1` (true keeps) or additive float.
+
+    ```mlir
+    %o = cleave.attention %q, %k, %v {causal, scale = 0.125 : f32}
+        : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>)
+        -> tensor<2x4x8x16xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_FloatTensor:$q, Cleave_FloatTensor:$k,
+                       Cleave_FloatTensor:$v, Optional<Cleave_Tensor>:$mask,
+                       F32Attr:$scale, UnitAttr:$causal);
+  let results = (outs Cleave_FloatTensor:$result);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v (`mask` $mask^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Lookups and losses
+//===----------------------------------------------------------------------===//
+
+def Cleave_EmbeddingOp : Cleave_Op<"embedding", [Pure,
+    DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+  let summary = "embedding table lookup";
+  let description = [{
+    Rows of `table: [V, D]` picked by integer `ids` (any shape), giving
+    `[ids..., D]`. Kept apart from `gather` so tensor parallelism can split
+    the vocabulary and the backward pass can scatter-add into the table.
+
+    ```mlir
+    %e = cleave.embedding %wte, %idx
+        : (tensor<256x64xf32>, tensor<2x8xi64>) -> tensor<2x8x64xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_FloatTensor:$table, Cleave_IndexTensor:$ids);
+  let results = (outs Cleave_FloatTensor:$result);
+  let assemblyFormat =
+      "$table `,` $ids attr-dict `:` functional-type(operands, results)";
+}
+
+def Cleave_GatherOp : Cleave_Op<"gather", [Pure,
+    DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+  let summary = "ONNX Gather along one axis";
+  let description = [{
+    `data.shape[:axis] + indices.shape + data.shape[axis+1:]`, taking
+    `data[..., indices[j], ...]`; negative indices count from the end.
+
+    ```mlir
+    %g = cleave.gather %x, %i {axis = 1 : i64}
+        : (tensor<2x8x64xf32>, tensor<3xi64>) -> tensor<2x3x64xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_Tensor:$data, Cleave_IndexTensor:$indices,
+                       I64Attr:$axis);
+  let results = (outs Cleave_Tensor:$result);
+  let assemblyFormat =
+      "$data `,` $indices attr-dict `:` functional-type(operands, results)";
+}
+
+class Cleave_LossOp<string mnemonic, string what> : Cleave_Op<mnemonic, [Pure,
+    DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+  let summary = what;
+  let arguments = (ins Cleave_FloatTensor:$input, Cleave_IndexTensor:$target,
+                       Cleave_LossReductionAttr:$reduction,
+                       OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs Cleave_FloatTensor:$result);
+  let assemblyFormat =
+      "$input `,` $target attr-dict `:` functional-type(operands, results)";
+  let extraClassDefinition = [{
+    ::mlir::LogicalResult $cppClass::inferReturnTypes(
+        ::mlir::MLIRContext *context, ::std::optional<::mlir::Location> loc,
+        ::mlir::ValueRange operands, ::mlir::DictionaryAttr attributes,
+        ::mlir::RegionRange regions,
+        ::llvm::SmallVectorImpl<::mlir::Type> &inferred) {
+      Adaptor adaptor(operands, attributes);
+      return inferLossResult(loc, adaptor.getInput(), adaptor.getTarget(),
+                             adaptor.getReduction(), inferred);
+    }
+  }];
+}
+
+def Cleave_SoftmaxCrossEntropyOp
+    : Cleave_LossOp<"softmax_cross_entropy", "softmax cross-entropy loss"> {
+  let description = [{
+    ONNX SoftmaxCrossEntropyLoss (and PyTorch's `F.cross_entropy`) without
+    class weights: `input: [N, C, d...]` logits, `target: [N, d...]` class
+    ids. `reduction = mean` averages over the targets not equal to
+    `ignore_index`; `none` keeps `[N, d...]`. A backend fuses it with the
+    head's matrix product.
+
+    ```mlir
+    %loss = cleave.softmax_cross_entropy %logits, %t {reduction = #cleave.reduction<mean>}
+        : (tensor<16x256xf32>, tensor<16xi64>) -> tensor<f32>
+    ```
+  }];
+}
+
+def Cleave_NllLossOp
+    : Cleave_LossOp<"nll_loss", "negative log-likelihood loss"> {
+  let description = [{
+    ONNX NegativeLogLikelihoodLoss without class weights: `-input[n, t[n]]`
+    with `input: [N, C, d...]` log-probabilities, reduced like
+    `softmax_cross_entropy`.
+
+    ```mlir
+    %loss = cleave.nll_loss %logp, %t {reduction = #cleave.reduction<mean>}
+        : (tensor<16x256xf32>, tensor<16xi64>) -> tensor<f32>
+    ```
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+def Cleave_ReshapeOp : Cleave_Op<"reshape", [Pure]> {
+  let summary = "same elements, new shape";
+  let description = [{
+    Row-major reshape; the element count is unchanged.
+
+    ```mlir
+    %r = cleave.reshape %x : tensor<2x8x64xf32> -> tensor<2x8x4x16xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_Tensor:$x);
+  let results = (outs Cleave_Tensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Cleave_TransposeOp : Cleave_Op<"transpose", [Pure,
+    DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+  let summary = "permutes dimensions";
+  let description = [{
+    `result.shape[i] = x.shape[perm[i]]`.
+
+    ```mlir
+    %t = cleave.transpose %x {perm = array<i64: 0, 2, 1, 3>}
+        : tensor<2x8x4x16xf32> -> tensor<2x4x8x16xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_Tensor:$x, DenseI64ArrayAttr:$perm);
+  let results = (outs Cleave_Tensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+}
+
+def Cleave_BroadcastToOp : Cleave_Op<"broadcast_to", [Pure]> {
+  let summary = "broadcasts to a larger shape (ONNX Expand)";
+  let description = [{
+    Numpy-broadcasts `x` to the result's shape, which must be the broadcast
+    of the two shapes.
+
+    ```mlir
+    %b = cleave.broadcast_to %x : tensor<1x8xf32> -> tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_Tensor:$x);
+  let results = (outs Cleave_Tensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Cleave_SliceOp : Cleave_Op<"slice", [Pure,
+    DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+  let summary = "strided slice with one entry per dimension";
+  let description = [{
+    Takes `x[start[i] : limit[i] : step[i]]` in every dimension, with the
+    values normalized by the frontend: `step != 0`; for a positive step
+    `0 <= start <= limit <= dim`; for a negative step
+    `-1 <= limit <= start < dim`.
+
+    ```mlir
+    %s = cleave.slice %qkv {start = array<i64: 0, 0, 64>,
+                            limit = array<i64: 2, 8, 128>,
+                            step = array<i64: 1, 1, 1>}
+        : tensor<2x8x192xf32> -> tensor<2x8x64xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_Tensor:$x, DenseI64ArrayAttr:$start,
+                       DenseI64ArrayAttr:$limit, DenseI64ArrayAttr:$step);
+  let results = (outs Cleave_Tensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+}
+
+def Cleave_ConcatOp : Cleave_Op<"concat", [Pure,
+    DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+  let summary = "joins tensors along one axis";
+  let description = [{
+    All inputs have the same rank, element type and sizes except along
+    `axis`.
+
+    ```mlir
+    %c = cleave.concat %a, %b {axis = 1 : i64}
+        : (tensor<2x3xf32>, tensor<2x5xf32>) -> tensor<2x8xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Cleave_Tensor>:$inputs, I64Attr:$axis);
+  let results = (outs Cleave_Tensor:$result);
+  let assemblyFormat =
+      "$inputs attr-dict `:` functional-type(operands, results)";
+}
+
+#endif // CLEAVE_OPS_TD
