@@ -1,0 +1,17 @@
+# lit configuration for Cleave's FileCheck tests.
+import os
+import lit.formats
+
+config.name = "Cleave"
+config.test_format = lit.formats.ShTest(not lit_config.quiet)
+config.suffixes = [".mlir", ".test"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.cleave_obj_root, "test")
+config.excludes = ["lit.cfg.py", "lit.site.cfg.py.in", "CMakeLists.txt", "unit", "inputs"]
+
+config.environment["PATH"] = os.pathsep.join(
+    [config.cleave_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
+config.substitutions.append(("%torch_python", config.torch_python))
+config.substitutions.append(("%src_root", config.cleave_src_root))
+config.substitutions.append(("%inputs", os.path.join(config.cleave_src_root, "test", "inputs")))
+config.substitutions.append(("%models", os.path.join(config.cleave_src_root, "models")))
