@@ -1,0 +1,258 @@
+"""Export a named model config to ONNX (forward pass with the loss as output).
+
+    /usr/bin/python3 models/export.py CONFIG -o out.onnx [--seq T] [--batch B]
+        [--dynamic-batch] [--shapes-only] [--seed S] [--opset N] [--fold]
+
+Graph inputs: `idx` and `targets` (int64 [batch, seq]); output: `loss`
+(float scalar).  Weighted exports hold every parameter as an initializer
+named by its state_dict name (do_constant_folding=False; --fold turns on
+torch's default folding, which renames and may merge initializers).
+`--shapes-only` builds the model on the `meta` device and writes no weight
+data: trainable parameters become graph inputs (after idx, targets) with
+their real shapes and names; buffers (small, computable) stay initializers.
+
+metadata_props written:
+  cleave.buffers      comma-separated initializer names that are buffers,
+                      not trainable parameters ("" if none)
+  cleave.shapes_only  "1" if parameters are graph inputs without data, else "0"
+  cleave.init         JSON {param: ["normal", std] | ["ones", 0] | ["zeros", 0]}
+  cleave.config       JSON of the model config
+  cleave.seed         the init seed (weighted exports)
+Models whose weights exceed 2 GB are saved with external data, all tensors
+in one file `<name>.onnx.data` beside the model.
+"""
+import argparse
+import contextlib
+import io
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import torch                                             # noqa: E402
+import onnx                                              # noqa: E402
+from onnx import numpy_helper                            # noqa: E402
+
+from configs import get_config, build_model              # noqa: E402
+
+TWO_GB = 2 ** 31
+
+
+@contextlib.contextmanager
+def _meta_export_patches():
+    """Let torch 1.13's exporter run on meta tensors.
+
+    Two passes read parameter *values*: ONNX shape inference (copies params
+    to use them as constants) and initializer de-duplication (compares
+    data pointers, which are all null on meta, so it would merge every pair
+    of same-shaped parameters).  With export_params=False neither is needed:
+    shape inference still sees every parameter's shape through the graph
+    input types, and no de-duplication is wanted.
+    """
+    C = torch._C
+    orig_si = C._jit_pass_onnx_graph_shape_type_inference
+    orig_dd = C._jit_pass_onnx_deduplicate_initializers
+
+    def shape_inference(graph, params_dict, opset):
+        return orig_si(graph, {}, opset)
+
+    def dedup(graph, params_dict, is_train):
+        return params_dict
+
+    C._jit_pass_onnx_graph_shape_type_inference = shape_inference
+    C._jit_pass_onnx_deduplicate_initializers = dedup
+    try:
+        yield
+    finally:
+        C._jit_pass_onnx_graph_shape_type_inference = orig_si
+        C._jit_pass_onnx_deduplicate_initializers = orig_dd
+
+
+def make_model(cfg, seed=0, shapes_only=False):
+    if shapes_only:
+        return build_model(cfg, device="meta")
+    torch.manual_seed(seed)
+    return build_model(cfg)
+
+
+def _consolidate_external_data(model_proto, src_dir, out_path):
+    """Move per-tensor external files written by torch into one file."""
+    data_name = os.path.basename(out_path) + ".data"
+    off = 0
+    with open(os.path.join(os.path.dirname(os.path.abspath(out_path)), data_name),
+              "wb") as out:
+        for t in model_proto.graph.initializer:
+            if t.data_location != onnx.TensorProto.EXTERNAL:
+                continue
+            info = {e.key: e.value for e in t.external_data}
+            with open(os.path.join(src_dir, info["location"]), "rb") as f:
+                f.seek(int(info.get("offset", 0)))
+                n = int(info["length"]) if "length" in info else -1
+                blob = f.read(n)
+            pad = -off % 4096
+            out.write(b"\0" * pad)
+            off += pad
+            out.write(blob)
+            del t.external_data[:]
+            for k, v in (("location", data_name), ("offset", str(off)),
+                         ("length", str(len(blob)))):
+                e = t.external_data.add()
+                e.key, e.value = k, v
+            off += len(blob)
+
+
+def export_model(cfg, out_path, batch=1, dynamic_batch=False, shapes_only=False,
+                 seed=0, opset=17, fold=False, model=None, verbose=True):
+    """Export `cfg` to `out_path`; returns a dict describing the export.
+
+    `model` may be given (an nn.Module built by make_model with the same
+    cfg/seed) to export exactly those weights.
+    """
+    t0 = time.time()
+    if model is None:
+        model = make_model(cfg, seed=seed, shapes_only=shapes_only)
+    T = cfg["seq"]
+    dev = "meta" if shapes_only else "cpu"
+    idx = torch.zeros(batch, T, dtype=torch.long, device=dev)
+    tgt = torch.zeros(batch, T, dtype=torch.long, device=dev)
+    param_names = [n for n, _ in model.named_parameters()]
+    buffer_names = [n for n, _ in model.named_buffers()]
+    n_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    big = not shapes_only and n_bytes >= TWO_GB - (64 << 20)
+
+    kwargs = dict(
+        input_names=["idx", "targets"], output_names=["loss"],
+        opset_version=opset,
+        dynamic_axes=({"idx": {0: "batch"}, "targets": {0: "batch"}}
+                      if dynamic_batch else None),
+    )
+    if fold:
+        # torch's defaults: eval mode, constant folding on.
+        model.eval()
+        kwargs.update(do_constant_folding=True)
+    else:
+        # Train mode + PRESERVE: no folding, and initializer de-duplication
+        # goes by identity (eval mode would merge equal-valued tensors, e.g.
+        # all LayerNorm weights at init).  We have no dropout/batchnorm.
+        model.train()
+        kwargs.update(do_constant_folding=False,
+                      training=torch.onnx.TrainingMode.PRESERVE)
+
+    tmpdir = None
+    with torch.no_grad():
+        if shapes_only:
+            f = io.BytesIO()
+            with _meta_export_patches():
+                torch.onnx.export(model, (idx, tgt), f, export_params=False, **kwargs)
+            proto = onnx.load_from_string(f.getvalue())
+        elif big:
+            tmpdir = tempfile.mkdtemp(prefix="cleave-export-",
+                                      dir=os.path.dirname(os.path.abspath(out_path)))
+            tmp_path = os.path.join(tmpdir, "model.onnx")
+            torch.onnx.export(model, (idx, tgt), tmp_path, **kwargs)
+            proto = onnx.load(tmp_path, load_external_data=False)
+        else:
+            f = io.BytesIO()
+            torch.onnx.export(model, (idx, tgt), f, **kwargs)
+            proto = onnx.load_from_string(f.getvalue())
+    t_export = time.time() - t0
+
+    g = proto.graph
+    init_names = [t.name for t in g.initializer]
+    input_names = [i.name for i in g.input]
+    assert input_names[:2] == ["idx", "targets"], input_names[:4]
+
+    params = set(param_names)
+    if shapes_only:
+        # Persistent buffers would arrive as graph inputs: give them their
+        # real values (models provide buffer_values(); ours have none).
+        values = model.buffer_values() if hasattr(model, "buffer_values") else {}
+        keep = []
+        for i in g.input:
+            if i.name in buffer_names:
+                assert i.name in values, "no value for buffer %s" % i.name
+                g.initializer.append(numpy_helper.from_array(
+                    values[i.name].detach().cpu().numpy(), i.name))
+            else:
+                keep.append(i)
+        del g.input[:]
+        g.input.extend(keep)
+        init_names = [t.name for t in g.initializer]
+        input_names = [i.name for i in g.input]
+        got = set(input_names[2:])
+        assert got == params, ("parameter inputs differ from named_parameters()",
+                               sorted(got ^ params)[:10])
+    elif not fold:
+        extra = set(init_names) - params
+        assert params <= set(init_names) and extra <= set(buffer_names), \
+            ("initializer names differ from state_dict names",
+             sorted(params - set(init_names))[:10], sorted(extra)[:10])
+
+    meta = {
+        "cleave.buffers": ",".join(n for n in buffer_names if n in init_names),
+        "cleave.shapes_only": "1" if shapes_only else "0",
+        "cleave.init": json.dumps(model.init_spec() if hasattr(model, "init_spec") else {},
+                                  separators=(",", ":")),
+        "cleave.config": json.dumps(cfg, sort_keys=True, separators=(",", ":")),
+    }
+    if not shapes_only:
+        meta["cleave.seed"] = str(seed)
+    for k, v in meta.items():
+        p = proto.metadata_props.add()
+        p.key, p.value = k, v
+
+    if big:
+        _consolidate_external_data(proto, tmpdir, out_path)
+        onnx.save(proto, out_path)
+        shutil.rmtree(tmpdir)
+    else:
+        onnx.save(proto, out_path)
+    dt = time.time() - t0
+    info = dict(path=out_path, config=cfg["name"], seconds=dt,
+                export_seconds=t_export, shapes_only=shapes_only,
+                external_data=big, params=sum(p.numel() for p in model.parameters()),
+                nodes=len(g.node), ops=sorted({n.op_type for n in g.node}),
+                opset=opset, buffers=meta["cleave.buffers"])
+    if verbose:
+        print("exported %s -> %s in %.2f s (%s params, %d nodes, opset %d%s%s)"
+              % (cfg["name"], out_path, dt, "{:,}".format(info["params"]),
+                 info["nodes"], opset, ", shapes only" if shapes_only else "",
+                 ", external data" if big else ""))
+        print("ops:", " ".join(info["ops"]))
+    return info
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("config")
+    ap.add_argument("-o", "--output", required=True)
+    ap.add_argument("--seq", type=int, help="sequence length (default: config's)")
+    ap.add_argument("--batch", type=int, default=1, help="batch size (default 1)")
+    ap.add_argument("--dynamic-batch", action="store_true",
+                    help="make axis 0 of idx and targets symbolic ('batch')")
+    ap.add_argument("--shapes-only", action="store_true",
+                    help="no weights: parameters become graph inputs (meta device)")
+    ap.add_argument("--seed", type=int, default=0, help="init seed (default 0)")
+    ap.add_argument("--opset", type=int, default=17, choices=range(13, 18))
+    ap.add_argument("--fold", action="store_true",
+                    help="torch's default export (eval mode, constant folding)")
+    ap.add_argument("--gelu", choices=["tanh", "exact"], help="GPT-2 GELU variant")
+    ap.add_argument("--check", action="store_true", help="run onnx.checker afterwards")
+    a = ap.parse_args(argv)
+    cfg = get_config(a.config, seq=a.seq, gelu=a.gelu)
+    os.makedirs(os.path.dirname(os.path.abspath(a.output)), exist_ok=True)
+    info = export_model(cfg, a.output, batch=a.batch, dynamic_batch=a.dynamic_batch,
+                        shapes_only=a.shapes_only, seed=a.seed, opset=a.opset,
+                        fold=a.fold)
+    if a.check:
+        onnx.checker.check_model(a.output if info["external_data"] else onnx.load(a.output))
+        print("onnx.checker: ok")
+    return info
+
+
+if __name__ == "__main__":
+    main()
