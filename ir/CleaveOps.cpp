@@ -253,6 +253,10 @@ LogicalResult LayerNormOp::verify() {
   if (getResult().getType() != x)
     return emitOpError() << "result type " << getResult().getType()
                          << " differs from the input type " << x;
+  // The assembly format can only spell a bias after a scale (ONNX
+  // LayerNormalization always has one), so a bias alone would not round-trip.
+  if (getBias() && !getScale())
+    return emitOpError() << "a bias needs a scale; pass a scale of ones";
   if (failed(verifyNormalizedShape(*this, x, getAxis(), getScale(), "scale")) ||
       failed(verifyNormalizedShape(*this, x, getAxis(), getBias(), "bias")))
     return failure();
@@ -270,9 +274,11 @@ LogicalResult RmsNormOp::verify() {
 template <typename SoftmaxLike>
 static LogicalResult verifySoftmaxAxis(SoftmaxLike op) {
   int64_t rank = op.getX().getType().template cast<RankedTensorType>().getRank();
-  if (op.getAxis() < 0 || op.getAxis() >= rank)
-    return op.emitOpError() << "axis " << op.getAxis()
-                            << " is out of range for rank " << rank;
+  // I64Attr's getter returns uint64_t; a negative axis must print as one.
+  int64_t axis = op.getAxis();
+  if (axis < 0 || axis >= rank)
+    return op.emitOpError()
+           << "axis " << axis << " is out of range for rank " << rank;
   return success();
 }
 
@@ -289,6 +295,11 @@ LogicalResult AttentionOp::verify() {
                          << shapeString(q.getShape()) << ", "
                          << shapeString(k.getShape()) << " and "
                          << shapeString(v.getShape());
+  if (k.getElementType() != q.getElementType() ||
+      v.getElementType() != q.getElementType())
+    return emitOpError() << "q, k and v must have one element type, got "
+                         << q.getElementType() << ", " << k.getElementType()
+                         << " and " << v.getElementType();
   if (k.getShape() != v.getShape())
     return emitOpError() << "k and v shapes differ: "
                          << shapeString(k.getShape()) << " and "
@@ -297,7 +308,8 @@ LogicalResult AttentionOp::verify() {
     return emitOpError() << "q " << shapeString(q.getShape())
                          << " and k " << shapeString(k.getShape())
                          << " differ in batch or head_dim";
-  if (q.getDimSize(1) % k.getDimSize(1) != 0)
+  // Zero key/value heads would divide by zero below.
+  if (k.getDimSize(1) == 0 || q.getDimSize(1) % k.getDimSize(1) != 0)
     return emitOpError() << "query heads (" << q.getDimSize(1)
                          << ") must be a multiple of key/value heads ("
                          << k.getDimSize(1) << ")";
@@ -307,7 +319,14 @@ LogicalResult AttentionOp::verify() {
   if (getMask()) {
     SmallVector<int64_t> scores{q.getDimSize(0), q.getDimSize(1),
                                 q.getDimSize(2), k.getDimSize(2)};
-    auto maskShape = tensorType(getMask()).getShape();
+    auto maskType = tensorType(getMask());
+    if (!maskType.getElementType().isInteger(1) &&
+        maskType.getElementType() != q.getElementType())
+      return emitOpError() << "mask must be i1 (true keeps) or "
+                           << q.getElementType()
+                           << " (added to the scores), got "
+                           << maskType.getElementType();
+    auto maskShape = maskType.getShape();
     auto merged = broadcastShapes(maskShape, scores);
     if (failed(merged) || ArrayRef<int64_t>(*merged) != ArrayRef(scores))
       return emitOpError() << "mask of shape " << shapeString(maskShape)
@@ -443,8 +462,10 @@ LogicalResult SliceOp::inferReturnTypes(
     int64_t dim = type.getDimSize(d);
     bool ok = step[d] > 0
                   ? 0 <= start[d] && start[d] <= limit[d] && limit[d] <= dim
+                  // An empty slice may start at `dim`: the frontend writes
+                  // 0:0:-1 for a dimension of size 0.
                   : step[d] < 0 && -1 <= limit[d] && limit[d] <= start[d] &&
-                        start[d] < std::max<int64_t>(dim, 1);
+                        (start[d] < dim || start[d] == limit[d]);
     if (!ok)
       return emitOptional(loc, llvm::formatv("slice {0}:{1}:{2} is invalid "
                                              "for dimension {3} of size {4}",
