@@ -72,6 +72,134 @@ def _meta_export_patches():
         C._jit_pass_onnx_deduplicate_initializers = orig_dd
 
 
+TEMPLATE_LAYERS = 3
+
+
+def _segments(nodes, attr, n):
+    """Node index ranges [start, end) of blocks 0..n-1 (scoped '/attr.k/').
+
+    Unscoped nodes (torch names them '<Op>_<index>', e.g. the Constant axes
+    of an Unsqueeze) that sit between two blocks belong to the later one.
+    """
+    first, last = {}, {}
+    for i, nd in enumerate(nodes):
+        for k in range(n):
+            if nd.name.startswith("/%s.%d/" % (attr, k)):
+                first.setdefault(k, i)
+                last[k] = i
+    assert sorted(first) == list(range(n)), "blocks not found by node names"
+    seg = []
+    for k in range(n):
+        start = first[0] if k == 0 else last[k - 1] + 1
+        assert start <= first[k] and (k == 0 or first[k] > last[k - 1])
+        seg.append((start, last[k] + 1))
+    return seg
+
+
+def _replicate_blocks(proto, attr, n_template, n_layer, param_inputs):
+    """Grow a graph exported with `n_template` blocks to `n_layer` blocks.
+
+    torch's exporter takes time quadratic in the graph size (its ONNX shape
+    inference), so a 96-block graph takes minutes.  Blocks are identical, so
+    we export 3 and clone the last one: every reference a block makes is
+    classified as (a) a value made inside the block, (b) a value made by the
+    previous block, (c) a parameter of the block, or (d) anything else
+    (graph inputs, values made before the blocks); block 1 and block 2 must
+    classify identically (checked), and clone k maps (a) to its own values,
+    (b) to block k-1's, (c) to '<attr>.k.*' and keeps (d).  The result is
+    checked against a real export in models/test_export.py.
+    """
+    g = proto.graph
+    nodes = list(g.node)
+    seg = _segments(nodes, attr, n_template)
+    blocks = [nodes[a:b] for a, b in seg]
+    pos = []                       # per block: value name -> (node, output)
+    for blk in blocks:
+        pos.append({y: (i, j) for i, nd in enumerate(blk) for j, y in enumerate(nd.output)})
+
+    def classify(k, x, from_end=False):
+        if x in pos[k]:
+            return ("own", pos[k][x])
+        if k > 0 and x in pos[k - 1]:
+            i, j = pos[k - 1][x]
+            # Block 0 may differ from the others in length (it can hold
+            # values shared by all blocks), so compare positions from the end.
+            return ("prev", (i - len(blocks[k - 1]) if from_end else i, j))
+        pre = "%s.%d." % (attr, k)
+        if x.startswith(pre):
+            return ("param", x[len(pre):])
+        return ("ext", x)
+
+    t = n_template - 1
+    a, b = blocks[t - 1], blocks[t]
+    assert len(a) == len(b), "blocks differ in size"
+    for na, nb in zip(a, b):
+        same = na.op_type == nb.op_type and len(na.input) == len(nb.input)
+        for xa, xb in zip(na.input, nb.input):
+            # Equal classes, or the very same value made before both blocks
+            # (torch's CSE leaves constants shared by all blocks in block 0).
+            same = same and (classify(t - 1, xa, True) == classify(t, xb, True)
+                             or (xa == xb and xa not in pos[t - 1]))
+        assert same, "blocks %d and %d differ at %s / %s" % (t - 1, t, na.name, nb.name)
+        assert [x.SerializeToString() for x in na.attribute] == \
+               [x.SerializeToString() for x in nb.attribute], (na.name, nb.name)
+
+    counter = [0]
+
+    def fresh(name, k):
+        scoped = "/%s.%d/" % (attr, t)
+        if scoped in name:
+            return name.replace(scoped, "/%s.%d/" % (attr, k))
+        counter[0] += 1
+        return "%s__%s%d_%d" % (name, attr, k, counter[0])
+
+    names = {t: [list(nd.output) for nd in b]}     # block k -> output names
+    new_blocks = []
+    for k in range(n_template, n_layer):
+        out_names = []
+        blk = []
+        for nd in b:
+            c = onnx.NodeProto()
+            c.CopyFrom(nd)
+            del c.input[:]
+            for x in nd.input:
+                kind, v = classify(t, x) if x else ("ext", x)
+                if kind == "own":
+                    c.input.append(out_names[v[0]][v[1]])
+                elif kind == "prev":
+                    c.input.append(names[k - 1][v[0]][v[1]])
+                elif kind == "param":
+                    c.input.append("%s.%d.%s" % (attr, k, v))
+                else:
+                    c.input.append(x)
+            del c.output[:]
+            c.output.extend(fresh(y, k) for y in nd.output)
+            out_names.append(list(c.output))
+            c.name = fresh(nd.name, k) if nd.name.startswith("/") else nd.name
+            blk.append(c)
+        names[k] = out_names
+        new_blocks.append(blk)
+
+    # Values of the last template block used after it now come from the last clone.
+    last = {y: names[n_layer - 1][i][j] for y, (i, j) in pos[t].items()}
+    suffix = nodes[seg[-1][1]:]
+    for nd in suffix:
+        for i, x in enumerate(nd.input):
+            if x in last:
+                nd.input[i] = last[x]
+    for o in g.output:
+        assert o.name not in last
+    all_nodes = nodes[:seg[-1][1]] + [n for blk in new_blocks for n in blk] + suffix
+    for i, nd in enumerate(all_nodes):           # torch's names for unscoped nodes
+        if not nd.name.startswith("/"):
+            nd.name = "%s_%d" % (nd.op_type, i)
+    del g.node[:]
+    g.node.extend(all_nodes)
+    keep = [i for i in g.input[:2]]
+    del g.input[:]
+    g.input.extend(keep + param_inputs)
+
+
 def make_model(cfg, seed=0, shapes_only=False):
     if shapes_only:
         return build_model(cfg, device="meta")
@@ -106,11 +234,14 @@ def _consolidate_external_data(model_proto, src_dir, out_path):
 
 
 def export_model(cfg, out_path, batch=1, dynamic_batch=False, shapes_only=False,
-                 seed=0, opset=17, fold=False, model=None, verbose=True):
+                 seed=0, opset=17, fold=False, model=None, verbose=True,
+                 replicate_blocks=True):
     """Export `cfg` to `out_path`; returns a dict describing the export.
 
     `model` may be given (an nn.Module built by make_model with the same
-    cfg/seed) to export exactly those weights.
+    cfg/seed) to export exactly those weights.  Shapes-only exports of more
+    than TEMPLATE_LAYERS blocks export that many and clone the last one
+    (see _replicate_blocks); replicate_blocks=False exports all of them.
     """
     t0 = time.time()
     if model is None:
@@ -143,12 +274,35 @@ def export_model(cfg, out_path, batch=1, dynamic_batch=False, shapes_only=False,
                       training=torch.onnx.TrainingMode.PRESERVE)
 
     tmpdir = None
+    attr = getattr(model, "layers_attr", None)
+    replicate = (shapes_only and replicate_blocks and attr is not None
+                 and cfg["n_layer"] > TEMPLATE_LAYERS)
     with torch.no_grad():
         if shapes_only:
             f = io.BytesIO()
+            m = model
+            if replicate:
+                m = make_model(dict(cfg, n_layer=TEMPLATE_LAYERS), shapes_only=True)
+                m.train()
             with _meta_export_patches():
-                torch.onnx.export(model, (idx, tgt), f, export_params=False, **kwargs)
+                torch.onnx.export(m, (idx, tgt), f, export_params=False, **kwargs)
             proto = onnx.load_from_string(f.getvalue())
+            if replicate:
+                # Parameter inputs in torch's order (named_parameters order).
+                tmpl = {i.name: i for i in proto.graph.input}
+                pre = "%s.%d." % (attr, TEMPLATE_LAYERS - 1)
+                pin = []
+                for name, p in model.named_parameters():
+                    src = name
+                    parts = name.split(".")
+                    if parts[0] == attr and int(parts[1]) >= TEMPLATE_LAYERS:
+                        src = pre + ".".join(parts[2:])
+                    vi = onnx.ValueInfoProto()
+                    vi.CopyFrom(tmpl[src])
+                    vi.name = name
+                    assert list(p.shape) == [d.dim_value for d in vi.type.tensor_type.shape.dim]
+                    pin.append(vi)
+                _replicate_blocks(proto, attr, TEMPLATE_LAYERS, cfg["n_layer"], pin)
         elif big:
             tmpdir = tempfile.mkdtemp(prefix="cleave-export-",
                                       dir=os.path.dirname(os.path.abspath(out_path)))
@@ -242,12 +396,15 @@ def main(argv=None):
                     help="torch's default export (eval mode, constant folding)")
     ap.add_argument("--gelu", choices=["tanh", "exact"], help="GPT-2 GELU variant")
     ap.add_argument("--check", action="store_true", help="run onnx.checker afterwards")
+    ap.add_argument("--no-replicate", action="store_true",
+                    help="shapes-only: trace every block (slow for deep models) "
+                         "instead of tracing 3 and cloning the last")
     a = ap.parse_args(argv)
     cfg = get_config(a.config, seq=a.seq, gelu=a.gelu)
     os.makedirs(os.path.dirname(os.path.abspath(a.output)), exist_ok=True)
     info = export_model(cfg, a.output, batch=a.batch, dynamic_batch=a.dynamic_batch,
                         shapes_only=a.shapes_only, seed=a.seed, opset=a.opset,
-                        fold=a.fold)
+                        fold=a.fold, replicate_blocks=not a.no_replicate)
     if a.check:
         onnx.checker.check_model(a.output if info["external_data"] else onnx.load(a.output))
         print("onnx.checker: ok")

@@ -24,12 +24,13 @@ class CausalSelfAttention(nn.Module):
         super().__init__()
         d, self.n_head = cfg["d_model"], cfg["n_head"]
         assert d % self.n_head == 0
+        self.hd = d // self.n_head
         self.c_attn = nn.Linear(d, 3 * d, bias=cfg["bias"], device=device)
         self.c_proj = nn.Linear(d, d, bias=cfg["bias"], device=device)
 
     def forward(self, x, future):
         B, T, C = x.size()
-        hd = C // self.n_head
+        hd = self.hd
         q, k, v = self.c_attn(x).split(C, dim=2)
         q = q.view(B, T, self.n_head, hd).transpose(1, 2)   # B nh T hd
         k = k.view(B, T, self.n_head, hd).transpose(1, 2)
@@ -70,6 +71,8 @@ class Block(nn.Module):
 
 
 class GPT2(nn.Module):
+    layers_attr = "h"   # the nn.ModuleList of identical blocks
+
     def __init__(self, cfg, device=None):
         super().__init__()
         self.cfg = dict(cfg)

@@ -124,6 +124,8 @@ class Block(nn.Module):
 
 
 class Llama(nn.Module):
+    layers_attr = "layers"   # the nn.ModuleList of identical blocks
+
     def __init__(self, cfg, device=None):
         super().__init__()
         self.cfg = dict(cfg)
@@ -156,7 +158,9 @@ class Llama(nn.Module):
         B, T = idx.size()
         x = self.tok_embeddings(idx)
         cos, sin = self.rope(T, idx.device)
-        future = causal_future_mask(T, idx.device)
+        # On the rope's device like cos/sin, so that a meta-device export
+        # traces the same graph as a real one.
+        future = causal_future_mask(T, self.rope.inv_freq.device).to(idx.device)
         for block in self.layers:
             x = block(x, cos, sin, future)
         logits = self.output(self.norm(x))
