@@ -103,8 +103,8 @@ class Cleave_BroadcastOp<string mnemonic, string what, Type operandType,
       "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
 }
 
-class Cleave_ArithOp<string mnemonic, string what>
-    : Cleave_BroadcastOp<mnemonic, what, Cleave_Tensor, Cleave_Tensor> {
+class Cleave_ArithOp<string mnemonic, string what, Type type = Cleave_Tensor>
+    : Cleave_BroadcastOp<mnemonic, what, type, type> {
   let description = [{
     Elementwise `}] # what # [{` with numpy broadcasting. Both operands have
     the same element type; the result has that type and the broadcast shape.
@@ -133,8 +133,8 @@ def Cleave_DivOp : Cleave_ArithOp<"div", "division">;
 def Cleave_PowOp : Cleave_ArithOp<"pow", "power">;
 def Cleave_MaxOp : Cleave_ArithOp<"max", "maximum">;
 def Cleave_MinOp : Cleave_ArithOp<"min", "minimum">;
-def Cleave_AndOp : Cleave_ArithOp<"and", "logical and (of i1 tensors)">;
-def Cleave_OrOp : Cleave_ArithOp<"or", "logical or (of i1 tensors)">;
+def Cleave_AndOp : Cleave_ArithOp<"and", "logical and", Cleave_BoolTensor>;
+def Cleave_OrOp : Cleave_ArithOp<"or", "logical or", Cleave_BoolTensor>;
 
 class Cleave_CompareOp<string mnemonic, string what>
     : Cleave_BroadcastOp<mnemonic, what, Cleave_Tensor, Cleave_BoolTensor> {

@@ -1,0 +1,51 @@
+//===- OnnxImporter.h - ONNX model to cleave IR ----------------*- C++ -*-===//
+//
+// The frontend's one entry point. It reads an ONNX file (inline or external
+// weights), binds symbolic dimensions, folds the shape arithmetic of traced
+// exports, and builds a module with one `cleave.parameter` per trainable
+// initializer and a `func.func @forward` over static shapes. Errors are
+// reported as MLIR diagnostics located at the ONNX node (or file) at fault.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_FRONTEND_ONNXIMPORTER_H
+#define CLEAVE_FRONTEND_ONNXIMPORTER_H
+
+#include "frontend/HostTensor.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace cleave {
+
+struct ImportOptions {
+  /// Binds dimension 0 of every graph input whose first dimension is
+  /// symbolic (the batch axis of `dynamic_axes`).
+  std::optional<int64_t> batchSize;
+  /// Binds symbolic dimensions by their `dim_param` name.
+  std::map<std::string, int64_t> dims;
+  /// Graph inputs whose values are fixed at compile time (e.g. the shape
+  /// operand of a Reshape that a test feeds as an input).
+  std::map<std::string, HostTensor> constantInputs;
+  /// Name of the function the graph becomes.
+  std::string functionName = "forward";
+};
+
+/// The ONNX ops the importer maps into the dialect (not counting those it
+/// only evaluates at compile time), sorted, for messages and tests.
+const std::vector<std::string> &supportedOnnxOps();
+
+/// Imports the ONNX model at `path`. On failure the diagnostics were emitted
+/// to `context`'s handler.
+mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>>
+importOnnxFile(llvm::StringRef path, mlir::MLIRContext &context,
+               const ImportOptions &options = {});
+
+} // namespace cleave
+
+#endif // CLEAVE_FRONTEND_ONNXIMPORTER_H
