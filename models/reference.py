@@ -1,0 +1,162 @@
+"""PyTorch reference numbers under DESIGN.md's training semantics.
+
+    /usr/bin/python3 models/reference.py CONFIG --data tokens.bin --batch B
+        [--seq T] [--steps 10] -o REF_DIR [--optimizer JSON] [--seed S]
+        [--static-batch] [--opset N]
+
+Writes into REF_DIR:
+  model.onnx               the model, exported by export.py from the very
+                           weights trained here (dynamic batch axis unless
+                           --static-batch, then batch = B)
+  params_init.safetensors  every parameter before training
+  grads.safetensors        gradient of the step-0 loss w.r.t. every parameter
+                           (before clipping), plus the scalar `loss`
+  params_final.safetensors every parameter after --steps optimizer steps
+  losses.json              {"losses": [...], "grad_norms": [...], "optimizer",
+                            "batch", "seq", "steps", "seed", "config", "data"}
+Safetensors keys are the ONNX initializer names (== state_dict names,
+checked).
+
+Batches: sample j of the global batch at step s takes tokens
+[(s*B+j)*T, (s*B+j)*T + T + 1) of the file, wrapping at its end; the first T
+are idx, the last T targets.  The step's loss is the model's loss (mean over
+the B*T tokens).  Optimizer: torch.optim.AdamW (or SGD); weight decay only on
+parameters with ndim >= 2; grad_clip = clip_grad_norm_ over all parameters
+(0 = off).
+"""
+import argparse
+import json
+import os
+import sys
+import warnings
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+warnings.filterwarnings("ignore")      # torch.onnx.export's tracer warnings
+
+import numpy as np                                 # noqa: E402
+import onnx                                        # noqa: E402
+from onnx import numpy_helper                      # noqa: E402
+import torch                                       # noqa: E402
+
+import safetensors_io                              # noqa: E402
+from configs import get_config                     # noqa: E402
+from export import export_model, make_model        # noqa: E402
+from tokenizer import read_tokens                  # noqa: E402
+
+DEFAULT_OPTIMIZER = {"type": "adamw", "lr": 1e-3, "betas": [0.9, 0.95],
+                     "eps": 1e-8, "weight_decay": 0.1, "grad_clip": 1.0}
+
+
+def get_batch(tokens, step, B, T):
+    """(idx, targets) int64 [B, T] for global step `step`."""
+    n = len(tokens)
+    starts = (step * B + np.arange(B)) * T
+    pos = (starts[:, None] + np.arange(T + 1)[None, :]) % n
+    w = torch.from_numpy(tokens[pos].astype(np.int64))
+    return w[:, :T].contiguous(), w[:, 1:].contiguous()
+
+
+def make_optimizer(model, opt):
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    wd = float(opt.get("weight_decay", 0.0))
+    groups = [{"params": decay, "weight_decay": wd},
+              {"params": no_decay, "weight_decay": 0.0}]
+    kind = opt.get("type", "adamw").lower()
+    if kind == "adamw":
+        return torch.optim.AdamW(groups, lr=float(opt["lr"]),
+                                 betas=tuple(opt.get("betas", (0.9, 0.999))),
+                                 eps=float(opt.get("eps", 1e-8)))
+    if kind == "sgd":
+        return torch.optim.SGD(groups, lr=float(opt["lr"]),
+                               momentum=float(opt.get("momentum", 0.0)))
+    raise SystemExit("optimizer type %r: expected adamw or sgd" % kind)
+
+
+def params_dict(model):
+    return {n: p.detach().clone() for n, p in model.named_parameters()}
+
+
+def run(cfg, tokens, B, steps, outdir, opt, seed=0, dynamic_batch=True, opset=17,
+        data_name=None, verbose=True):
+    os.makedirs(outdir, exist_ok=True)
+    T = cfg["seq"]
+    model = make_model(cfg, seed=seed)
+    onnx_path = os.path.join(outdir, "model.onnx")
+    export_model(cfg, onnx_path, batch=B, dynamic_batch=dynamic_batch, seed=seed,
+                 opset=opset, model=model, verbose=False)
+
+    # The ONNX initializers are exactly the weights we start from.
+    proto = onnx.load(onnx_path)
+    inits = {t.name: numpy_helper.to_array(t) for t in proto.graph.initializer}
+    for name, p in model.named_parameters():
+        assert name in inits, "parameter %s is not an ONNX initializer" % name
+        assert np.array_equal(inits[name], p.detach().numpy()), name
+    extra = set(inits) - {n for n, _ in model.named_parameters()}
+    assert not extra, "initializers that are not parameters: %s" % sorted(extra)
+
+    model.train()
+    safetensors_io.save(params_dict(model), os.path.join(outdir, "params_init.safetensors"))
+    optim = make_optimizer(model, opt)
+    clip = float(opt.get("grad_clip", 0.0))
+    params = list(model.parameters())
+    losses, norms = [], []
+    for s in range(steps):
+        idx, tgt = get_batch(tokens, s, B, T)
+        optim.zero_grad(set_to_none=True)
+        loss = model(idx, tgt)
+        loss.backward()
+        norm = torch.norm(torch.stack([p.grad.detach().norm(2) for p in params]), 2)
+        if s == 0:
+            g = {n: p.grad.detach().clone() for n, p in model.named_parameters()}
+            g["loss"] = loss.detach().clone()
+            safetensors_io.save(g, os.path.join(outdir, "grads.safetensors"))
+        if clip > 0:
+            torch.nn.utils.clip_grad_norm_(params, clip)
+        optim.step()
+        losses.append(float(loss.item()))
+        norms.append(float(norm.item()))
+        if verbose:
+            print("step %3d  loss %.6f  grad_norm %.4f" % (s, losses[-1], norms[-1]))
+    safetensors_io.save(params_dict(model), os.path.join(outdir, "params_final.safetensors"))
+    info = {"losses": losses, "grad_norms": norms, "optimizer": opt, "batch": B,
+            "seq": T, "steps": steps, "seed": seed, "config": cfg,
+            "data": data_name, "dynamic_batch": dynamic_batch, "opset": opset,
+            "torch": torch.__version__}
+    with open(os.path.join(outdir, "losses.json"), "w") as f:
+        json.dump(info, f, indent=1)
+    return info
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("config")
+    ap.add_argument("--data", required=True, help="token file (flat uint16 or llm.c)")
+    ap.add_argument("--batch", type=int, required=True, help="global batch size B")
+    ap.add_argument("--seq", type=int, help="sequence length T (default: config's)")
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("-o", "--output", required=True, help="output directory")
+    ap.add_argument("--optimizer", help="JSON, default %s" % json.dumps(DEFAULT_OPTIMIZER))
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--static-batch", action="store_true",
+                    help="export model.onnx with batch fixed to B")
+    ap.add_argument("--opset", type=int, default=17, choices=range(13, 18))
+    a = ap.parse_args()
+    opt = dict(DEFAULT_OPTIMIZER)
+    if a.optimizer:
+        user = json.loads(a.optimizer)
+        if user.get("type", "adamw").lower() != "adamw":
+            opt = {"type": user["type"], "lr": DEFAULT_OPTIMIZER["lr"],
+                   "weight_decay": 0.0, "grad_clip": 0.0}
+        opt.update(user)
+    cfg = get_config(a.config, seq=a.seq)
+    tokens = read_tokens(a.data)
+    if tokens.max() >= cfg["vocab"]:
+        raise SystemExit("token %d >= vocab %d of %s" % (tokens.max(), cfg["vocab"], a.config))
+    run(cfg, tokens, a.batch, a.steps, a.output, opt, seed=a.seed,
+        dynamic_batch=not a.static_batch, opset=a.opset, data_name=a.data)
+    print("wrote", a.output)
+
+
+if __name__ == "__main__":
+    main()

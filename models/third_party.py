@@ -1,0 +1,263 @@
+"""Small models written and exported the way an outside user would.
+
+    /usr/bin/python3 models/third_party.py -o DIR [--only NAME ...]
+
+Each module returns its loss and is exported with plain torch.onnx.export and
+its DEFAULT settings (eval mode, do_constant_folding=True, keep_initializers_
+as_inputs default), only input_names=["idx", "targets"] and
+output_names=["loss"] given.  Variants per model:
+
+  DIR/<name>_op14.onnx       opset 14 (torch 1.13's default), static batch
+  DIR/<name>_op14_dyn.onnx   opset 14, dynamic_axes batch on idx and targets
+  DIR/<name>_op17.onnx       opset 17, static batch
+  DIR/<name>_op17_dyn.onnx   opset 17, dynamic batch
+
+and DIR/<name>.io.safetensors holds a test batch (idx, targets as I64
+[BATCH, SEQ]) and the PyTorch `loss` on it, to check an importer's forward
+pass, plus idx_b3, targets_b3, loss_b3 for batch BATCH+1 (for the _dyn
+files).  DIR/manifest.json lists every file with its opset, op types, initializer
+names and the loss.
+
+Note what the defaults do: constant folding renames initializers (a Linear
+weight is stored pre-transposed as `onnx::MatMul_NN`), and eval-mode export
+de-duplicates initializers by VALUE, so parameters that are equal at
+initialization (e.g. the weights of two LayerNorms) become ONE initializer.
+"""
+import argparse
+import json
+import math
+import os
+import sys
+import time
+import warnings
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+warnings.filterwarnings("ignore")
+
+import onnx                                   # noqa: E402
+import torch                                  # noqa: E402
+import torch.nn as nn                         # noqa: E402
+import torch.nn.functional as F               # noqa: E402
+
+import safetensors_io                         # noqa: E402
+
+VOCAB, D, SEQ, HEADS, BATCH = 64, 32, 8, 4, 2
+
+
+class MLPLM(nn.Module):
+    """Embedding -> Linear -> ReLU -> Linear -> logits; F.cross_entropy."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(VOCAB, D)
+        self.fc1 = nn.Linear(D, 4 * D)
+        self.fc2 = nn.Linear(4 * D, D)
+        self.head = nn.Linear(D, VOCAB)
+
+    def forward(self, idx, targets):
+        x = self.emb(idx)
+        x = x + self.fc2(F.relu(self.fc1(x)))
+        logits = self.head(x)
+        return F.cross_entropy(logits.view(-1, VOCAB), targets.view(-1))
+
+
+class LayerNormGelu(nn.Module):
+    """Learned positions as an nn.Parameter, nn.LayerNorm, exact nn.GELU(),
+    a second LayerNorm and a tied head (logits = x @ emb.weight.T)."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(VOCAB, D)
+        self.pos = nn.Parameter(torch.randn(SEQ, D) * 0.02)
+        self.ln1 = nn.LayerNorm(D)
+        self.mlp = nn.Sequential(nn.Linear(D, 4 * D), nn.GELU(), nn.Linear(4 * D, D))
+        self.ln2 = nn.LayerNorm(D)
+
+    def forward(self, idx, targets):
+        x = self.emb(idx) + self.pos
+        x = x + self.mlp(self.ln1(x))
+        logits = self.ln2(x) @ self.emb.weight.t()
+        return F.cross_entropy(logits.reshape(-1, VOCAB), targets.reshape(-1))
+
+
+class MHABlock(nn.Module):
+    """nn.MultiheadAttention(batch_first=True) with a causal bool attn_mask,
+    LayerNorm, nn.GELU(approximate='tanh')."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(VOCAB, D)
+        self.pos = nn.Embedding(SEQ, D)
+        self.ln1 = nn.LayerNorm(D)
+        self.attn = nn.MultiheadAttention(D, HEADS, batch_first=True)
+        self.ln2 = nn.LayerNorm(D)
+        self.fc1 = nn.Linear(D, 4 * D)
+        self.act = nn.GELU(approximate="tanh")
+        self.fc2 = nn.Linear(4 * D, D)
+        self.lnf = nn.LayerNorm(D)
+        self.head = nn.Linear(D, VOCAB, bias=False)
+
+    def forward(self, idx, targets):
+        T = idx.shape[1]
+        x = self.emb(idx) + self.pos(torch.arange(T))
+        mask = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+        h = self.ln1(x)
+        a, _ = self.attn(h, h, h, attn_mask=mask, need_weights=False)
+        x = x + a
+        x = x + self.fc2(self.act(self.fc1(self.ln2(x))))
+        logits = self.head(self.lnf(x))
+        return F.cross_entropy(logits.view(-1, VOCAB), targets.view(-1))
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d))
+
+    def forward(self, x):
+        return self.weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+
+
+class RopeAttnSwiGLU(nn.Module):
+    """Hand-written attention (separate q/k/v Linears, float -inf triu mask
+    added to the scores), RMSNorm, interleaved rotary embeddings with
+    cos/sin as persistent buffers, SiLU-gated MLP, untied head."""
+
+    def __init__(self):
+        super().__init__()
+        hd = D // HEADS
+        self.emb = nn.Embedding(VOCAB, D)
+        self.norm1 = RMSNorm(D)
+        self.q = nn.Linear(D, D, bias=False)
+        self.k = nn.Linear(D, D, bias=False)
+        self.v = nn.Linear(D, D, bias=False)
+        self.o = nn.Linear(D, D, bias=False)
+        self.norm2 = RMSNorm(D)
+        self.gate = nn.Linear(D, 2 * D, bias=False)
+        self.up = nn.Linear(D, 2 * D, bias=False)
+        self.down = nn.Linear(2 * D, D, bias=False)
+        self.normf = RMSNorm(D)
+        self.head = nn.Linear(D, VOCAB, bias=False)
+        inv = 1.0 / (10000 ** (torch.arange(0, hd, 2).float() / hd))
+        ang = torch.outer(torch.arange(SEQ).float(), inv)          # SEQ, hd/2
+        self.register_buffer("cos", ang.cos())
+        self.register_buffer("sin", ang.sin())
+        self.register_buffer("mask", torch.full((SEQ, SEQ), float("-inf")).triu(1))
+
+    def rope(self, x):                   # x: B, H, T, hd (pairs interleaved)
+        x1, x2 = x[..., 0::2], x[..., 1::2]
+        c, s = self.cos[: x.shape[2]], self.sin[: x.shape[2]]
+        return torch.stack((x1 * c - x2 * s, x1 * s + x2 * c), dim=-1).flatten(-2)
+
+    def forward(self, idx, targets):
+        B, T = idx.shape
+        x = self.emb(idx)
+        h = self.norm1(x)
+        q, k, v = (m(h).view(B, T, HEADS, D // HEADS).transpose(1, 2)
+                   for m in (self.q, self.k, self.v))
+        q, k = self.rope(q), self.rope(k)
+        s = q @ k.transpose(-1, -2) / math.sqrt(D // HEADS) + self.mask[:T, :T]
+        y = (s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, D)
+        x = x + self.o(y)
+        h = self.norm2(x)
+        x = x + self.down(F.silu(self.gate(h)) * self.up(h))
+        logits = self.head(self.normf(x))
+        return F.cross_entropy(logits.view(B * T, VOCAB), targets.view(B * T))
+
+
+class EncoderLayerLM(nn.Module):
+    """nn.TransformerEncoderLayer (batch_first, norm_first, gelu) with a
+    float causal mask from nn.Transformer.generate_square_subsequent_mask."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(VOCAB, D)
+        self.pos = nn.Parameter(torch.zeros(1, SEQ, D))
+        self.layer = nn.TransformerEncoderLayer(D, HEADS, dim_feedforward=2 * D,
+                                                dropout=0.0, activation="gelu",
+                                                batch_first=True, norm_first=True)
+        self.head = nn.Linear(D, VOCAB)
+
+    def forward(self, idx, targets):
+        T = idx.shape[1]
+        mask = nn.Transformer.generate_square_subsequent_mask(T)
+        x = self.layer(self.emb(idx) + self.pos[:, :T], src_mask=mask)
+        logits = self.head(x)
+        return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+
+
+MODELS = {
+    "tp_mlp": MLPLM,
+    "tp_layernorm_gelu": LayerNormGelu,
+    "tp_mha": MHABlock,
+    "tp_rope_rmsnorm_swiglu": RopeAttnSwiGLU,
+    "tp_encoder_layer": EncoderLayerLM,
+}
+
+
+def export_all(outdir, only=None, seed=0, verbose=True):
+    os.makedirs(outdir, exist_ok=True)
+    manifest = []
+    for name, cls in MODELS.items():
+        if only and name not in only:
+            continue
+        torch.manual_seed(seed)
+        model = cls()
+        g = torch.Generator().manual_seed(seed + 1)
+        idx = torch.randint(0, VOCAB, (BATCH, SEQ), generator=g)
+        tgt = torch.randint(0, VOCAB, (BATCH, SEQ), generator=g)
+        idx3 = torch.randint(0, VOCAB, (BATCH + 1, SEQ), generator=g)
+        tgt3 = torch.randint(0, VOCAB, (BATCH + 1, SEQ), generator=g)
+        model.eval()
+        with torch.no_grad():
+            loss = model(idx, tgt)
+            loss3 = model(idx3, tgt3)
+        safetensors_io.save({"idx": idx, "targets": tgt, "loss": loss,
+                             "idx_b3": idx3, "targets_b3": tgt3, "loss_b3": loss3},
+                            os.path.join(outdir, name + ".io.safetensors"))
+        for opset in (None, 17):
+            for dyn in (False, True):
+                tag = "%s_op%d%s" % (name, opset or 14, "_dyn" if dyn else "")
+                path = os.path.join(outdir, tag + ".onnx")
+                t0 = time.time()
+                kwargs = {}
+                if opset is not None:
+                    kwargs["opset_version"] = opset
+                if dyn:
+                    kwargs["dynamic_axes"] = {"idx": {0: "batch"}, "targets": {0: "batch"}}
+                torch.onnx.export(model, (idx, tgt), path, input_names=["idx", "targets"],
+                                  output_names=["loss"], **kwargs)
+                dt = time.time() - t0
+                m = onnx.load(path)
+                onnx.checker.check_model(m)
+                ops = sorted({n.op_type for n in m.graph.node})
+                manifest.append({
+                    "file": tag + ".onnx", "model": name, "opset": m.opset_import[0].version,
+                    "dynamic_batch": dyn, "batch": BATCH, "seq": SEQ, "vocab": VOCAB,
+                    "loss": float(loss), "loss_b3": float(loss3),
+                    "io": name + ".io.safetensors",
+                    "params": sum(p.numel() for p in model.parameters()),
+                    "torch_parameters": [n for n, _ in model.named_parameters()],
+                    "torch_buffers": [n for n, _ in model.named_buffers()],
+                    "initializers": [t.name for t in m.graph.initializer],
+                    "ops": ops, "seconds": round(dt, 3)})
+                if verbose:
+                    print("%-36s opset %2d  %.2fs  %s" % (tag + ".onnx", m.opset_import[0].version,
+                                                        dt, " ".join(ops)))
+    with open(os.path.join(outdir, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=1)
+    return manifest
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("-o", "--outdir", required=True)
+    ap.add_argument("--only", nargs="*", choices=sorted(MODELS))
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args()
+    export_all(a.outdir, a.only, a.seed)
+
+
+if __name__ == "__main__":
+    main()
