@@ -25,6 +25,7 @@
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
 
 #include <cstring>
@@ -105,6 +106,10 @@ private:
   llvm::StringMap<Tensor> values;
   llvm::StringMap<const onnx::TensorProto *> paramInitializers;
   llvm::StringSet<> declaredParams;
+  /// From the `cleave.init` metadata: how the runtime initializes a
+  /// parameter that comes without data ("normal:0.02", "zeros", "ones").
+  llvm::StringMap<std::string> initSpecs;
+  bool shapesOnly = false;
 };
 
 std::string nodeName(const onnx::NodeProto &node, int index) {
@@ -243,8 +248,12 @@ FailureOr<Value> Importer::valueOf(const Tensor &t, Location loc) {
   // A parameter: declare it on first use, read it where it is used (so a
   // later pipeline split finds each use next to its consumer).
   if (!declaredParams.contains(t.param)) {
+    // Shapes-only exports give parameters as graph inputs: no data.
     const onnx::TensorProto *init = paramInitializers.lookup(t.param);
-    auto bytes = ::cleave::readTensorBytes(*init, modelDir);
+    llvm::Expected<std::optional<std::vector<char>>> bytes =
+        std::optional<std::vector<char>>();
+    if (init)
+      bytes = ::cleave::readTensorBytes(*init, modelDir);
     if (!bytes) {
       error(loc) << llvm::toString(bytes.takeError());
       return failure();
@@ -262,8 +271,12 @@ FailureOr<Value> Importer::valueOf(const Tensor &t, Location loc) {
           t.type, blobs.insert(t.param, std::move(blob)));
     }
     auto paramLoc = NameLoc::get(builder.getStringAttr(t.param));
-    builder.create<ParameterOp>(paramLoc, builder.getStringAttr(t.param), TypeAttr::get(t.type),
-                                value);
+    auto param = builder.create<ParameterOp>(
+        paramLoc, builder.getStringAttr(t.param), TypeAttr::get(t.type), value,
+        StringAttr());
+    auto initSpec = initSpecs.find(t.param);
+    if (initSpec != initSpecs.end())
+      param.setInitAttr(builder.getStringAttr(initSpec->second));
     declaredParams.insert(t.param);
   }
   return builder
@@ -288,6 +301,31 @@ LogicalResult Importer::readOpset() {
 
 LogicalResult Importer::declareInitializers() {
   llvm::StringSet<> buffers;
+  for (const auto &prop : model.metadata_props()) {
+    if (prop.key() == "cleave.shapes_only")
+      shapesOnly = prop.value() == "1" || prop.value() == "true";
+    if (prop.key() == "cleave.init") {
+      auto parsed = llvm::json::parse(prop.value());
+      if (!parsed)
+        return emitError(FileLineColLoc::get(&context, path, 0, 0))
+               << "metadata cleave.init is not valid JSON: "
+               << llvm::toString(parsed.takeError());
+      if (auto *object = parsed->getAsObject())
+        for (const auto &entry : *object) {
+          const auto *spec = entry.second.getAsArray();
+          if (!spec || spec->empty() || !(*spec)[0].getAsString())
+            continue;
+          std::string text = (*spec)[0].getAsString()->str();
+          if (spec->size() > 1 && (*spec)[1].getAsNumber() && text == "normal") {
+            char number[32];
+            std::snprintf(number, sizeof(number), ":%.9g",
+                          *(*spec)[1].getAsNumber());
+            text += number;
+          }
+          initSpecs[entry.first.str()] = text;
+        }
+    }
+  }
   for (const auto &prop : model.metadata_props())
     if (prop.key() == "cleave.buffers") {
       llvm::SmallVector<llvm::StringRef> names;
@@ -336,7 +374,8 @@ Importer::inputType(const onnx::ValueInfoProto &info) {
                          "symbolic batch axis (dynamic_axes)";
   SmallVector<int64_t> shape;
   for (auto [i, dim] : llvm::enumerate(tt.shape().dim())) {
-    if (dim.has_dim_value() && dim.dim_value() > 0) {
+    // A dimension of size 0 is static (an empty tensor), not unknown.
+    if (dim.has_dim_value() && dim.dim_value() >= 0) {
       shape.push_back(dim.dim_value());
       continue;
     }
@@ -388,6 +427,11 @@ FailureOr<OwningOpRef<ModuleOp>> Importer::run() {
     auto type = inputType(input);
     if (failed(type))
       return failure();
+    if (shapesOnly && type->getElementType().isa<FloatType>() &&
+        type->getRank() > 0) {
+      values[input.name()] = Tensor{Value(), nullptr, input.name(), *type};
+      continue;
+    }
     argTypes.push_back(*type);
     argNames.push_back(input.name());
   }
@@ -947,14 +991,7 @@ LogicalResult Importer::mapNode(const onnx::NodeProto &node, Location loc) {
       to = ::cleave::reshapeTarget(shape(0), s->toInts(),
                                  intAttr(node, "allowzero", 0));
     } else if (op == "Flatten") {
-      auto axis = ::cleave::normalizeAxis(intAttr(node, "axis", 1),
-                                        type(0).getRank() + 1);
-      if (!axis)
-        return report(axis.takeError());
-      int64_t outer = 1, inner = 1;
-      for (int64_t d = 0; d < type(0).getRank(); ++d)
-        (d < *axis ? outer : inner) *= shape(0)[d];
-      to = ::cleave::Shape{outer, inner};
+      to = ::cleave::flattenShape(shape(0), intAttr(node, "axis", 1));
     } else {
       if (opset >= 13 && has(1) && !requireConstant(1, "axes"))
         return failure();

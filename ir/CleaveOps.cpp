@@ -143,6 +143,16 @@ LogicalResult ParameterOp::verify() {
     return emitOpError() << "initial value of type " << value.getType()
                          << " does not match the parameter type "
                          << getType();
+  if (auto init = getInit()) {
+    double std;
+    bool ok = *init == "zeros" || *init == "ones" ||
+              (init->startswith("normal:") &&
+               !init->drop_front(7).getAsDouble(std) && std >= 0);
+    if (!ok)
+      return emitOpError() << "init must be \"zeros\", \"ones\" or "
+                              "\"normal:STD\", got \""
+                           << *init << "\"";
+  }
   if (!getType().cast<RankedTensorType>().getElementType().isa<FloatType>())
     return emitOpError() << "parameters are floating point, got "
                          << getType();

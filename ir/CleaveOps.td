@@ -38,7 +38,9 @@ def Cleave_ParameterOp : Cleave_Op<"parameter", [Symbol, HasParent<"::mlir::Modu
     came from. `value` holds the initial data; it is absent for a model
     exported with shapes only, whose weights are initialized by the runtime.
     A parameter used in several places (GPT-2's tied embedding and output
-    head) is one symbol read by several `cleave.get_param` ops.
+    head) is one symbol read by several `cleave.get_param` ops. `init` says
+    how the runtime initializes a parameter without `value`: `normal:STD`,
+    `zeros` or `ones`.
 
     ```mlir
     cleave.parameter @"transformer.wte.weight" : tensor<256x64xf32>
@@ -48,7 +50,8 @@ def Cleave_ParameterOp : Cleave_Op<"parameter", [Symbol, HasParent<"::mlir::Modu
   }];
   let arguments = (ins SymbolNameAttr:$sym_name,
                        TypeAttrOf<Cleave_Tensor>:$type,
-                       OptionalAttr<ElementsAttr>:$value);
+                       OptionalAttr<ElementsAttr>:$value,
+                       OptionalAttr<StrAttr>:$init);
   let assemblyFormat = "$sym_name attr-dict `:` $type (`=` $value^)?";
   let hasVerifier = 1;
 }
