@@ -466,14 +466,10 @@ cleave::foldNode(const onnx::NodeProto &node,
     return std::vector<HostTensor>{x.reshaped(*shape)};
   }
   if (op == "Flatten") {
-    auto axis = normalizeAxis(intAttr(node, "axis", 1), x.rank() + 1);
-    if (!axis)
-      return axis.takeError();
-    int64_t outer = 1;
-    for (int64_t d = 0; d < *axis; ++d)
-      outer *= x.shape()[d];
-    return std::vector<HostTensor>{
-        x.reshaped({outer, x.numElements() / std::max<int64_t>(outer, 1)})};
+    auto shape = flattenShape(x.shape(), intAttr(node, "axis", 1));
+    if (!shape)
+      return shape.takeError();
+    return std::vector<HostTensor>{x.reshaped(*shape)};
   }
   if (op == "Unsqueeze" || op == "Squeeze") {
     auto axes = axesOf(node, in(1), opset, 13);

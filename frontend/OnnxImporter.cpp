@@ -73,6 +73,7 @@ private:
   // Per node.
   LogicalResult importNode(const onnx::NodeProto &node, int index);
   LogicalResult mapNode(const onnx::NodeProto &node, Location loc);
+  LogicalResult weightedLoss(const onnx::NodeProto &node, Location loc);
 
   // Values.
   FailureOr<Type> elementType(DType dtype, Location loc, llvm::StringRef what);
@@ -292,10 +293,13 @@ LogicalResult Importer::readOpset() {
   if (opset == 0)
     return emitError(FileLineColLoc::get(&context, path, 0, 0))
            << "the model imports no default-domain (ai.onnx) opset";
-  if (opset < 7 || opset > 21)
+  // Older opsets give some ops other meanings (Softmax's axis, Squeeze's and
+  // ReduceSum's axes as attributes), so they are refused, not guessed at.
+  if (opset < 13 || opset > 21)
     return emitError(FileLineColLoc::get(&context, path, 0, 0))
-           << "opset " << opset << " is not supported; export with "
-           << "opset_version between 13 and 18";
+           << "the model uses opset " << opset << "; Cleave reads opsets "
+           << "13 to 21: export again with torch.onnx.export(..., "
+           << "opset_version=17)";
   return success();
 }
 
@@ -612,6 +616,13 @@ LogicalResult Importer::mapNode(const onnx::NodeProto &node, Location loc) {
     return builder.create<ReshapeOp>(
         loc, RankedTensorType::get(to, t.getElementType()), v);
   };
+  auto cast = [&](Value v, Type element) -> Value {
+    auto t = v.getType().cast<RankedTensorType>();
+    if (t.getElementType() == element)
+      return v;
+    return builder.create<CastOp>(
+        loc, RankedTensorType::get(t.getShape(), element), v);
+  };
   // Binary operands: a constant takes the other side's element type (ONNX
   // exporters write `x * 0.5` with a scalar of either type).
   auto binaryOperands = [&](int a, int b) -> FailureOr<std::pair<Value, Value>> {
@@ -630,9 +641,43 @@ LogicalResult Importer::mapNode(const onnx::NodeProto &node, Location loc) {
     return std::make_pair(*va, *vb);
   };
 
+  if (op == "Pow") {
+    // The exponent may have another element type than the base (T and T1 in
+    // the spec); the result has the base's.
+    if (node.input_size() < 2)
+      return error(loc) << "Pow needs two inputs";
+    Type baseType = type(0).getElementType(), expType = type(1).getElementType();
+    auto base = value(0);
+    if (failed(base))
+      return failure();
+    FailureOr<Value> r;
+    if (!baseType.isa<FloatType>() && expType.isa<FloatType>()) {
+      // An integer to a floating-point power is computed in floating point
+      // (as numpy does) and truncated back.
+      auto exponent = value(1);
+      if (failed(exponent))
+        return failure();
+      r = inferred<PowOp>(loc, {cast(*base, expType), *exponent});
+      if (succeeded(r))
+        r = cast(*r, baseType);
+    } else {
+      const HostTensor *c = constant(1);
+      auto exponent = c ? FailureOr<Value>(materialize(
+                              c->castTo(dtypeOf(baseType)), loc))
+                        : value(1);
+      if (failed(exponent))
+        return failure();
+      r = inferred<PowOp>(loc, {*base, cast(*exponent, baseType)});
+    }
+    if (failed(r))
+      return failure();
+    out(*r);
+    return success();
+  }
+
   // Elementwise binary.
   static const llvm::StringMap<int> binaryKinds = {
-      {"Add", 0}, {"Sub", 1}, {"Mul", 2}, {"Div", 3}, {"Pow", 4},
+      {"Add", 0}, {"Sub", 1}, {"Mul", 2}, {"Div", 3},
       {"Max", 5}, {"Min", 6}, {"And", 7}, {"Or", 8}, {"Equal", 9},
       {"Less", 10}, {"LessOrEqual", 11}, {"Greater", 12},
       {"GreaterOrEqual", 13}};
@@ -644,7 +689,6 @@ LogicalResult Importer::mapNode(const onnx::NodeProto &node, Location loc) {
       case 1: return inferred<SubOp>(loc, {a, b});
       case 2: return inferred<MulOp>(loc, {a, b});
       case 3: return inferred<DivOp>(loc, {a, b});
-      case 4: return inferred<PowOp>(loc, {a, b});
       case 5: return inferred<MaxOp>(loc, {a, b});
       case 6: return inferred<MinOp>(loc, {a, b});
       case 7: return inferred<AndOp>(loc, {a, b});
@@ -716,9 +760,8 @@ LogicalResult Importer::mapNode(const onnx::NodeProto &node, Location loc) {
     case 12: r = builder.create<CosOp>(loc, *x); break;
     case 13: r = *x; break;
     case 14: {
-      // Dropout imports as identity: inference mode, or ratio 0.
-      if (node.output_size() > 1 && !node.output(1).empty())
-        return error(loc) << "Dropout's mask output is not supported";
+      // Dropout imports as identity: inference mode, or ratio 0. Its mask
+      // output then keeps every element.
       const HostTensor *ratio = constant(1), *training = constant(2);
       bool train = training && training->getInt(0);
       if (has(2) && !training)
@@ -729,6 +772,12 @@ LogicalResult Importer::mapNode(const onnx::NodeProto &node, Location loc) {
                              "is not supported yet; export with "
                              "model.eval() or p=0";
       r = *x;
+      if (node.output_size() > 1 && !node.output(1).empty()) {
+        HostTensor keep(DType::Bool, shape(0));
+        for (int64_t i = 0; i < keep.numElements(); ++i)
+          keep.setInt(i, 1);
+        out(materialize(keep, loc), 1);
+      }
       break;
     }
     default: {
@@ -904,10 +953,6 @@ LogicalResult Importer::mapNode(const onnx::NodeProto &node, Location loc) {
   }
 
   if (op == "LayerNormalization") {
-    for (int i = 1; i < node.output_size(); ++i)
-      if (!node.output(i).empty())
-        return error(loc) << "LayerNormalization's Mean and InvStdDev outputs "
-                             "are not supported";
     auto x = value(0);
     if (failed(x))
       return failure();
@@ -945,15 +990,46 @@ LogicalResult Importer::mapNode(const onnx::NodeProto &node, Location loc) {
             loc, RankedTensorType::get(normalized, t.getElementType()), *p);
       }
     }
+    float epsilon = floatAttr(node, "epsilon", 1e-5f);
     out(builder.create<LayerNormOp>(loc, type(0), *x, scale, bias, i64(*axis),
-                                    builder.getF32FloatAttr(
-                                        floatAttr(node, "epsilon", 1e-5f))));
+                                    builder.getF32FloatAttr(epsilon)));
+    // The optional Mean and InvStdDev outputs (what a training backend would
+    // save for the backward pass), computed in `stash_type`.
+    bool wantStats = false;
+    for (int i = 1; i < node.output_size(); ++i)
+      wantStats |= !node.output(i).empty();
+    if (wantStats) {
+      auto stash = elementType(static_cast<DType>(intAttr(node, "stash_type", 1)),
+                               loc, "LayerNormalization's stash_type");
+      if (failed(stash))
+        return failure();
+      if (!stash->isa<FloatType>())
+        return error(loc) << "LayerNormalization's stash_type must be a "
+                             "floating-point type, got "
+                          << *stash;
+      SmallVector<int64_t> axes;
+      for (int64_t d = *axis; d < type(0).getRank(); ++d)
+        axes.push_back(d);
+      SmallVector<NamedAttribute> attrs{
+          builder.getNamedAttr("axes", arrayAttr(axes)),
+          builder.getNamedAttr("keepdims", builder.getBoolAttr(true))};
+      Value xs = cast(*x, *stash);
+      Value mean = *inferred<ReduceMeanOp>(loc, {xs}, attrs);
+      Value centered = *inferred<SubOp>(loc, {xs, mean});
+      Value square = *inferred<MulOp>(loc, {centered, centered});
+      Value variance = *inferred<ReduceMeanOp>(loc, {square}, attrs);
+      HostTensor eps(dtypeOf(*stash), {});
+      eps.setDouble(0, epsilon);
+      Value shifted = *inferred<AddOp>(loc, {variance, materialize(eps, loc)});
+      out(mean, 1);
+      out(builder.create<RsqrtOp>(loc, shifted), 2);
+    }
     return success();
   }
 
   if (op == "SoftmaxCrossEntropyLoss" || op == "NegativeLogLikelihoodLoss") {
     if (has(2))
-      return error(loc) << op << " with class weights is not supported";
+      return weightedLoss(node, loc);
     auto x = value(0), t = value(1);
     if (failed(x) || failed(t))
       return failure();
@@ -1195,6 +1271,94 @@ LogicalResult Importer::mapNode(const onnx::NodeProto &node, Location loc) {
   diag << op << " on inputs computed at run time cannot be made static; "
        << "Cleave needs its inputs to be constants";
   return failure();
+}
+
+/// SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss with class weights,
+/// which the loss ops do not take, as elementwise ops and reductions. A
+/// one-hot comparison with the class ids picks each target's
+/// log-probability and weight, so an ignored target (which may lie outside
+/// [0, C)) reads nothing:
+///   loss[n, d...] = -logp[n, t, d...] * w[t]   (0 where t == ignore_index)
+///   mean = sum(loss) / sum(w[t] over targets not ignored)
+LogicalResult Importer::weightedLoss(const onnx::NodeProto &node,
+                                     Location loc) {
+  llvm::StringRef op = node.op_type();
+  auto get = [&](int i) -> FailureOr<Value> {
+    return valueOf(values.find(node.input(i))->second, loc);
+  };
+  auto x = get(0), target = get(1), weight = get(2);
+  if (failed(x) || failed(target) || failed(weight))
+    return failure();
+  auto xType = x->getType().cast<RankedTensorType>();
+  auto tType = target->getType().cast<RankedTensorType>();
+  auto wType = weight->getType().cast<RankedTensorType>();
+  std::string reduction = stringAttr(node, "reduction", "mean");
+  if (reduction != "none" && reduction != "sum" && reduction != "mean")
+    return error(loc) << op << " reduction must be none, sum or mean, got '"
+                      << reduction << "'";
+  // The shape checks of the loss ops, for the same messages.
+  SmallVector<Type> lossType;
+  if (failed(SoftmaxCrossEntropyOp::inferReturnTypes(
+          &context, loc, ValueRange{*x, *target},
+          builder.getDictionaryAttr(builder.getNamedAttr(
+              "reduction",
+              LossReductionAttr::get(&context, LossReduction::none))),
+          {}, lossType)))
+    return failure();
+  int64_t rank = xType.getRank(), classes = xType.getDimSize(1);
+  Type element = xType.getElementType();
+  if (wType.getShape() != ArrayRef<int64_t>{classes} ||
+      wType.getElementType() != element)
+    return error(loc) << op << "'s weights must be a " << classes
+                      << "-element vector of " << element << ", got " << wType;
+
+  Value logp = *x;
+  if (op == "SoftmaxCrossEntropyLoss") {
+    logp = builder.create<LogSoftmaxOp>(loc, *x, builder.getI64IntegerAttr(1));
+    if (node.output_size() > 1 && !node.output(1).empty())
+      define(node.output(1), logp);
+  }
+  // [N, 1, d...] targets against [1, C, 1...] class ids.
+  SmallVector<int64_t> oneHotShape(rank, 1), targetShape(tType.getShape());
+  oneHotShape[1] = classes;
+  targetShape.insert(targetShape.begin() + 1, 1);
+  Type idType = tType.getElementType();
+  HostTensor ids(dtypeOf(idType), oneHotShape);
+  for (int64_t c = 0; c < classes; ++c)
+    ids.setInt(c, c);
+  Value target1 = builder.create<ReshapeOp>(
+      loc, RankedTensorType::get(targetShape, idType), *target);
+  Value oneHot = *inferred<EqualOp>(loc, {target1, materialize(ids, loc)});
+  HostTensor zeroT(dtypeOf(element), {});
+  Value zero = materialize(zeroT, loc);
+  auto sumOver = [&](Value v, ArrayRef<int64_t> axes) {
+    return *inferred<ReduceSumOp>(
+        loc, {v},
+        {builder.getNamedAttr("axes", builder.getDenseI64ArrayAttr(axes)),
+         builder.getNamedAttr("keepdims", builder.getBoolAttr(false))});
+  };
+  Value picked = sumOver(*inferred<SelectOp>(loc, {oneHot, logp, zero}), {1});
+  Value weights = builder.create<ReshapeOp>(
+      loc, RankedTensorType::get(oneHotShape, element), *weight);
+  Value w = sumOver(*inferred<SelectOp>(loc, {oneHot, weights, zero}), {1});
+  if (const auto *ignore = findAttr(node, "ignore_index")) {
+    Value ignored = *inferred<EqualOp>(
+        loc, {*target, materialize(HostTensor::scalarInt(ignore->i(),
+                                                         dtypeOf(idType)),
+                                   loc)});
+    w = *inferred<SelectOp>(loc, {ignored, zero, w});
+  }
+  Value loss = builder.create<NegOp>(loc, *inferred<MulOp>(loc, {picked, w}));
+  if (reduction != "none") {
+    SmallVector<int64_t> all;
+    for (int64_t d = 0; d < rank - 1; ++d)
+      all.push_back(d);
+    loss = sumOver(loss, all);
+    if (reduction == "mean")
+      loss = *inferred<DivOp>(loc, {loss, sumOver(w, all)});
+  }
+  define(node.output(0), loss);
+  return success();
 }
 
 namespace cleave {

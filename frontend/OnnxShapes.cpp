@@ -91,6 +91,22 @@ Expected<Shape> cleave::reshapeTarget(llvm::ArrayRef<int64_t> input,
   return out;
 }
 
+Expected<Shape> cleave::flattenShape(llvm::ArrayRef<int64_t> input,
+                                     int64_t axis) {
+  int64_t rank = input.size();
+  // Unlike other axes, Flatten's may equal the rank, and a negative one
+  // counts from the rank (not rank + 1).
+  if (axis < -rank || axis > rank)
+    return fail(llvm::formatv("axis {0} is out of range for rank {1}", axis,
+                              rank));
+  if (axis < 0)
+    axis += rank;
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < rank; ++d)
+    (d < axis ? outer : inner) *= input[d];
+  return Shape{outer, inner};
+}
+
 Expected<Shape> cleave::unsqueezeShape(llvm::ArrayRef<int64_t> input,
                                        llvm::ArrayRef<int64_t> axes) {
   int64_t rank = input.size() + axes.size();

@@ -33,6 +33,11 @@ llvm::Expected<Shape> reshapeTarget(llvm::ArrayRef<int64_t> input,
                                     llvm::ArrayRef<int64_t> requested,
                                     bool allowZero);
 
+/// ONNX Flatten: dimensions before `axis` (in [-rank, rank]; negative
+/// counts from the end) become the rows, the rest the columns.
+llvm::Expected<Shape> flattenShape(llvm::ArrayRef<int64_t> input,
+                                   int64_t axis);
+
 llvm::Expected<Shape> unsqueezeShape(llvm::ArrayRef<int64_t> input,
                                      llvm::ArrayRef<int64_t> axes);
 
