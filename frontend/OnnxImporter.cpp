@@ -23,6 +23,7 @@
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
@@ -111,6 +112,7 @@ private:
   /// parameter that comes without data ("normal:0.02", "zeros", "ones").
   llvm::StringMap<std::string> initSpecs;
   bool shapesOnly = false;
+  bool batchBound = false; // a symbolic batch axis took options.batchSize
 };
 
 std::string nodeName(const onnx::NodeProto &node, int index) {
@@ -136,6 +138,19 @@ const std::vector<std::string> &::cleave::supportedOnnxOps() {
       "Size", "Slice", "Softmax", "SoftmaxCrossEntropyLoss", "Split", "Sqrt",
       "Squeeze", "Sub", "Tanh", "Transpose", "Trilu", "Unsqueeze", "Where"};
   return ops;
+}
+
+/// A resource key the MLIR parser reads back: a bare identifier
+/// ([A-Za-z_][A-Za-z0-9_.$]*). ONNX names such as "onnx::MatMul_12" or
+/// "h.0/attn" are spelled with '_' for each other character; the manager
+/// adds a suffix where two names collide.
+static std::string resourceKey(llvm::StringRef name) {
+  std::string key;
+  for (char c : name)
+    key += llvm::isAlnum(c) || c == '_' || c == '.' || c == '$' ? c : '_';
+  if (key.empty() || llvm::isDigit(key[0]))
+    key.insert(key.begin(), '_');
+  return key;
 }
 
 static bool isSupportedOp(llvm::StringRef op) {
@@ -269,7 +284,7 @@ FailureOr<Value> Importer::valueOf(const Tensor &t, Location loc) {
           ArrayRef<char>(**bytes), alignof(double));
       auto &blobs = DenseResourceElementsHandle::getManagerInterface(&context);
       value = DenseResourceElementsAttr::get(
-          t.type, blobs.insert(t.param, std::move(blob)));
+          t.type, blobs.insert(resourceKey(t.param), std::move(blob)));
     }
     auto paramLoc = NameLoc::get(builder.getStringAttr(t.param));
     auto param = builder.create<ParameterOp>(
@@ -389,6 +404,7 @@ Importer::inputType(const onnx::ValueInfoProto &info) {
       shape.push_back(bound->second);
     } else if (i == 0 && options.batchSize) {
       shape.push_back(*options.batchSize);
+      batchBound = true;
     } else {
       auto diag = error(loc);
       diag << "graph input '" << info.name() << "' dimension " << i;
@@ -438,6 +454,21 @@ FailureOr<OwningOpRef<ModuleOp>> Importer::run() {
     }
     argTypes.push_back(*type);
     argNames.push_back(input.name());
+  }
+  // A batch size given for a model whose batch is fixed must agree with it:
+  // silently compiling another batch than the user asked for is wrong.
+  if (options.batchSize && !batchBound) {
+    for (auto [type, name] : llvm::zip(argTypes, argNames)) {
+      auto ranked = type.cast<RankedTensorType>();
+      if (ranked.getRank() == 0 || ranked.getDimSize(0) == *options.batchSize)
+        continue;
+      return error(NameLoc::get(builder.getStringAttr(name)))
+             << "the model's batch size is fixed at " << ranked.getDimSize(0)
+             << " (graph input '" << name << "' dimension 0), but batch "
+             << *options.batchSize << " was asked for; use batch "
+             << ranked.getDimSize(0) << ", or export with dynamic_axes={'"
+             << name << "': {0: 'batch'}}";
+    }
   }
 
   auto func = builder.create<func::FuncOp>(
