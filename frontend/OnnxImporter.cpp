@@ -476,6 +476,7 @@ FailureOr<OwningOpRef<ModuleOp>> Importer::run() {
   Block *body = func.addEntryBlock();
   for (auto [i, name] : llvm::enumerate(argNames)) {
     func.setArgAttr(i, "cleave.onnx_name", builder.getStringAttr(name));
+    body->getArgument(i).setLoc(NameLoc::get(builder.getStringAttr(name)));
     define(name, body->getArgument(i));
   }
   builder.setInsertionPointToEnd(body);

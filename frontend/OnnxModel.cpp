@@ -24,24 +24,30 @@ cleave::readOnnxModel(llvm::StringRef path) {
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
                                             /*RequiresNullTerminator=*/false);
   if (!buffer)
-    return fail(path + ": cannot read: " + buffer.getError().message());
+    return fail("cannot read the model: " + buffer.getError().message());
   llvm::StringRef bytes = (*buffer)->getBuffer();
   if (bytes.empty())
-    return fail(path + ": the file is empty, not an ONNX model");
+    return fail("the file is empty, not an ONNX model");
   google::protobuf::io::CodedInputStream stream(
       reinterpret_cast<const uint8_t *>(bytes.data()), bytes.size());
   stream.SetTotalBytesLimit(INT32_MAX);
   auto model = std::make_unique<onnx::ModelProto>();
-  if (!model->ParseFromCodedStream(&stream) || !stream.ConsumedEntireMessage())
-    return fail(path + ": not an ONNX model, or a truncated one (protobuf "
-                       "parsing failed after " +
-                llvm::Twine(stream.CurrentPosition()) + " of " +
-                llvm::Twine(bytes.size()) + " bytes)");
+  if (!model->ParseFromCodedStream(&stream) ||
+      !stream.ConsumedEntireMessage()) {
+    if (stream.CurrentPosition() >= (int)bytes.size())
+      return fail(llvm::formatv("the file ends inside a protobuf record "
+                                "after {0} bytes: a truncated ONNX model, or "
+                                "not one at all; copy or export it again",
+                                bytes.size()));
+    return fail(llvm::formatv("not an ONNX model: protobuf parsing failed at "
+                              "byte offset {0} of {1}",
+                              stream.CurrentPosition(), bytes.size()));
+  }
   // Arbitrary bytes sometimes parse as a protobuf with unknown fields; a real
   // model names an IR version, an opset and a graph.
   if (model->ir_version() <= 0 || model->opset_import_size() == 0 ||
       !model->has_graph())
-    return fail(path + ": not an ONNX model (no ir_version, opset_import or "
+    return fail("not an ONNX model (no ir_version, opset_import or "
                        "graph); export one with torch.onnx.export");
   return model;
 }

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "frontend/DiagnosticPrinter.h"
 #include "frontend/OnnxImporter.h"
 #include "ir/CleaveOps.h"
 #include "passes/Passes.h"
@@ -37,8 +38,9 @@ static cl::list<std::string>
              cl::value_desc("NAME=N"));
 static cl::opt<bool>
     elideWeights("elide-weights",
-                 cl::desc("print parameters without their data (the IR of a "
-                          "real model is otherwise as large as its weights)"),
+                 cl::desc("print parameters without their data, each marked "
+                          "cleave.elided_data (the IR of a real model is "
+                          "otherwise as large as its weights)"),
                  cl::init(false));
 
 int main(int argc, char **argv) {
@@ -74,6 +76,7 @@ int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   mlir::cleave::registerCleaveDialects(registry);
   context.appendDialectRegistry(registry);
+  cleave::installDiagnosticPrinter(context);
   auto module = cleave::importOnnxFile(modelPath, context, options);
   if (failed(module))
     return 1;
@@ -88,8 +91,15 @@ int main(int argc, char **argv) {
   // cleave-opt run on this output still name the node.
   mlir::OpPrintingFlags flags;
   flags.enableDebugInfo(/*enable=*/true, /*prettyForm=*/false);
-  if (elideWeights)
+  if (elideWeights) {
+    // MLIR 16 cannot elide resource blobs when printing, so the data is
+    // dropped from the printed module instead, each parameter marked.
+    (*module)->walk([&](mlir::cleave::ParameterOp param) {
+      if (param.removeValueAttr())
+        param->setAttr("cleave.elided_data", mlir::UnitAttr::get(&context));
+    });
     flags.elideLargeElementsAttrs(16);
+  }
   (*module)->print(output->os(), flags);
   output->os() << "\n";
   output->keep();

@@ -1,0 +1,98 @@
+"""Writes the malformed ONNX inputs of the frontend's bad-input tests.
+
+    /usr/bin/python3 test/inputs/bad_onnx.py CASE OUTDIR
+
+Each CASE writes OUTDIR/model.onnx (and, for the external-data cases, the
+files beside it) that is wrong in exactly one way; test/frontend/bad-*.test
+check the message cleave-compile gives for it. Built with onnx.helper, not by
+a PyTorch export, so that each file holds only what the case needs.
+"""
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+def linear_model(opset=17, batch=2, input_dims=None):
+    """y = x @ w: one MatMul with a [4, 3] float initializer 'w'."""
+    dims = input_dims or [batch, 4]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    w = numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(4, 3), "w")
+    node = helper.make_node("MatMul", ["x", "w"], ["y"], name="/proj/MatMul")
+    graph = helper.make_graph([node], "linear", [x], [y], [w])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def external(location, length=None):
+    """The linear model with 'w' stored as external data at `location`."""
+    model = linear_model()
+    w = model.graph.initializer[0]
+    w.ClearField("raw_data")
+    w.ClearField("float_data")
+    w.data_location = TensorProto.EXTERNAL
+    entries = [("location", location), ("offset", "0"),
+               ("length", str(length if length is not None else 48))]
+    for key, value in entries:
+        w.external_data.add(key=key, value=value)
+    return model
+
+
+def write(model, out):
+    with open(os.path.join(out, "model.onnx"), "wb") as f:
+        f.write(model.SerializeToString())
+
+
+def main():
+    case, out = sys.argv[1], sys.argv[2]
+    os.makedirs(out, exist_ok=True)
+    path = os.path.join(out, "model.onnx")
+    if case == "truncated":
+        data = linear_model().SerializeToString()
+        with open(path, "wb") as f:
+            f.write(data[: len(data) // 2])
+    elif case == "not-onnx":
+        with open(path, "w") as f:
+            f.write("this is a text file, not an ONNX model\n")
+    elif case == "empty":
+        open(path, "wb").close()
+    elif case == "unsupported-op":
+        model = linear_model()
+        model.graph.node.append(
+            helper.make_node("Celu", ["y"], ["z"], name="/act/Celu"))
+        model.graph.output[0].name = "z"
+        write(model, out)
+    elif case == "symbolic-seq":
+        write(linear_model(input_dims=["batch", "features"]), out)
+    elif case == "symbolic-batch":
+        write(linear_model(input_dims=["batch", 4]), out)
+    elif case == "shape-mismatch":
+        write(linear_model(input_dims=[2, 5]), out)
+    elif case == "missing-external":
+        write(external("weights.bin"), out)
+    elif case == "external-short":
+        # The file holds 20 bytes; the tensor needs 48.
+        write(external("weights.bin"), out)
+        with open(os.path.join(out, "weights.bin"), "wb") as f:
+            f.write(b"\0" * 20)
+    elif case == "external-escapes":
+        write(external("../weights.bin"), out)
+        with open(os.path.join(out, "..", "weights.bin"), "wb") as f:
+            f.write(b"\0" * 48)
+    elif case == "external-absolute":
+        write(external("/etc/hostname"), out)
+    elif case == "old-opset":
+        write(linear_model(opset=11), out)
+    elif case == "no-graph":
+        with open(path, "wb") as f:
+            f.write(onnx.ModelProto(producer_name="not a model").SerializeToString())
+    elif case == "good":
+        write(linear_model(), out)
+    else:
+        sys.exit("bad_onnx.py: unknown case '%s'" % case)
+
+
+if __name__ == "__main__":
+    main()
