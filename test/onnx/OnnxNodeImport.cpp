@@ -194,7 +194,7 @@ TestResult runTest(StringRef testDir) {
     // Unreadable test data is a failure of the frontend's reader.
     r.claimed = true;
     r.ops.insert("<unreadable>");
-    r.diagnostics = toString(model.takeError());
+    r.diagnostics = (modelPath + ": " + toString(model.takeError())).str();
     return r;
   }
   const onnx::GraphProto &graph = (*model)->graph();
