@@ -17,6 +17,7 @@ build: configure
 
 check: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	$(MAKE) asan
 
 # The bad-input tests once more under AddressSanitizer and UBSan.
 asan: deps

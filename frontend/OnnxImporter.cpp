@@ -106,6 +106,7 @@ private:
   int64_t opset = 0;
   ModuleOp module;
   llvm::StringMap<Tensor> values;
+  llvm::DenseMap<Attribute, Value> constantCache; // materialize()'s ops
   llvm::StringMap<const onnx::TensorProto *> paramInitializers;
   llvm::StringSet<> declaredParams;
   /// From the `cleave.init` metadata: how the runtime initializes a
@@ -242,7 +243,14 @@ Value Importer::materialize(const HostTensor &t, Location loc) {
     }
     attr = DenseElementsAttr::getFromRawBuffer(type, raw);
   }
-  return builder.create<ConstantOp>(loc, attr);
+  // One op per distinct value: every block of a traced model folds its own
+  // copy of the causal mask and rotary tables, which would otherwise print
+  // (and later be planned) once per block. Ops are built in one block in
+  // order, so the first one dominates every later use.
+  Value &cached = constantCache[attr];
+  if (!cached)
+    cached = builder.create<ConstantOp>(loc, attr);
+  return cached;
 }
 
 LogicalResult Importer::defineConstant(const std::string &name, HostTensor t,
