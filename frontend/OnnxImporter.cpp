@@ -113,7 +113,11 @@ private:
   /// parameter that comes without data ("normal:0.02", "zeros", "ones").
   llvm::StringMap<std::string> initSpecs;
   bool shapesOnly = false;
-  bool batchBound = false; // a symbolic batch axis took options.batchSize
+  bool batchBound = false; // a symbolic batch axis took the batch size
+  std::optional<int64_t> resolvedBatch; // from options.resolveBatch
+  std::optional<int64_t> batchSize() const {
+    return resolvedBatch ? resolvedBatch : options.batchSize;
+  }
 };
 
 std::string nodeName(const onnx::NodeProto &node, int index) {
@@ -410,8 +414,8 @@ Importer::inputType(const onnx::ValueInfoProto &info) {
     auto bound = options.dims.find(symbol);
     if (!symbol.empty() && bound != options.dims.end()) {
       shape.push_back(bound->second);
-    } else if (i == 0 && options.batchSize) {
-      shape.push_back(*options.batchSize);
+    } else if (i == 0 && batchSize()) {
+      shape.push_back(*batchSize());
       batchBound = true;
     } else {
       auto diag = error(loc);
@@ -441,6 +445,23 @@ FailureOr<OwningOpRef<ModuleOp>> Importer::run() {
     return failure();
 
   const onnx::GraphProto &graph = model.graph();
+  if (options.resolveBatch) {
+    for (const auto &input : graph.input()) {
+      if (values.count(input.name()) || !input.type().has_tensor_type() ||
+          input.type().tensor_type().shape().dim_size() == 0)
+        continue;
+      const auto &dim = input.type().tensor_type().shape().dim(0);
+      std::optional<int64_t> exported;
+      if (dim.has_dim_value() && dim.dim_value() > 0)
+        exported = dim.dim_value();
+      llvm::Expected<int64_t> chosen = options.resolveBatch(exported);
+      if (!chosen)
+        return error(NameLoc::get(builder.getStringAttr(input.name())))
+               << llvm::toString(chosen.takeError());
+      resolvedBatch = *chosen;
+      break;
+    }
+  }
   SmallVector<Type> argTypes;
   SmallVector<std::string> argNames;
   for (const auto &input : graph.input()) {
@@ -465,15 +486,15 @@ FailureOr<OwningOpRef<ModuleOp>> Importer::run() {
   }
   // A batch size given for a model whose batch is fixed must agree with it:
   // silently compiling another batch than the user asked for is wrong.
-  if (options.batchSize && !batchBound) {
+  if (batchSize() && !batchBound) {
     for (auto [type, name] : llvm::zip(argTypes, argNames)) {
       auto ranked = type.cast<RankedTensorType>();
-      if (ranked.getRank() == 0 || ranked.getDimSize(0) == *options.batchSize)
+      if (ranked.getRank() == 0 || ranked.getDimSize(0) == *batchSize())
         continue;
       return error(NameLoc::get(builder.getStringAttr(name)))
              << "the model's batch size is fixed at " << ranked.getDimSize(0)
              << " (graph input '" << name << "' dimension 0), but batch "
-             << *options.batchSize << " was asked for; use batch "
+             << *batchSize() << " was asked for; use batch "
              << ranked.getDimSize(0) << ", or export with dynamic_axes={'"
              << name << "': {0: 'batch'}}";
     }

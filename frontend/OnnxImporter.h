@@ -16,6 +16,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -27,6 +28,11 @@ struct ImportOptions {
   /// Binds dimension 0 of every graph input whose first dimension is
   /// symbolic (the batch axis of `dynamic_axes`).
   std::optional<int64_t> batchSize;
+  /// Chooses the batch size from the model's own: called with dimension 0
+  /// of the first graph input (nullopt when symbolic) before any input is
+  /// read; its result becomes `batchSize`, its error the import's. This is
+  /// how cleave-compile applies the spec's batch rule.
+  std::function<llvm::Expected<int64_t>(std::optional<int64_t>)> resolveBatch;
   /// Binds symbolic dimensions by their `dim_param` name.
   std::map<std::string, int64_t> dims;
   /// Graph inputs whose values are fixed at compile time (e.g. the shape

@@ -337,7 +337,7 @@ def Cleave_LayerNormOp : Cleave_Op<"layer_norm", [Pure, AttrSizedOperandSegments
     the optional `scale` and `bias`, whose shape is `x.shape[axis:]`.
 
     ```mlir
-    %y = cleave.layer_norm %x, %g, %b {axis = 2 : i64, epsilon = 1.0e-05 : f32}
+    %y = cleave.layer_norm %x scale %g bias %b {axis = 2 : i64, epsilon = 1.0e-05 : f32}
         : (tensor<2x8x64xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<2x8x64xf32>
     ```
   }];
@@ -347,7 +347,7 @@ def Cleave_LayerNormOp : Cleave_Op<"layer_norm", [Pure, AttrSizedOperandSegments
                        I64Attr:$axis, F32Attr:$epsilon);
   let results = (outs Cleave_FloatTensor:$result);
   let assemblyFormat = [{
-    $x (`,` $scale^)? (`,` `bias` $bias^)? attr-dict `:` functional-type(operands, results)
+    $x (`scale` $scale^)? (`bias` $bias^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

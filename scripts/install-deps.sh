@@ -14,7 +14,7 @@ packages=(
   libopenmpi-dev openmpi-bin
   libgtest-dev googletest
   libopenblas-dev
-  python3-torch python3-onnx python3-numpy
+  python3-torch python3-onnx python3-numpy python3-protobuf
 )
 
 missing=()

@@ -240,7 +240,7 @@ func.func @layer_norm_axis(%x: tensor<2x8xf32>) {
 
 func.func @layer_norm_scale_shape(%x: tensor<2x8x64xf32>, %g: tensor<64xf32>) {
   // expected-error @+1 {{'cleave.layer_norm' op scale must have shape 8x64 (x.shape[1:]), got 64}}
-  %0 = cleave.layer_norm %x, %g {axis = 1 : i64, epsilon = 1.0e-05 : f32}
+  %0 = cleave.layer_norm %x scale %g {axis = 1 : i64, epsilon = 1.0e-05 : f32}
       : (tensor<2x8x64xf32>, tensor<64xf32>) -> tensor<2x8x64xf32>
   return
 }
@@ -249,7 +249,7 @@ func.func @layer_norm_scale_shape(%x: tensor<2x8x64xf32>, %g: tensor<64xf32>) {
 
 func.func @layer_norm_scale_type(%x: tensor<2x64xf32>, %g: tensor<64xf16>) {
   // expected-error @+1 {{'cleave.layer_norm' op scale has element type 'f16', x has 'f32'}}
-  %0 = cleave.layer_norm %x, %g {axis = 1 : i64, epsilon = 1.0e-05 : f32}
+  %0 = cleave.layer_norm %x scale %g {axis = 1 : i64, epsilon = 1.0e-05 : f32}
       : (tensor<2x64xf32>, tensor<64xf16>) -> tensor<2x64xf32>
   return
 }
@@ -258,7 +258,7 @@ func.func @layer_norm_scale_type(%x: tensor<2x64xf32>, %g: tensor<64xf16>) {
 
 func.func @layer_norm_bias_shape(%x: tensor<2x64xf32>, %g: tensor<64xf32>, %b: tensor<32xf32>) {
   // expected-error @+1 {{'cleave.layer_norm' op bias must have shape 64 (x.shape[1:]), got 32}}
-  %0 = cleave.layer_norm %x, %g, bias %b {axis = 1 : i64, epsilon = 1.0e-05 : f32}
+  %0 = cleave.layer_norm %x scale %g bias %b {axis = 1 : i64, epsilon = 1.0e-05 : f32}
       : (tensor<2x64xf32>, tensor<64xf32>, tensor<32xf32>) -> tensor<2x64xf32>
   return
 }

@@ -174,15 +174,15 @@ func.func @norms(%x: tensor<2x8x64xf32>, %g: tensor<64xf32>, %b: tensor<64xf32>,
   // CHECK: cleave.layer_norm %{{[^,]*}} {axis = 2 : i64, epsilon = 9.99999974E-6 : f32} : (tensor<2x8x64xf32>) -> tensor<2x8x64xf32>
   %0 = cleave.layer_norm %x {axis = 2 : i64, epsilon = 1.0e-05 : f32}
       : (tensor<2x8x64xf32>) -> tensor<2x8x64xf32>
-  // CHECK: cleave.layer_norm %{{.*}}, %{{[^,]*}} {axis = 2 : i64, epsilon = 9.99999974E-6 : f32} : (tensor<2x8x64xf32>, tensor<64xf32>) -> tensor<2x8x64xf32>
-  %1 = cleave.layer_norm %x, %g {axis = 2 : i64, epsilon = 1.0e-05 : f32}
+  // CHECK: cleave.layer_norm %{{[^ ]*}} scale %{{[^ ]*}} {axis = 2 : i64, epsilon = 9.99999974E-6 : f32} : (tensor<2x8x64xf32>, tensor<64xf32>) -> tensor<2x8x64xf32>
+  %1 = cleave.layer_norm %x scale %g {axis = 2 : i64, epsilon = 1.0e-05 : f32}
       : (tensor<2x8x64xf32>, tensor<64xf32>) -> tensor<2x8x64xf32>
-  // CHECK: cleave.layer_norm %{{.*}}, %{{.*}}, bias %{{.*}} {axis = 2 : i64, epsilon = 9.99999974E-6 : f32} : (tensor<2x8x64xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<2x8x64xf32>
-  %2 = cleave.layer_norm %x, %g, bias %b {axis = 2 : i64, epsilon = 1.0e-05 : f32}
+  // CHECK: cleave.layer_norm %{{.*}} scale %{{.*}} bias %{{.*}} {axis = 2 : i64, epsilon = 9.99999974E-6 : f32} : (tensor<2x8x64xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<2x8x64xf32>
+  %2 = cleave.layer_norm %x scale %g bias %b {axis = 2 : i64, epsilon = 1.0e-05 : f32}
       : (tensor<2x8x64xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<2x8x64xf32>
   // Normalizing over the last two dimensions.
-  // CHECK: cleave.layer_norm %{{.*}}, %{{[^,]*}} {axis = 1 : i64, epsilon = 1.000000e-03 : f32} : (tensor<2x8x64xf32>, tensor<8x64xf32>) -> tensor<2x8x64xf32>
-  %3 = cleave.layer_norm %x, %g2 {axis = 1 : i64, epsilon = 1.0e-03 : f32}
+  // CHECK: cleave.layer_norm %{{[^ ]*}} scale %{{[^ ]*}} {axis = 1 : i64, epsilon = 1.000000e-03 : f32} : (tensor<2x8x64xf32>, tensor<8x64xf32>) -> tensor<2x8x64xf32>
+  %3 = cleave.layer_norm %x scale %g2 {axis = 1 : i64, epsilon = 1.0e-03 : f32}
       : (tensor<2x8x64xf32>, tensor<8x64xf32>) -> tensor<2x8x64xf32>
   // CHECK: cleave.rms_norm %{{.*}}, %{{.*}} {axis = 2 : i64, epsilon = 9.99999974E-6 : f32} : (tensor<2x8x64xf32>, tensor<64xf32>) -> tensor<2x8x64xf32>
   %4 = cleave.rms_norm %x, %g {axis = 2 : i64, epsilon = 1.0e-05 : f32}

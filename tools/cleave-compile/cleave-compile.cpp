@@ -1,15 +1,17 @@
 //===- cleave-compile.cpp - ONNX model + spec to per-rank programs -------===//
 //
-// Thin: parses flags, imports the model, runs the pass pipeline and writes
-// the result. Today it stops after import (`--emit=mlir`); program emission
-// comes with the runtime.
+// Thin: parses flags and the spec, imports the model with the spec's batch,
+// and runs the pass pipeline of passes/Pipeline.cpp, which writes the
+// per-rank programs. `--emit=mlir` stops after import and prints the IR.
 //
 //===----------------------------------------------------------------------===//
 
 #include "frontend/DiagnosticPrinter.h"
 #include "frontend/OnnxImporter.h"
+#include "frontend/Spec.h"
 #include "ir/CleaveOps.h"
 #include "passes/Passes.h"
+#include "passes/Pipeline.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/MLIRContext.h"
@@ -23,15 +25,26 @@ using namespace llvm;
 
 static cl::opt<std::string> modelPath(cl::Positional, cl::desc("<model.onnx>"),
                                       cl::Required);
-static cl::opt<std::string> emit("emit",
-                                 cl::desc("what to produce: mlir (the IR "
-                                          "right after import)"),
-                                 cl::value_desc("mlir"), cl::init(""));
-static cl::opt<std::string> outputPath("o", cl::desc("output file ('-' for "
-                                                     "stdout)"),
-                                       cl::value_desc("path"), cl::init("-"));
+static cl::opt<std::string>
+    emit("emit",
+         cl::desc("stop after import and print the IR (mlir); without it, "
+                  "compile to the per-rank program in -o"),
+         cl::value_desc("mlir"), cl::init(""));
+static cl::opt<std::string>
+    outputPath("o",
+               cl::desc("the output folder (rank-<r>.pb, params.bin, "
+                        "plan.json); with --emit=mlir the output file"),
+               cl::value_desc("path"), cl::init(""));
+static cl::opt<std::string> specPath("spec",
+                                     cl::desc("the parallelism spec (JSON)"),
+                                     cl::value_desc("spec.json"),
+                                     cl::init(""));
+static cl::list<std::string>
+    setKeys("set", cl::desc("overrides a spec key: KEY=VALUE"),
+            cl::value_desc("KEY=VALUE"));
 static cl::opt<int64_t> batch("batch",
-                              cl::desc("binds a symbolic batch dimension"),
+                              cl::desc("with --emit=mlir: binds a symbolic "
+                                       "batch dimension"),
                               cl::init(0));
 static cl::list<std::string>
     bindDims("bind-dim", cl::desc("binds a symbolic dimension: NAME=N"),
@@ -43,13 +56,50 @@ static cl::opt<bool>
                           "otherwise as large as its weights)"),
                  cl::init(false));
 
+/// Prints the module for --emit=mlir.
+static int printModule(mlir::ModuleOp module) {
+  std::string error;
+  auto output = mlir::openOutputFile(outputPath.empty() ? std::string("-") : outputPath.getValue(),
+                                     &error);
+  if (!output) {
+    errs() << "cleave-compile: " << error << "\n";
+    return 1;
+  }
+  // Locations carry the ONNX node names, so diagnostics of any later
+  // cleave-opt run on this output still name the node.
+  mlir::OpPrintingFlags flags;
+  flags.enableDebugInfo(/*enable=*/true, /*prettyForm=*/false);
+  if (elideWeights) {
+    // MLIR 16 cannot elide resource blobs when printing, so the data is
+    // dropped from the printed module instead, each parameter marked.
+    module->walk([&](mlir::cleave::ParameterOp param) {
+      if (param.removeValueAttr())
+        param->setAttr("cleave.elided_data",
+                       mlir::UnitAttr::get(module.getContext()));
+    });
+    flags.elideLargeElementsAttrs(16);
+  }
+  module->print(output->os(), flags);
+  output->os() << "\n";
+  output->keep();
+  return 0;
+}
+
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
+  mlir::registerPassManagerCLOptions();
   cl::ParseCommandLineOptions(argc, argv, "Cleave compiler\n");
 
-  if (emit != "mlir") {
-    errs() << "cleave-compile: only --emit=mlir is available in this "
-              "version (program emission is not built yet)\n";
+  if (!emit.empty() && emit != "mlir") {
+    errs() << "cleave-compile: --emit=" << emit
+           << " is not known; the choices: --emit=mlir, or no --emit to "
+              "compile the program\n";
+    return 2;
+  }
+  bool programMode = emit.empty();
+  if (programMode && outputPath.empty()) {
+    errs() << "cleave-compile: give the output folder with -o OUT/ (or "
+              "--emit=mlir to print the imported IR)\n";
     return 2;
   }
   if (batch < 0) {
@@ -57,10 +107,31 @@ int main(int argc, char **argv) {
            << "\n";
     return 2;
   }
+  if (programMode && batch > 0) {
+    errs() << "cleave-compile: --batch is for --emit=mlir; the program takes "
+              "its batch from the spec (--set batch_size=N)\n";
+    return 2;
+  }
+
+  cleave::Spec spec;
+  if (!specPath.empty() || !setKeys.empty()) {
+    Expected<cleave::Spec> read =
+        specPath.empty() ? cleave::parseSpec("{}", "--set", setKeys)
+                         : cleave::readSpec(specPath, setKeys);
+    if (!read) {
+      errs() << "cleave-compile: " << toString(read.takeError()) << "\n";
+      return 1;
+    }
+    spec = *read;
+  }
 
   cleave::ImportOptions options;
   if (batch > 0)
     options.batchSize = batch;
+  if (programMode)
+    options.resolveBatch = [&](std::optional<int64_t> exported) {
+      return cleave::microbatchSize(spec, exported);
+    };
   for (const std::string &binding : bindDims) {
     auto [name, value] = StringRef(binding).split('=');
     int64_t n;
@@ -80,28 +151,18 @@ int main(int argc, char **argv) {
   auto module = cleave::importOnnxFile(modelPath, context, options);
   if (failed(module))
     return 1;
+  if (!programMode)
+    return printModule(**module);
 
-  std::string error;
-  auto output = mlir::openOutputFile(outputPath, &error);
-  if (!output) {
-    errs() << "cleave-compile: " << error << "\n";
+  mlir::PassManager pm(&context);
+  mlir::applyPassManagerCLOptions(pm);
+  mlir::cleave::ProgramPipelineOptions pipeline;
+  pipeline.outputDir = outputPath;
+  pipeline.microbatches = spec.microbatches;
+  pipeline.globalBatch = spec.batchSize.value_or(0);
+  pipeline.seed = spec.seed;
+  mlir::cleave::buildProgramPipeline(pm, pipeline);
+  if (mlir::failed(pm.run(**module)))
     return 1;
-  }
-  // Locations carry the ONNX node names, so diagnostics of any later
-  // cleave-opt run on this output still name the node.
-  mlir::OpPrintingFlags flags;
-  flags.enableDebugInfo(/*enable=*/true, /*prettyForm=*/false);
-  if (elideWeights) {
-    // MLIR 16 cannot elide resource blobs when printing, so the data is
-    // dropped from the printed module instead, each parameter marked.
-    (*module)->walk([&](mlir::cleave::ParameterOp param) {
-      if (param.removeValueAttr())
-        param->setAttr("cleave.elided_data", mlir::UnitAttr::get(&context));
-    });
-    flags.elideLargeElementsAttrs(16);
-  }
-  (*module)->print(output->os(), flags);
-  output->os() << "\n";
-  output->keep();
   return 0;
 }

@@ -1,0 +1,74 @@
+//===- Spec.h - the parallelism spec of cleave-compile ---------*- C++ -*-===//
+//
+// The JSON spec of DESIGN.md ("The spec"), keys named as SMP's
+// smdistributed.modelparallel parameters. Parsing checks every key, type
+// and combination; keys whose feature Cleave does not implement yet are
+// accepted only with their default value, any other value is an error that
+// names the key.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CLEAVE_FRONTEND_SPEC_H
+#define CLEAVE_FRONTEND_SPEC_H
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace cleave {
+
+struct OptimizerSpec {
+  std::string type = "adamw"; // "adamw" or "sgd"
+  double lr = 1e-3;
+  double beta1 = 0.9, beta2 = 0.999;
+  double eps = 1e-8;
+  double weightDecay = 0.0;
+  double gradClip = 0.0; // 0: off
+  double momentum = 0.0; // sgd
+};
+
+struct Spec {
+  int64_t pipelineParallelDegree = 1;
+  int64_t tensorParallelDegree = 1;
+  int64_t shardedDataParallelDegree = 1;
+  int64_t microbatches = 1;
+  int64_t activeMicrobatches = 0; // 0: as many as microbatches
+  std::string pipeline = "interleaved";
+  int64_t virtualPipelineDegree = 1;
+  bool ddp = false;
+  bool shardOptimizerState = false;
+  std::string activationCheckpointing; // "" = none
+  bool offloadActivations = false;
+  bool bf16 = false, fp16 = false;
+  bool delayedParameterInitialization = false;
+  std::string placementStrategy = "cluster";
+  int64_t processesPerHost = 0; // 0: unknown
+  std::string device = "cpu";
+  double deviceMemoryGib = 0; // 0: no limit checked
+  std::optional<int64_t> batchSize; // the global batch
+  bool prescaledBatch = false;
+  OptimizerSpec optimizer;
+  int64_t seed = 0;
+  int64_t worldSize = 1;
+};
+
+/// Parses a spec from JSON text; `source` names it in errors. `overrides`
+/// are `--set key=value` (the value is JSON, or else a string).
+llvm::Expected<Spec> parseSpec(llvm::StringRef json, llvm::StringRef source,
+                               const std::vector<std::string> &overrides);
+
+/// Reads and parses a spec file.
+llvm::Expected<Spec> readSpec(llvm::StringRef path,
+                              const std::vector<std::string> &overrides);
+
+/// The batch each rank's function runs: the global batch over data ranks
+/// and microbatches. `exportedBatch` is the ONNX model's static batch, if
+/// it has one. The error says which batch size and microbatch count fit.
+llvm::Expected<int64_t> microbatchSize(const Spec &spec,
+                                       std::optional<int64_t> exportedBatch);
+
+} // namespace cleave
+
+#endif // CLEAVE_FRONTEND_SPEC_H

@@ -1,0 +1,507 @@
+//===- EmitProgram.cpp - the per-rank program from a planned module -------===//
+//
+// The last step of compilation: a module that cleave-memory-plan has planned
+// becomes runtime/program.proto's Program (rank-<r>.pb) plus the parameters'
+// initial bytes (params.bin). Everything the runtime needs is spelled out:
+// tensor offsets, kernels with their attributes, frees after last uses, the
+// schedule and the bindings of inputs and the loss. The runtime knows
+// nothing of MLIR, so this is the only place the two meet.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ir/CleaveOps.h"
+#include "passes/Layout.h"
+#include "passes/Passes.h"
+
+#include "program.pb.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <fstream>
+
+namespace mlir::cleave {
+#define GEN_PASS_DEF_EMITPROGRAM
+#include "passes/Passes.h.inc"
+} // namespace mlir::cleave
+
+using namespace mlir;
+using namespace mlir::cleave;
+namespace pb = ::cleave::program;
+
+namespace {
+
+FailureOr<pb::DType> dtypeOf(Type element, Operation *where) {
+  if (element.isF32()) return pb::F32;
+  if (element.isF16()) return pb::F16;
+  if (element.isBF16()) return pb::BF16;
+  if (element.isF64()) return pb::F64;
+  if (element.isInteger(1)) return pb::BOOL;
+  if (auto i = element.dyn_cast<IntegerType>()) {
+    bool u = i.isUnsigned();
+    switch (i.getWidth()) {
+    case 8: return u ? pb::U8 : pb::I8;
+    case 16: return u ? pb::U16 : pb::I16;
+    case 32: return u ? pb::U32 : pb::I32;
+    case 64: return u ? pb::U64 : pb::I64;
+    }
+  }
+  where->emitError() << "the runtime has no element type for " << element;
+  return failure();
+}
+
+/// The bytes of a constant or parameter value as the runtime stores them:
+/// row-major, little-endian, i1 as one byte per element.
+FailureOr<std::string> bytesOf(ElementsAttr value, Operation *where) {
+  auto type = value.getType().cast<RankedTensorType>();
+  int64_t n = type.getNumElements();
+  Type element = type.getElementType();
+  if (auto resource = value.dyn_cast<DenseResourceElementsAttr>()) {
+    const AsmResourceBlob *blob = resource.getRawHandle().getBlob();
+    if (!blob)
+      return where->emitError() << "the data of resource '"
+                                << resource.getRawHandle().getKey()
+                                << "' is missing";
+    ArrayRef<char> data = blob->getData();
+    if ((int64_t)data.size() != tensorBytes(type))
+      return where->emitError() << "resource holds " << data.size()
+                                << " bytes, but " << type << " needs "
+                                << tensorBytes(type);
+    return std::string(data.data(), data.size());
+  }
+  auto dense = value.dyn_cast<DenseElementsAttr>();
+  if (!dense)
+    return where->emitError() << "cannot emit a value of attribute kind "
+                              << value;
+  std::string out;
+  if (element.isInteger(1)) {
+    out.reserve(n);
+    for (bool v : dense.getValues<bool>())
+      out.push_back(v ? 1 : 0);
+    return out;
+  }
+  if (dense.isSplat()) {
+    ArrayRef<char> raw = dense.getRawData();
+    std::string one(raw.data(), raw.size());
+    out.reserve(one.size() * n);
+    for (int64_t i = 0; i < n; ++i)
+      out += one;
+    return out;
+  }
+  ArrayRef<char> raw = dense.getRawData();
+  return std::string(raw.data(), raw.size());
+}
+
+/// An op attribute as the runtime's Attribute; failure for a kind the
+/// runtime cannot read.
+LogicalResult convertAttribute(Attribute attr, pb::Attribute &out) {
+  if (auto i = attr.dyn_cast<IntegerAttr>()) {
+    out.set_i(i.getType().isInteger(1) ? (int64_t)i.getValue().getBoolValue()
+                                       : i.getValue().getSExtValue());
+  } else if (auto f = attr.dyn_cast<FloatAttr>()) {
+    out.set_f(f.getValueAsDouble());
+  } else if (auto b = attr.dyn_cast<BoolAttr>()) {
+    out.set_i(b.getValue());
+  } else if (attr.isa<UnitAttr>()) {
+    out.set_i(1);
+  } else if (auto s = attr.dyn_cast<StringAttr>()) {
+    out.set_s(s.getValue().str());
+  } else if (auto a = attr.dyn_cast<DenseI64ArrayAttr>()) {
+    auto *ints = out.mutable_ints();
+    for (int64_t v : a.asArrayRef())
+      ints->add_values(v);
+  } else if (auto r = attr.dyn_cast<LossReductionAttr>()) {
+    out.set_s(stringifyLossReduction(r.getValue()).str());
+  } else {
+    return failure();
+  }
+  return success();
+}
+
+std::string locationName(Location loc) {
+  if (auto name = loc.dyn_cast<NameLoc>())
+    return name.getName().str();
+  if (auto fused = loc.dyn_cast<FusedLoc>())
+    for (Location inner : fused.getLocations())
+      if (auto name = inner.dyn_cast<NameLoc>())
+        return name.getName().str();
+  return "";
+}
+
+int64_t intFrom(DictionaryAttr dict, StringRef key) {
+  if (auto attr = dict ? dict.getAs<IntegerAttr>(key) : IntegerAttr())
+    return attr.getInt();
+  return 0;
+}
+
+struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
+  using EmitProgramBase::EmitProgramBase;
+
+  void runOnOperation() override {
+    if (failed(emit()))
+      signalPassFailure();
+  }
+
+  LogicalResult emit() {
+    ModuleOp module = getOperation();
+    if (outputDir.empty())
+      return module.emitError()
+             << "cleave-emit-program needs output-dir=FOLDER";
+    auto funcs = llvm::to_vector(module.getOps<func::FuncOp>());
+    if (funcs.size() != 1)
+      return module.emitError() << "cleave-emit-program expects one function "
+                                   "(one rank's forward), found "
+                                << funcs.size();
+    func::FuncOp func = funcs.front();
+    auto memory = func->getAttrOfType<DictionaryAttr>("cleave.memory");
+    if (!memory)
+      return func.emitError()
+             << "the function has no memory plan; run cleave-memory-plan first";
+    if (microbatches < 1)
+      return module.emitError() << "microbatches must be at least 1";
+
+    pb::Program program;
+    program.set_magic("cleave-program");
+    program.set_version(pb::VERSION_CURRENT);
+    if (auto file = module.getLoc().dyn_cast<FileLineColLoc>())
+      program.set_model(file.getFilename().str());
+
+    pb::Mesh *mesh = program.mutable_mesh();
+    mesh->set_rank(0);
+    mesh->set_world_size(1);
+    mesh->set_data_degree(1);
+    mesh->set_pipeline_degree(1);
+    mesh->set_tensor_degree(1);
+    pb::Group *data = mesh->add_groups();
+    data->set_name("data");
+    data->add_ranks(0);
+
+    pb::Buffer *arena = program.add_buffers();
+    arena->set_space(pb::DEVICE);
+    arena->set_size_bytes(intFrom(memory, "arena_bytes"));
+    arena->set_alignment(intFrom(memory, "alignment"));
+
+    pb::MemoryPlan *plan = program.mutable_memory();
+    plan->set_peak_bytes(intFrom(memory, "peak_bytes"));
+    plan->set_parameters(intFrom(memory, "parameters"));
+    plan->set_gradients(intFrom(memory, "gradients"));
+    plan->set_optimizer_state(intFrom(memory, "optimizer_state"));
+    plan->set_activations(intFrom(memory, "activations"));
+    plan->set_workspace(intFrom(memory, "workspace"));
+    plan->set_constants(intFrom(memory, "constants"));
+    plan->set_io(intFrom(memory, "io"));
+
+    // Tensors for values, in definition order.
+    llvm::DenseMap<Value, int> tensorOf;
+    auto addTensor = [&](Type type, int64_t offset, pb::Category category,
+                         StringRef name, Operation *where) -> FailureOr<int> {
+      auto tensor = type.dyn_cast<RankedTensorType>();
+      if (!tensor || !tensor.hasStaticShape())
+        return where->emitError() << "cannot emit " << type
+                                  << ": not a static tensor";
+      auto dtype = dtypeOf(tensor.getElementType(), where);
+      if (failed(dtype))
+        return failure();
+      pb::Tensor *t = program.add_tensors();
+      t->set_buffer(0);
+      t->set_offset(offset);
+      for (int64_t d : tensor.getShape())
+        t->add_shape(d);
+      t->set_dtype(*dtype);
+      t->set_category(category);
+      t->set_name(name.str());
+      return program.tensors_size() - 1;
+    };
+
+    // Parameters, their data in params.bin.
+    SmallString<256> paramsPath(outputDir);
+    llvm::sys::path::append(paramsPath, "params.bin");
+    if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
+      return module.emitError() << "cannot create '" << outputDir
+                                << "': " << ec.message();
+    std::ofstream params(paramsPath.c_str(), std::ios::binary);
+    if (!params)
+      return module.emitError() << "cannot write '" << paramsPath << "'";
+    uint64_t paramsOffset = 0;
+    llvm::StringMap<int> paramTensor;
+    for (auto param : module.getOps<ParameterOp>()) {
+      auto offset = param->getAttrOfType<IntegerAttr>("cleave.offset");
+      if (!offset)
+        return param.emitError() << "parameter has no planned offset";
+      auto id = addTensor(param.getType(), offset.getInt(), pb::PARAMETERS,
+                          param.getSymName(), param);
+      if (failed(id))
+        return failure();
+      paramTensor[param.getSymName()] = *id;
+      pb::Parameter *p = program.add_parameters();
+      p->set_name(param.getSymName().str());
+      p->set_tensor(*id);
+      for (int64_t d : param.getType().cast<RankedTensorType>().getShape()) {
+        p->add_full_shape(d);
+        p->add_slice_start(0);
+        p->add_slice_size(d);
+      }
+      p->set_seed(seed);
+      if (auto value = param.getValueAttr()) {
+        auto bytes = bytesOf(value, param);
+        if (failed(bytes))
+          return failure();
+        params.write(bytes->data(), bytes->size());
+        pb::FileData *file = p->mutable_file();
+        file->set_path("params.bin");
+        file->set_offset(paramsOffset);
+        file->set_size_bytes(bytes->size());
+        paramsOffset += bytes->size();
+      } else if (auto init = param.getInitAttr()) {
+        p->set_generator(init.getValue().str());
+      } else {
+        return param.emitError()
+               << "parameter '" << param.getSymName()
+               << "' has neither data nor an initializer (init = "
+                  "\"normal:STD\", \"zeros\" or \"ones\")";
+      }
+    }
+    params.close();
+    if (!params)
+      return module.emitError() << "writing '" << paramsPath << "' failed";
+
+    Block &body = func.getBody().front();
+    // Inputs: the first two integer arguments are tokens and targets.
+    int64_t microbatchSize = 0, seqLen = 0;
+    int integerArgs = 0;
+    for (BlockArgument arg : body.getArguments()) {
+      auto offset = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
+                                                       "cleave.offset");
+      if (!offset)
+        return func.emitError() << "argument " << arg.getArgNumber()
+                                << " has no planned offset";
+      auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                    "cleave.onnx_name");
+      std::string argName =
+          name ? name.str() : "arg" + std::to_string(arg.getArgNumber());
+      auto id = addTensor(arg.getType(), offset.getInt(), pb::IO, argName,
+                          func);
+      if (failed(id))
+        return failure();
+      tensorOf[arg] = *id;
+      pb::Binding *binding = program.add_inputs();
+      binding->set_name(argName);
+      binding->set_tensor(*id);
+      auto type = arg.getType().cast<RankedTensorType>();
+      bool tokenLike = type.getElementType().isa<IntegerType>() &&
+                       !type.getElementType().isInteger(1) &&
+                       type.getRank() == 2;
+      if (tokenLike && integerArgs < 2) {
+        binding->set_role(integerArgs == 0 ? pb::TOKENS : pb::TARGETS);
+        if (integerArgs == 0) {
+          microbatchSize = type.getDimSize(0);
+          seqLen = type.getDimSize(1);
+        } else if (type.getShape() !=
+                   ArrayRef<int64_t>{microbatchSize, seqLen}) {
+          return func.emitError()
+                 << "the targets '" << argName << "' have shape " << type
+                 << ", but the token ids are [" << microbatchSize << ", "
+                 << seqLen << "]";
+        }
+        ++integerArgs;
+      } else {
+        binding->set_role(pb::OTHER);
+      }
+    }
+
+    pb::Batch *batch = program.mutable_batch();
+    batch->set_microbatch_size(microbatchSize);
+    batch->set_microbatches(microbatches);
+    batch->set_seq_len(seqLen);
+    batch->set_first_sample(0);
+    int64_t global = globalBatch ? globalBatch : microbatchSize * microbatches;
+    if (global != microbatchSize * microbatches)
+      return module.emitError()
+             << "global batch " << global << " is not "
+             << static_cast<int64_t>(microbatches)
+             << " microbatches of " << microbatchSize << " samples";
+    batch->set_global_batch(global);
+
+    // The function body: one kernel per op, a free after each last use.
+    pb::Function *forward = program.add_functions();
+    forward->set_name(func.getName().str());
+    forward->set_kind(pb::FORWARD);
+    llvm::DenseMap<Value, Operation *> lastUser;
+    for (Operation &op : body)
+      for (Value operand : op.getOperands())
+        lastUser[operand] = &op;
+    llvm::DenseSet<Value> freeable;
+
+    for (Operation &op : body) {
+      if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+        for (auto [index, v] : llvm::enumerate(ret.getOperands())) {
+          pb::Binding *binding = program.add_outputs();
+          binding->set_tensor(tensorOf.lookup(v));
+          auto name =
+              func.getResultAttrOfType<StringAttr>(index, "cleave.onnx_name");
+          binding->set_name(name ? name.str() : "result");
+          auto type = v.getType().cast<RankedTensorType>();
+          bool loss = type.getRank() == 0 &&
+                      type.getElementType().isa<FloatType>();
+          binding->set_role(loss ? pb::LOSS : pb::OTHER);
+        }
+        continue;
+      }
+      if (auto get = dyn_cast<GetParamOp>(op)) {
+        auto it = paramTensor.find(get.getName());
+        if (it == paramTensor.end())
+          return get.emitError() << "no parameter @" << get.getName();
+        tensorOf[get.getResult()] = it->second;
+        continue;
+      }
+      auto offsets = op.getAttrOfType<DenseI64ArrayAttr>("cleave.offsets");
+      if (!offsets || (int64_t)offsets.size() != op.getNumResults())
+        return op.emitError() << "op has no planned offsets; run "
+                                 "cleave-memory-plan first";
+      std::string name = locationName(op.getLoc());
+      if (auto constant = dyn_cast<ConstantOp>(op)) {
+        auto id = addTensor(constant.getType(), offsets[0], pb::CONSTANTS,
+                            name, &op);
+        if (failed(id))
+          return failure();
+        auto bytes = bytesOf(constant.getValue().cast<ElementsAttr>(), &op);
+        if (failed(bytes))
+          return failure();
+        program.mutable_tensors(*id)->set_data(std::move(*bytes));
+        tensorOf[constant.getResult()] = *id;
+        continue;
+      }
+      if (!isa<CleaveDialect>(op.getDialect()))
+        return op.emitError() << "op '" << op.getName()
+                              << "' has no runtime kernel";
+
+      pb::Kernel *kernel = forward->add_body()->mutable_kernel();
+      kernel->set_op(op.getName().stripDialect().str());
+      kernel->set_location(name);
+      auto segments =
+          op.getAttrOfType<DenseI32ArrayAttr>("operand_segment_sizes");
+      unsigned operand = 0;
+      if (segments) {
+        // Optional operands that are absent are -1, so operand positions
+        // stay those of the op's definition.
+        for (int32_t size : segments.asArrayRef()) {
+          if (size == 0)
+            kernel->add_inputs(-1);
+          for (int32_t k = 0; k < size; ++k)
+            kernel->add_inputs(tensorOf.lookup(op.getOperand(operand++)));
+        }
+      } else {
+        for (Value v : op.getOperands())
+          kernel->add_inputs(tensorOf.lookup(v));
+        if (isa<AttentionOp>(op) && op.getNumOperands() == 3)
+          kernel->add_inputs(-1); // no mask
+      }
+      for (NamedAttribute attr : op.getAttrs()) {
+        StringRef key = attr.getName().getValue();
+        if (key == "operand_segment_sizes" || key.startswith("cleave."))
+          continue;
+        pb::Attribute converted;
+        if (failed(convertAttribute(attr.getValue(), converted)))
+          return op.emitError() << "attribute '" << key
+                                << "' has a kind the runtime cannot read: "
+                                << attr.getValue();
+        (*kernel->mutable_attributes())[key.str()] = converted;
+      }
+      for (auto [result, offset] : llvm::zip(op.getResults(), offsets.asArrayRef())) {
+        auto id = addTensor(result.getType(), offset, pb::ACTIVATIONS, name,
+                            &op);
+        if (failed(id))
+          return failure();
+        tensorOf[result] = *id;
+        kernel->add_outputs(*id);
+        freeable.insert(result);
+      }
+      // Free what this op read last, and results nobody reads.
+      llvm::SmallPtrSet<Value, 4> done;
+      for (Value v : op.getOperands())
+        if (freeable.count(v) && lastUser.lookup(v) == &op &&
+            done.insert(v).second)
+          forward->add_body()->mutable_free()->set_tensor(tensorOf.lookup(v));
+      for (Value result : op.getResults())
+        if (!lastUser.count(result))
+          forward->add_body()->mutable_free()->set_tensor(
+              tensorOf.lookup(result));
+    }
+
+    for (int64_t mb = 0; mb < microbatches; ++mb) {
+      pb::Step *step = program.add_schedule();
+      step->set_function(0);
+      step->set_microbatch(mb);
+    }
+
+    SmallString<256> programPath(outputDir);
+    llvm::sys::path::append(programPath, "rank-0.pb");
+    std::ofstream out(programPath.c_str(), std::ios::binary);
+    if (!out || !program.SerializeToOstream(&out))
+      return module.emitError() << "cannot write '" << programPath << "'";
+    return writePlan(program, module);
+  }
+
+  /// plan.json: what each rank holds and runs, and the predicted memory.
+  LogicalResult writePlan(const pb::Program &program, ModuleOp module) {
+    const pb::MemoryPlan &m = program.memory();
+    int64_t kernels = 0;
+    for (const pb::Function &f : program.functions())
+      for (const pb::Instruction &i : f.body())
+        kernels += i.has_kernel();
+    uint64_t paramElements = 0;
+    for (const pb::Parameter &p : program.parameters()) {
+      uint64_t n = 1;
+      for (int64_t d : p.full_shape())
+        n *= d;
+      paramElements += n;
+    }
+    llvm::json::Object memory{
+        {"peak_bytes", (int64_t)m.peak_bytes()},
+        {"parameters", (int64_t)m.parameters()},
+        {"gradients", (int64_t)m.gradients()},
+        {"optimizer_state", (int64_t)m.optimizer_state()},
+        {"activations", (int64_t)m.activations()},
+        {"workspace", (int64_t)m.workspace()},
+        {"constants", (int64_t)m.constants()},
+        {"io", (int64_t)m.io()}};
+    llvm::json::Object rank{
+        {"rank", program.mesh().rank()},
+        {"functions", (int64_t)program.functions_size()},
+        {"kernels", kernels},
+        {"parameters", (int64_t)program.parameters_size()},
+        {"parameter_elements", (int64_t)paramElements},
+        {"predicted_memory", std::move(memory)}};
+    const pb::Batch &b = program.batch();
+    llvm::json::Object plan{
+        {"model", program.model()},
+        {"world_size", program.mesh().world_size()},
+        {"mesh",
+         llvm::json::Object{{"data", program.mesh().data_degree()},
+                            {"pipeline", program.mesh().pipeline_degree()},
+                            {"tensor", program.mesh().tensor_degree()}}},
+        {"batch", llvm::json::Object{{"global_batch", b.global_batch()},
+                                     {"microbatch_size", b.microbatch_size()},
+                                     {"microbatches", b.microbatches()},
+                                     {"seq_len", b.seq_len()}}},
+        {"ranks", llvm::json::Array{llvm::json::Value(std::move(rank))}}};
+    SmallString<256> path(outputDir);
+    llvm::sys::path::append(path, "plan.json");
+    std::error_code ec;
+    llvm::raw_fd_ostream os(path, ec);
+    if (ec)
+      return module.emitError() << "cannot write '" << path
+                                << "': " << ec.message();
+    os << llvm::formatv("{0:2}", llvm::json::Value(std::move(plan))) << "\n";
+    return success();
+  }
+};
+
+} // namespace
