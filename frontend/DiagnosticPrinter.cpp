@@ -26,8 +26,10 @@ void cleave::printLocation(llvm::raw_ostream &os, Location loc) {
   }
   if (auto name = loc.dyn_cast<NameLoc>()) {
     if (auto file = name.getChildLoc().dyn_cast<FileLineColLoc>()) {
-      os << file.getFilename().getValue() << ": node '"
-         << name.getName().getValue() << "'";
+      // Nodes are at line index + 1; graph inputs and initializers at 0.
+      os << file.getFilename().getValue() << ": "
+         << (file.getLine() ? "node '" : "'") << name.getName().getValue()
+         << "'";
       return;
     }
     os << "'" << name.getName().getValue() << "'";

@@ -86,6 +86,12 @@ private:
   LogicalResult defineConstant(const std::string &name, HostTensor t,
                                Location loc);
   InFlightDiagnostic error(Location loc) { return emitError(loc); }
+  /// A graph input's, output's or initializer's location: its name in the
+  /// model file (line 0: not a node).
+  Location valueLoc(llvm::StringRef name) {
+    return NameLoc::get(builder.getStringAttr(name),
+                        FileLineColLoc::get(&context, path, 0, 0));
+  }
 
   template <typename OpTy>
   FailureOr<Value> inferred(Location loc, ArrayRef<Value> operands,
@@ -366,7 +372,7 @@ LogicalResult Importer::declareInitializers() {
     }
   for (const auto &init : model.graph().initializer()) {
     DType dtype = static_cast<DType>(init.data_type());
-    auto loc = NameLoc::get(builder.getStringAttr(init.name()));
+    auto loc = valueLoc(init.name());
     auto element = elementType(dtype, loc, "initializer '" + init.name() + "'");
     if (failed(element))
       return failure();
@@ -390,7 +396,7 @@ LogicalResult Importer::declareInitializers() {
 
 FailureOr<RankedTensorType>
 Importer::inputType(const onnx::ValueInfoProto &info) {
-  auto loc = NameLoc::get(builder.getStringAttr(info.name()));
+  auto loc = valueLoc(info.name());
   if (!info.type().has_tensor_type())
     return error(loc) << "graph input '" << info.name()
                       << "' is not a tensor";
@@ -456,7 +462,7 @@ FailureOr<OwningOpRef<ModuleOp>> Importer::run() {
         exported = dim.dim_value();
       llvm::Expected<int64_t> chosen = options.resolveBatch(exported);
       if (!chosen)
-        return error(NameLoc::get(builder.getStringAttr(input.name())))
+        return error(valueLoc(input.name()))
                << llvm::toString(chosen.takeError());
       resolvedBatch = *chosen;
       break;
@@ -491,7 +497,7 @@ FailureOr<OwningOpRef<ModuleOp>> Importer::run() {
       auto ranked = type.cast<RankedTensorType>();
       if (ranked.getRank() == 0 || ranked.getDimSize(0) == *batchSize())
         continue;
-      return error(NameLoc::get(builder.getStringAttr(name)))
+      return error(valueLoc(name))
              << "the model's batch size is fixed at " << ranked.getDimSize(0)
              << " (graph input '" << name << "' dimension 0), but batch "
              << *batchSize() << " was asked for; use batch "
