@@ -14,6 +14,8 @@ Writes into REF_DIR:
   params_final.safetensors every parameter after --steps optimizer steps
   losses.json              {"losses": [...], "grad_norms": [...], "optimizer",
                             "batch", "seq", "steps", "seed", "config", "data"}
+With --forward-only: only model.onnx and losses.json, whose losses are those
+of each step's batch with the initial weights (no optimizer step).
 Safetensors keys are the ONNX initializer names (== state_dict names,
 checked).
 
@@ -78,7 +80,7 @@ def params_dict(model):
 
 
 def run(cfg, tokens, B, steps, outdir, opt, seed=0, dynamic_batch=True, opset=17,
-        data_name=None, verbose=True):
+        data_name=None, verbose=True, forward_only=False):
     os.makedirs(outdir, exist_ok=True)
     T = cfg["seq"]
     model = make_model(cfg, seed=seed)
@@ -96,6 +98,23 @@ def run(cfg, tokens, B, steps, outdir, opt, seed=0, dynamic_batch=True, opset=17
     assert not extra, "initializers that are not parameters: %s" % sorted(extra)
 
     model.train()
+    if forward_only:
+        # The loss of each step's batches with the initial weights: what
+        # `cleave-run --forward-only` computes.
+        losses = []
+        with torch.no_grad():
+            for s in range(steps):
+                idx, tgt = get_batch(tokens, s, B, T)
+                losses.append(float(model(idx, tgt).item()))
+                if verbose:
+                    print("step %3d  loss %.6f (forward only)" % (s, losses[-1]))
+        info = {"losses": losses, "forward_only": True, "batch": B, "seq": T,
+                "steps": steps, "seed": seed, "config": cfg, "data": data_name,
+                "dynamic_batch": dynamic_batch, "opset": opset,
+                "torch": torch.__version__}
+        with open(os.path.join(outdir, "losses.json"), "w") as f:
+            json.dump(info, f, indent=1)
+        return info
     safetensors_io.save(params_dict(model), os.path.join(outdir, "params_init.safetensors"))
     optim = make_optimizer(model, opt)
     clip = float(opt.get("grad_clip", 0.0))
@@ -141,6 +160,9 @@ def main():
     ap.add_argument("--static-batch", action="store_true",
                     help="export model.onnx with batch fixed to B")
     ap.add_argument("--opset", type=int, default=17, choices=range(13, 18))
+    ap.add_argument("--forward-only", action="store_true",
+                    help="only model.onnx and the losses of --steps batches "
+                         "with the initial weights (no training)")
     a = ap.parse_args()
     opt = dict(DEFAULT_OPTIMIZER)
     if a.optimizer:
@@ -154,7 +176,8 @@ def main():
     if tokens.max() >= cfg["vocab"]:
         raise SystemExit("token %d >= vocab %d of %s" % (tokens.max(), cfg["vocab"], a.config))
     run(cfg, tokens, a.batch, a.steps, a.output, opt, seed=a.seed,
-        dynamic_batch=not a.static_batch, opset=a.opset, data_name=a.data)
+        dynamic_batch=not a.static_batch, opset=a.opset, data_name=a.data,
+        forward_only=a.forward_only)
     print("wrote", a.output)
 
 
