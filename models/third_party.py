@@ -12,7 +12,10 @@ output_names=["loss"] given.  Variants per model:
   DIR/<name>_op17.onnx       opset 17, static batch
   DIR/<name>_op17_dyn.onnx   opset 17, dynamic batch
 
-and DIR/<name>.io.safetensors holds a test batch (idx, targets as I64
+DIR/tokens.bin is a stream of random token ids below VOCAB, and
+DIR/<name>.losses.json the PyTorch losses of its first STEPS batches of
+BATCH samples under DESIGN.md's batch rule (what cleave-run computes with
+--forward-only). DIR/<name>.io.safetensors holds a test batch (idx, targets as I64
 [BATCH, SEQ]) and the PyTorch `loss` on it, to check an importer's forward
 pass, plus idx_b3, targets_b3, loss_b3 for batch BATCH+1 (for the _dyn
 files).  DIR/manifest.json lists every file with its opset, op types, initializer
@@ -40,8 +43,10 @@ import torch.nn as nn                         # noqa: E402
 import torch.nn.functional as F               # noqa: E402
 
 import safetensors_io                         # noqa: E402
+import tokenizer                              # noqa: E402
 
 VOCAB, D, SEQ, HEADS, BATCH = 64, 32, 8, 4, 2
+STEPS = 3  # batches of DIR/tokens.bin whose losses <name>.losses.json holds
 
 
 class MLPLM(nn.Module):
@@ -196,9 +201,30 @@ MODELS = {
 }
 
 
+def stream_losses(model, tokens, batch, steps):
+    """The model's loss on each step's batch of a token stream, by DESIGN.md's
+    batch rule (sample j of step s: tokens [(s*B+j)*T, ... + T + 1))."""
+    losses = []
+    n = len(tokens)
+    with torch.no_grad():
+        for s in range(steps):
+            rows = []
+            for j in range(batch):
+                start = (s * batch + j) * SEQ
+                rows.append([tokens[(start + k) % n] for k in range(SEQ + 1)])
+            w = torch.tensor(rows, dtype=torch.int64)
+            losses.append(float(model(w[:, :SEQ].contiguous(),
+                                      w[:, 1:].contiguous())))
+    return losses
+
+
 def export_all(outdir, only=None, seed=0, verbose=True):
     os.makedirs(outdir, exist_ok=True)
     manifest = []
+    # A token stream for cleave-run: random ids below VOCAB.
+    g = torch.Generator().manual_seed(seed + 2)
+    tokens = torch.randint(0, VOCAB, (4096,), generator=g).tolist()
+    tokenizer.write_tokens(os.path.join(outdir, "tokens.bin"), tokens)
     for name, cls in MODELS.items():
         if only and name not in only:
             continue
@@ -213,6 +239,9 @@ def export_all(outdir, only=None, seed=0, verbose=True):
         with torch.no_grad():
             loss = model(idx, tgt)
             loss3 = model(idx3, tgt3)
+        with open(os.path.join(outdir, name + ".losses.json"), "w") as f:
+            json.dump({"losses": stream_losses(model, tokens, BATCH, STEPS),
+                       "batch": BATCH, "seq": SEQ, "data": "tokens.bin"}, f)
         safetensors_io.save({"idx": idx, "targets": tgt, "loss": loss,
                              "idx_b3": idx3, "targets_b3": tgt3, "loss_b3": loss3},
                             os.path.join(outdir, name + ".io.safetensors"))
