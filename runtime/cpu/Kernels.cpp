@@ -1,18 +1,161 @@
-//===- Kernels.cpp - dispatch of the CPU kernels --------------------------===//
-// (The kernels themselves are being written; this dispatch knows none yet.)
+//===- Kernels.cpp - dispatch of the CPU kernels: op name to function -----===//
+//
+// The table says how many operands each op takes; the checks common to all
+// ops (operand counts, one result, required operands present) happen here
+// so each kernel only checks what is particular to its op.
+//
+//===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/KernelTable.h"
+
+#include <algorithm>
 
 using namespace cleave::runtime;
+using namespace cleave::runtime::cpu;
+
+namespace {
+
+struct KernelEntry {
+  const char *name;
+  KernelFn fn;
+  int minInputs, maxInputs; // maxInputs -1: any number
+};
+
+constexpr int kAny = -1;
+
+// Sorted by name (cpuKernelOps lists them in this order).
+const KernelEntry kKernels[] = {
+    {"abs", absKernel, 1, 1},
+    {"add", addKernel, 2, 2},
+    {"and", andKernel, 2, 2},
+    {"attention", attentionKernel, 3, 4},
+    {"broadcast_to", broadcastToKernel, 1, 1},
+    {"cast", castKernel, 1, 1},
+    {"concat", concatKernel, 1, kAny},
+    {"cos", cosKernel, 1, 1},
+    {"div", divKernel, 2, 2},
+    {"embedding", embeddingKernel, 2, 2},
+    {"equal", equalKernel, 2, 2},
+    {"erf", erfKernel, 1, 1},
+    {"exp", expKernel, 1, 1},
+    {"gather", gatherKernel, 2, 2},
+    {"gelu", geluKernel, 1, 1},
+    {"greater", greaterKernel, 2, 2},
+    {"greater_equal", greaterEqualKernel, 2, 2},
+    {"layer_norm", layerNormKernel, 1, 3},
+    {"less", lessKernel, 2, 2},
+    {"less_equal", lessEqualKernel, 2, 2},
+    {"log", logKernel, 1, 1},
+    {"log_softmax", logSoftmaxKernel, 1, 1},
+    {"matmul", matmulKernel, 2, 2},
+    {"max", maxKernel, 2, 2},
+    {"min", minKernel, 2, 2},
+    {"mul", mulKernel, 2, 2},
+    {"neg", negKernel, 1, 1},
+    {"nll_loss", nllLossKernel, 2, 2},
+    {"not", notKernel, 1, 1},
+    {"or", orKernel, 2, 2},
+    {"pow", powKernel, 2, 2},
+    {"reciprocal", reciprocalKernel, 1, 1},
+    {"reduce_max", reduceMaxKernel, 1, 1},
+    {"reduce_mean", reduceMeanKernel, 1, 1},
+    {"reduce_min", reduceMinKernel, 1, 1},
+    {"reduce_sum", reduceSumKernel, 1, 1},
+    {"relu", reluKernel, 1, 1},
+    {"reshape", reshapeKernel, 1, 1},
+    {"rms_norm", rmsNormKernel, 2, 2},
+    {"rsqrt", rsqrtKernel, 1, 1},
+    {"select", selectKernel, 3, 3},
+    {"sigmoid", sigmoidKernel, 1, 1},
+    {"silu", siluKernel, 1, 1},
+    {"sin", sinKernel, 1, 1},
+    {"slice", sliceKernel, 1, 1},
+    {"softmax", softmaxKernel, 1, 1},
+    {"softmax_cross_entropy", softmaxCrossEntropyKernel, 2, 2},
+    {"sqrt", sqrtKernel, 1, 1},
+    {"sub", subKernel, 2, 2},
+    {"tanh", tanhKernel, 1, 1},
+    {"transpose", transposeKernel, 1, 1},
+};
+
+/// Operands the op may omit (given as a TensorRef with null data).
+bool isOptionalOperand(const std::string &op, size_t index) {
+  if (op == "layer_norm")
+    return index >= 1;
+  if (op == "attention")
+    return index == 3;
+  return false;
+}
+
+const KernelEntry *findKernel(const std::string &op) {
+  auto it = std::lower_bound(
+      std::begin(kKernels), std::end(kKernels), op,
+      [](const KernelEntry &e, const std::string &name) { return name > e.name; });
+  if (it == std::end(kKernels) || op != it->name)
+    return nullptr;
+  return it;
+}
+
+std::string plural(int n, const char *what) {
+  return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
+}
+
+} // namespace
 
 Status cleave::runtime::runCpuKernel(const std::string &op,
-                                     const Attributes &,
-                                     const std::vector<TensorRef> &,
-                                     const std::vector<TensorRef> &) {
-  return Status::error(op + ": no CPU kernel");
+                                     const Attributes &attributes,
+                                     const std::vector<TensorRef> &inputs,
+                                     const std::vector<TensorRef> &outputs) {
+  const KernelEntry *entry = findKernel(op);
+  if (!entry)
+    return Status::error(op + ": no CPU kernel for this op");
+  int count = int(inputs.size());
+  if (count < entry->minInputs ||
+      (entry->maxInputs != kAny && count > entry->maxInputs)) {
+    std::string expected =
+        entry->maxInputs == entry->minInputs
+            ? plural(entry->minInputs, "operand")
+        : entry->maxInputs == kAny
+            ? "at least " + plural(entry->minInputs, "operand")
+            : std::to_string(entry->minInputs) + " to " +
+                  plural(entry->maxInputs, "operand");
+    return Status::error(op + ": got " + plural(count, "operand") +
+                         ", expected " + expected);
+  }
+  if (outputs.size() != 1)
+    return Status::error(op + ": got " + plural(int(outputs.size()), "result") +
+                         ", expected 1");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const TensorRef &t = inputs[i];
+    for (int64_t d : t.shape)
+      if (d < 0)
+        return Status::error(op + ": operand " + std::to_string(i) +
+                             " has a negative dimension");
+    if (!t.data && t.numElements() != 0 && !isOptionalOperand(op, i))
+      return Status::error(op + ": operand " + std::to_string(i) +
+                           " has no data");
+    if (t.data && dtypeSize(t.dtype) == 0)
+      return Status::error(op + ": operand " + std::to_string(i) +
+                           " has an undefined element type");
+  }
+  const TensorRef &out = outputs[0];
+  for (int64_t d : out.shape)
+    if (d < 0)
+      return Status::error(op + ": the result has a negative dimension");
+  if (dtypeSize(out.dtype) == 0)
+    return Status::error(op + ": the result has an undefined element type");
+  if (!out.data && out.numElements() != 0)
+    return Status::error(op + ": the result has no data");
+  return entry->fn(KernelArgs{op, attributes, inputs, outputs});
 }
 
 const std::vector<std::string> &cleave::runtime::cpuKernelOps() {
-  static const std::vector<std::string> ops;
+  static const std::vector<std::string> ops = [] {
+    std::vector<std::string> names;
+    for (const KernelEntry &e : kKernels)
+      names.push_back(e.name);
+    return names;
+  }();
   return ops;
 }

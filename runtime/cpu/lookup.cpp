@@ -1,0 +1,112 @@
+//===- lookup.cpp - CPU kernels of embedding and gather -------------------===//
+//
+// Both copy whole rows picked by integer ids; they only move bytes, so they
+// work for every element type. Ids are checked before anything is copied:
+// an id out of range is an error naming the id and where it was found.
+// Negative ids count from the end, as ONNX Gather's do.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cpu/KernelTable.h"
+
+using namespace cleave::runtime;
+using namespace cleave::runtime::cpu;
+
+namespace {
+
+/// Normalizes every index into [0, size), or reports the first that is
+/// not in [-size, size).
+template <typename I>
+Status readIndices(const KernelArgs &a, const TensorRef &t, int64_t size,
+                   std::vector<int64_t> &indices) {
+  const I *p = t.as<I>();
+  int64_t n = t.numElements();
+  indices.resize(n);
+  int64_t bad = -1;
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t v = int64_t(p[i]);
+    if (v < 0)
+      v += size;
+    if ((v < 0 || v >= size) && bad < 0)
+      bad = i;
+    indices[i] = v;
+  }
+  if (bad >= 0)
+    return a.error("index " + std::to_string(int64_t(p[bad])) +
+                   " at position " + std::to_string(bad) +
+                   " is out of range for a dimension of size " +
+                   std::to_string(size));
+  return Status::ok();
+}
+
+Status indicesOf(const KernelArgs &a, const TensorRef &t, int64_t size,
+                 std::vector<int64_t> &indices, const char *what) {
+  return visitIndex(
+      a, t.dtype,
+      [&](auto tag) {
+        using I = typename decltype(tag)::type;
+        return readIndices<I>(a, t, size, indices);
+      },
+      what);
+}
+
+/// out[o, j, :] = data[o, indices[j], :] for rows of `inner` bytes.
+void gatherRows(const char *data, char *out, int64_t outer, int64_t axisSize,
+                const std::vector<int64_t> &indices, int64_t innerBytes) {
+  int64_t count = int64_t(indices.size());
+  parallelRange(outer * count,
+                std::max<int64_t>(1, (kElementwiseGrain * 4) /
+                                         std::max<int64_t>(innerBytes, 1)),
+                [&](int64_t begin, int64_t end) {
+                  for (int64_t item = begin; item < end; ++item) {
+                    int64_t o = item / count, j = item % count;
+                    std::memcpy(out + item * innerBytes,
+                                data + (o * axisSize + indices[j]) * innerBytes,
+                                innerBytes);
+                  }
+                });
+}
+
+} // namespace
+
+Status cpu::embeddingKernel(const KernelArgs &a) {
+  const TensorRef &table = a.in(0), &ids = a.in(1);
+  if (table.rank() != 2)
+    return a.error("table must have rank 2 ([vocabulary, dim]), got shape " +
+                   shapeString(table.shape));
+  CLEAVE_CHECK(a.expectDType(a.out(), table.dtype, "the result"));
+  Shape expected = ids.shape;
+  expected.push_back(table.shape[1]);
+  CLEAVE_CHECK(a.expectShape(a.out(), expected, "the result"));
+  if (dtypeSize(table.dtype) == 0)
+    return a.unsupported(table.dtype, "table");
+  std::vector<int64_t> indices;
+  CLEAVE_CHECK(indicesOf(a, ids, table.shape[0], indices, "ids"));
+  gatherRows(static_cast<const char *>(table.data),
+             static_cast<char *>(a.out().data), 1, table.shape[0], indices,
+             table.shape[1] * int64_t(dtypeSize(table.dtype)));
+  return Status::ok();
+}
+
+Status cpu::gatherKernel(const KernelArgs &a) {
+  const TensorRef &data = a.in(0), &indicesRef = a.in(1);
+  CLEAVE_CHECK(a.expectDType(a.out(), data.dtype, "the result"));
+  int64_t axis;
+  CLEAVE_CHECK(a.intAttr("axis", axis, 0));
+  if (data.rank() == 0)
+    return a.error("data must have rank 1 or more");
+  CLEAVE_CHECK(normalizeAxis(a, axis, data.rank()));
+  Shape expected(data.shape.begin(), data.shape.begin() + axis);
+  expected.insert(expected.end(), indicesRef.shape.begin(),
+                  indicesRef.shape.end());
+  expected.insert(expected.end(), data.shape.begin() + axis + 1,
+                  data.shape.end());
+  CLEAVE_CHECK(a.expectShape(a.out(), expected, "the result"));
+  std::vector<int64_t> indices;
+  CLEAVE_CHECK(indicesOf(a, indicesRef, data.shape[axis], indices, "indices"));
+  int64_t inner = product(data.shape, axis + 1);
+  gatherRows(static_cast<const char *>(data.data),
+             static_cast<char *>(a.out().data), product(data.shape, 0, axis),
+             data.shape[axis], indices, inner * int64_t(dtypeSize(data.dtype)));
+  return Status::ok();
+}

@@ -1,0 +1,379 @@
+//===- movement.cpp - CPU kernels that move or convert elements -----------===//
+//
+// reshape, transpose, broadcast_to, slice and concat move elements without
+// looking at them, so they work on the element's size for every type. Most
+// are one strided copy: the result is walked in rows (dimensions merged
+// where the source allows), a row being a memcpy, a fill, or a strided loop.
+// A transpose that moves the source's contiguous dimension is done in
+// 32 x 32 tiles so both sides stay in cache. cast converts between every
+// pair of element types as ONNX Cast does.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cpu/KernelTable.h"
+
+using namespace cleave::runtime;
+using namespace cleave::runtime::cpu;
+
+namespace {
+
+/// out (contiguous, shape `dims`) = in[base + sum_k index_k * strides[k]].
+template <typename W>
+void stridedCopy(const W *in, int64_t base, const Shape &dims,
+                 const Shape &strides, W *out) {
+  BroadcastPlan plan = planFromStrides(dims, {strides});
+  int64_t step = plan.innerStride[0];
+  forEachSegment(plan, kElementwiseGrain * 2,
+                 [&](int64_t row, int64_t column, int64_t n, int64_t offset) {
+                   const W *src = in + base + plan.rowOffset(0, row) +
+                                  column * step;
+                   W *dst = out + offset;
+                   if (step == 1)
+                     std::memcpy(dst, src, n * sizeof(W));
+                   else if (step == 0)
+                     std::fill(dst, dst + n, *src);
+                   else
+                     for (int64_t i = 0; i < n; ++i)
+                       dst[i] = src[i * step];
+                 });
+}
+
+Status copyBytes(const KernelArgs &a, const TensorRef &from) {
+  const char *src = static_cast<const char *>(from.data);
+  char *dst = static_cast<char *>(a.out().data);
+  parallelRange(int64_t(from.sizeBytes()), 1 << 20,
+                [&](int64_t begin, int64_t end) {
+                  std::memcpy(dst + begin, src + begin, end - begin);
+                });
+  return Status::ok();
+}
+
+/// The transpose of `in` (dims, merged) by `perm`, where the source's last
+/// dimension is not the result's last: tiles of 32 x 32 over result
+/// dimensions `a` (the source's contiguous one) and the last.
+template <typename W>
+void tiledTranspose(const W *in, const Shape &inDims, const Shape &perm,
+                    W *out) {
+  int64_t rank = int64_t(perm.size());
+  Shape inStrides = stridesOf(inDims);
+  Shape outDims(rank), outStrides;
+  for (int64_t k = 0; k < rank; ++k)
+    outDims[k] = inDims[perm[k]];
+  outStrides = stridesOf(outDims);
+  int64_t a = 0;
+  while (perm[a] != rank - 1)
+    ++a;
+  int64_t last = rank - 1;
+  // The other result dimensions, walked as `outer`.
+  Shape otherDims, otherIn, otherOut;
+  for (int64_t k = 0; k < rank; ++k)
+    if (k != a && k != last) {
+      otherDims.push_back(outDims[k]);
+      otherIn.push_back(inStrides[perm[k]]);
+      otherOut.push_back(outStrides[k]);
+    }
+  int64_t outer = product(otherDims);
+  const int64_t tile = 32;
+  int64_t na = outDims[a], nb = outDims[last];
+  int64_t ta = (na + tile - 1) / tile, tb = (nb + tile - 1) / tile;
+  int64_t strideA = outStrides[a];       // result stride of dim a
+  int64_t strideB = inStrides[perm[last]]; // source stride of the last
+  parallelRange(outer * ta * tb, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t item = begin; item < end; ++item) {
+      int64_t o = item / (ta * tb), t = item % (ta * tb);
+      int64_t a0 = (t / tb) * tile, b0 = (t % tb) * tile;
+      int64_t inBase = 0, outBase = 0;
+      for (int64_t d = int64_t(otherDims.size()) - 1, rest = o; d >= 0; --d) {
+        int64_t i = rest % otherDims[d];
+        rest /= otherDims[d];
+        inBase += i * otherIn[d];
+        outBase += i * otherOut[d];
+      }
+      int64_t aEnd = std::min(na, a0 + tile), bEnd = std::min(nb, b0 + tile);
+      for (int64_t i = a0; i < aEnd; ++i)
+        for (int64_t j = b0; j < bEnd; ++j)
+          out[outBase + i * strideA + j] = in[inBase + i + j * strideB];
+    }
+  });
+}
+
+/// Converts one element between numeric types as ONNX Cast does: float to
+/// integer truncates toward zero (NaN gives 0, out-of-range values
+/// saturate), integers wrap. (Bool, which shares uint8_t with U8, is
+/// converted by the caller.)
+template <typename S, typename D> inline D convert(S s) {
+  if constexpr (isFloating<S>() && !isFloating<D>()) {
+    double v = double(load(s));
+    if (!(v == v))
+      return D(0);
+    if (v <= double(std::numeric_limits<D>::lowest()))
+      return std::numeric_limits<D>::lowest();
+    if (v >= double(std::numeric_limits<D>::max()))
+      return std::numeric_limits<D>::max();
+    return D(v);
+  } else if constexpr (isFloating<D>()) {
+    return store<D>(Compute<D>(load(s)));
+  } else {
+    return D(s);
+  }
+}
+
+/// dst[i] = f(src[i]) over n elements, threaded.
+template <typename S, typename D, typename F>
+void convertLoop(const TensorRef &from, const TensorRef &to, F f) {
+  const S *src = from.as<S>();
+  D *dst = to.as<D>();
+  parallelRange(from.numElements(), kElementwiseGrain,
+                [&](int64_t begin, int64_t end) {
+                  for (int64_t i = begin; i < end; ++i)
+                    dst[i] = f(src[i]);
+                });
+}
+
+} // namespace
+
+Status cpu::reshapeKernel(const KernelArgs &a) {
+  const TensorRef &x = a.in(0);
+  CLEAVE_CHECK(a.expectDType(a.out(), x.dtype, "the result"));
+  if (a.out().numElements() != x.numElements())
+    return a.error("cannot reshape " + shapeString(x.shape) + " (" +
+                   std::to_string(x.numElements()) + " elements) to " +
+                   shapeString(a.out().shape) + " (" +
+                   std::to_string(a.out().numElements()) + " elements)");
+  return copyBytes(a, x);
+}
+
+Status cpu::transposeKernel(const KernelArgs &a) {
+  const TensorRef &x = a.in(0);
+  CLEAVE_CHECK(a.expectDType(a.out(), x.dtype, "the result"));
+  std::vector<int64_t> perm;
+  CLEAVE_CHECK(a.intsAttr("perm", perm));
+  int64_t rank = x.rank();
+  std::vector<bool> seen(rank, false);
+  bool valid = int64_t(perm.size()) == rank;
+  for (size_t k = 0; valid && k < perm.size(); ++k) {
+    valid = perm[k] >= 0 && perm[k] < rank && !seen[perm[k]];
+    if (valid)
+      seen[perm[k]] = true;
+  }
+  if (!valid) {
+    std::string text;
+    for (size_t k = 0; k < perm.size(); ++k)
+      text += (k ? ", " : "") + std::to_string(perm[k]);
+    return a.error("perm [" + text + "] is not a permutation of the " +
+                   std::to_string(rank) + " dimensions of x");
+  }
+  Shape expected(rank);
+  for (int64_t k = 0; k < rank; ++k)
+    expected[k] = x.shape[perm[k]];
+  CLEAVE_CHECK(a.expectShape(a.out(), expected, "the result"));
+  if (x.numElements() == 0)
+    return Status::ok();
+
+  // Drop dimensions of size 1 and merge source dimensions that stay
+  // neighbours in the result.
+  std::vector<int64_t> keptIndex(rank, -1);
+  Shape dims;
+  for (int64_t d = 0; d < rank; ++d)
+    if (x.shape[d] != 1) {
+      keptIndex[d] = int64_t(dims.size());
+      dims.push_back(x.shape[d]);
+    }
+  Shape p;
+  for (int64_t k = 0; k < rank; ++k)
+    if (keptIndex[perm[k]] >= 0)
+      p.push_back(keptIndex[perm[k]]);
+  // Runs of consecutive source dimensions in p become one dimension.
+  std::vector<int64_t> groupOf(dims.size());
+  Shape groupDims;
+  std::vector<int64_t> groupFirst; // first source dim of each group, in p order
+  for (size_t k = 0; k < p.size(); ++k) {
+    if (k > 0 && p[k] == p[k - 1] + 1) {
+      groupDims.back() *= dims[p[k]];
+    } else {
+      groupDims.push_back(dims[p[k]]);
+      groupFirst.push_back(p[k]);
+    }
+  }
+  // Source order of the groups: sort group ids by their first source dim.
+  size_t groups = groupDims.size();
+  std::vector<int64_t> order(groups);
+  for (size_t g = 0; g < groups; ++g)
+    order[g] = int64_t(g);
+  std::sort(order.begin(), order.end(), [&](int64_t l, int64_t r) {
+    return groupFirst[l] < groupFirst[r];
+  });
+  Shape inDims(groups), newPerm(groups);
+  for (size_t s = 0; s < groups; ++s) {
+    inDims[s] = groupDims[order[s]];
+    newPerm[order[s]] = int64_t(s);
+  }
+  bool identity = true;
+  for (size_t k = 0; k < groups; ++k)
+    identity &= newPerm[k] == int64_t(k);
+  if (identity)
+    return copyBytes(a, x);
+
+  return visitBytes(a, x.dtype, [&](auto tag) {
+    using W = typename decltype(tag)::type;
+    int64_t r = int64_t(groups);
+    if (newPerm[r - 1] != r - 1) {
+      tiledTranspose(x.as<W>(), inDims, newPerm, a.out().as<W>());
+      return Status::ok();
+    }
+    Shape inStrides = stridesOf(inDims), outDims(r), strides(r);
+    for (int64_t k = 0; k < r; ++k) {
+      outDims[k] = inDims[newPerm[k]];
+      strides[k] = inStrides[newPerm[k]];
+    }
+    stridedCopy(x.as<W>(), 0, outDims, strides, a.out().as<W>());
+    return Status::ok();
+  });
+}
+
+Status cpu::broadcastToKernel(const KernelArgs &a) {
+  const TensorRef &x = a.in(0);
+  CLEAVE_CHECK(a.expectDType(a.out(), x.dtype, "the result"));
+  if (!broadcastsTo(x.shape, a.out().shape))
+    return a.error("x of shape " + shapeString(x.shape) +
+                   " does not broadcast to the result shape " +
+                   shapeString(a.out().shape));
+  if (a.out().numElements() == 0)
+    return Status::ok();
+  return visitBytes(a, x.dtype, [&](auto tag) {
+    using W = typename decltype(tag)::type;
+    const Shape &out = a.out().shape;
+    Shape own = stridesOf(x.shape), strides(out.size(), 0);
+    size_t lead = out.size() - x.shape.size();
+    for (size_t i = 0; i < x.shape.size(); ++i)
+      strides[lead + i] = x.shape[i] == 1 ? 0 : own[i];
+    stridedCopy(x.as<W>(), 0, out, strides, a.out().as<W>());
+    return Status::ok();
+  });
+}
+
+Status cpu::sliceKernel(const KernelArgs &a) {
+  const TensorRef &x = a.in(0);
+  CLEAVE_CHECK(a.expectDType(a.out(), x.dtype, "the result"));
+  std::vector<int64_t> start, limit, step;
+  CLEAVE_CHECK(a.intsAttr("start", start));
+  CLEAVE_CHECK(a.intsAttr("limit", limit));
+  CLEAVE_CHECK(a.intsAttr("step", step));
+  int64_t rank = x.rank();
+  if (int64_t(start.size()) != rank || int64_t(limit.size()) != rank ||
+      int64_t(step.size()) != rank)
+    return a.error("start, limit and step need one entry per dimension of "
+                   "x (" +
+                   std::to_string(rank) + "), got " +
+                   std::to_string(start.size()) + ", " +
+                   std::to_string(limit.size()) + " and " +
+                   std::to_string(step.size()));
+  Shape expected(rank), strides = stridesOf(x.shape), steps(rank);
+  int64_t base = 0;
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t s = start[d], l = limit[d], k = step[d], dim = x.shape[d];
+    if (k == 0)
+      return a.error("step of dimension " + std::to_string(d) + " is 0");
+    int64_t extent = k > 0 ? l - s : s - l;
+    int64_t n = extent <= 0 ? 0 : (extent + std::abs(k) - 1) / std::abs(k);
+    // Every index read, s and s + (n - 1) k, must lie in the dimension.
+    if (n > 0 && (s < 0 || s >= dim || s + (n - 1) * k < 0 ||
+                  s + (n - 1) * k >= dim))
+      return a.error("dimension " + std::to_string(d) + " of size " +
+                     std::to_string(dim) + " cannot be sliced from " +
+                     std::to_string(s) + " to " + std::to_string(l) +
+                     " by " + std::to_string(k));
+    expected[d] = n;
+    if (n > 0)
+      base += s * strides[d];
+    steps[d] = k * strides[d];
+  }
+  CLEAVE_CHECK(a.expectShape(a.out(), expected, "the result"));
+  if (a.out().numElements() == 0)
+    return Status::ok();
+  return visitBytes(a, x.dtype, [&](auto tag) {
+    using W = typename decltype(tag)::type;
+    stridedCopy(x.as<W>(), base, expected, steps, a.out().as<W>());
+    return Status::ok();
+  });
+}
+
+Status cpu::concatKernel(const KernelArgs &a) {
+  const TensorRef &out = a.out();
+  int64_t axis;
+  CLEAVE_CHECK(a.intAttr("axis", axis));
+  int64_t rank = out.rank();
+  if (rank == 0)
+    return a.error("the result must have rank 1 or more");
+  CLEAVE_CHECK(normalizeAxis(a, axis, rank));
+  int64_t total = 0;
+  for (size_t i = 0; i < a.inputs.size(); ++i) {
+    const TensorRef &t = a.in(i);
+    std::string what = "operand " + std::to_string(i);
+    CLEAVE_CHECK(a.expectDType(t, out.dtype, what.c_str()));
+    Shape expected = out.shape;
+    expected[axis] = t.rank() == rank ? t.shape[axis] : 0;
+    CLEAVE_CHECK(a.expectShape(t, expected, what.c_str()));
+    total += t.shape[axis];
+  }
+  if (total != out.shape[axis])
+    return a.error("the operands' sizes along axis " + std::to_string(axis) +
+                   " add up to " + std::to_string(total) +
+                   ", but the result has " + std::to_string(out.shape[axis]));
+  int64_t outer = product(out.shape, 0, axis);
+  int64_t innerBytes = product(out.shape, axis + 1) * dtypeSize(out.dtype);
+  int64_t rowBytes = out.shape[axis] * innerBytes;
+  char *dst = static_cast<char *>(out.data);
+  if (out.numElements() == 0)
+    return Status::ok();
+  parallelRange(outer, std::max<int64_t>(1, (1 << 16) / std::max<int64_t>(rowBytes, 1)),
+                [&](int64_t begin, int64_t end) {
+                  for (int64_t o = begin; o < end; ++o) {
+                    char *row = dst + o * rowBytes;
+                    for (const TensorRef &t : a.inputs) {
+                      int64_t bytes = t.shape[axis] * innerBytes;
+                      if (bytes)
+                        std::memcpy(row, static_cast<const char *>(t.data) +
+                                             o * bytes,
+                                    bytes);
+                      row += bytes;
+                    }
+                  }
+                });
+  return Status::ok();
+}
+
+Status cpu::castKernel(const KernelArgs &a) {
+  const TensorRef &x = a.in(0);
+  CLEAVE_CHECK(a.expectShape(a.out(), x.shape, "the result"));
+  if (x.dtype == a.out().dtype)
+    return copyBytes(a, x);
+  const TensorRef &out = a.out();
+  if (out.dtype == DType::Bool) // anything nonzero (NaN included) is true
+    return visitNumeric(a, x.dtype, [&](auto from) {
+      using S = typename decltype(from)::type;
+      convertLoop<S, Bool>(x, out, [](S s) { return Bool(load(s) != 0); });
+      return Status::ok();
+    });
+  if (x.dtype == DType::Bool)
+    return visitNumeric(
+        a, out.dtype,
+        [&](auto to) {
+          using D = typename decltype(to)::type;
+          convertLoop<Bool, D>(
+              x, out, [](Bool b) { return store<D>(Compute<D>(b != 0)); });
+          return Status::ok();
+        },
+        "the result");
+  return visitNumeric(a, x.dtype, [&](auto from) {
+    using S = typename decltype(from)::type;
+    return visitNumeric(
+        a, out.dtype,
+        [&](auto to) {
+          using D = typename decltype(to)::type;
+          convertLoop<S, D>(x, out, [](S s) { return convert<S, D>(s); });
+          return Status::ok();
+        },
+        "the result");
+  });
+}

@@ -1,0 +1,129 @@
+//===- softmax.cpp - CPU kernels of softmax and log_softmax ---------------===//
+//
+// The tensor is [outer, C, inner] around the softmax axis. The common case,
+// the last axis (inner == 1), is one row per item, threaded over rows: a
+// max pass, an exp-and-sum pass (exp stored for softmax), a scale pass. For
+// an inner axis, blocks of `inner` columns are processed the same way with a
+// vector of maxima and sums.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cpu/KernelTable.h"
+
+using namespace cleave::runtime;
+using namespace cleave::runtime::cpu;
+
+namespace {
+
+template <typename T, bool Log>
+void softmaxRow(const T *x, T *y, int64_t n) {
+  using C = Compute<T>;
+  C m = -std::numeric_limits<C>::infinity();
+#pragma omp simd reduction(max : m)
+  for (int64_t i = 0; i < n; ++i)
+    m = std::max(m, C(load(x[i])));
+  C sum = 0;
+  if constexpr (Log) {
+#pragma omp simd reduction(+ : sum)
+    for (int64_t i = 0; i < n; ++i)
+      sum += cpu::exp(C(load(x[i])) - m);
+    C shift = m + std::log(sum);
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = store<T>(C(load(x[i])) - shift);
+  } else if constexpr (std::is_same_v<T, C>) {
+#pragma omp simd reduction(+ : sum)
+    for (int64_t i = 0; i < n; ++i) {
+      C e = cpu::exp(x[i] - m);
+      y[i] = e;
+      sum += e;
+    }
+    C inv = C(1) / sum;
+    for (int64_t i = 0; i < n; ++i)
+      y[i] *= inv;
+  } else {
+    // 16-bit storage: recompute exp rather than round it twice.
+#pragma omp simd reduction(+ : sum)
+    for (int64_t i = 0; i < n; ++i)
+      sum += cpu::exp(C(load(x[i])) - m);
+    C inv = C(1) / sum;
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = store<T>(cpu::exp(C(load(x[i])) - m) * inv);
+  }
+}
+
+/// `n` columns of an [C, inner] slab starting at x.
+template <typename T, bool Log>
+void softmaxColumns(const T *x, T *y, int64_t classes, int64_t inner,
+                    int64_t n) {
+  using C = Compute<T>;
+  constexpr int64_t kBlock = 256;
+  C m[kBlock], sum[kBlock];
+  for (int64_t i = 0; i < n; ++i) {
+    m[i] = -std::numeric_limits<C>::infinity();
+    sum[i] = 0;
+  }
+  for (int64_t c = 0; c < classes; ++c)
+    for (int64_t i = 0; i < n; ++i) {
+      C v = load(x[c * inner + i]);
+      m[i] = (v > m[i] || v != v) ? v : m[i];
+    }
+  for (int64_t c = 0; c < classes; ++c)
+    for (int64_t i = 0; i < n; ++i)
+      sum[i] += cpu::exp(C(load(x[c * inner + i])) - m[i]);
+  for (int64_t i = 0; i < n; ++i)
+    sum[i] = Log ? m[i] + std::log(sum[i]) : C(1) / sum[i];
+  for (int64_t c = 0; c < classes; ++c)
+    for (int64_t i = 0; i < n; ++i) {
+      C v = load(x[c * inner + i]);
+      y[c * inner + i] =
+          store<T>(Log ? v - sum[i] : cpu::exp(v - m[i]) * sum[i]);
+    }
+}
+
+template <bool Log> Status softmax(const KernelArgs &a) {
+  const TensorRef &x = a.in(0);
+  CLEAVE_CHECK(a.expectDType(a.out(), x.dtype, "the result"));
+  CLEAVE_CHECK(a.expectShape(a.out(), x.shape, "the result"));
+  int64_t axis;
+  CLEAVE_CHECK(a.intAttr("axis", axis, -1));
+  if (x.rank() == 0)
+    return a.error("x must have rank 1 or more");
+  CLEAVE_CHECK(normalizeAxis(a, axis, x.rank()));
+  int64_t outer = product(x.shape, 0, axis), classes = x.shape[axis];
+  int64_t inner = product(x.shape, axis + 1);
+  return visitFloat(a, x.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *in = x.as<T>();
+    T *out = a.out().as<T>();
+    if (classes == 0)
+      return Status::ok();
+    if (inner == 1) {
+      parallelRange(outer, std::max<int64_t>(1, 4096 / classes),
+                    [&](int64_t begin, int64_t end) {
+                      for (int64_t o = begin; o < end; ++o)
+                        softmaxRow<T, Log>(in + o * classes,
+                                           out + o * classes, classes);
+                    });
+      return Status::ok();
+    }
+    const int64_t block = 256;
+    int64_t blocks = (inner + block - 1) / block;
+    parallelRange(outer * blocks,
+                  std::max<int64_t>(1, 4096 / (classes * block)),
+                  [&](int64_t begin, int64_t end) {
+                    for (int64_t item = begin; item < end; ++item) {
+                      int64_t o = item / blocks, i0 = (item % blocks) * block;
+                      int64_t offset = o * classes * inner + i0;
+                      softmaxColumns<T, Log>(in + offset, out + offset,
+                                             classes, inner,
+                                             std::min(block, inner - i0));
+                    }
+                  });
+    return Status::ok();
+  });
+}
+
+} // namespace
+
+Status cpu::softmaxKernel(const KernelArgs &a) { return softmax<false>(a); }
+Status cpu::logSoftmaxKernel(const KernelArgs &a) { return softmax<true>(a); }
