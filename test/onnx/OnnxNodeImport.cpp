@@ -24,12 +24,17 @@
 #include "frontend/OnnxModel.h"
 #include "frontend/OnnxShapes.h"
 #include "ir/CleaveOps.h"
+#include "passes/Passes.h"
+#include "program.pb.h"
+#include "runtime/cpu/Kernels.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/CommandLine.h"
@@ -41,7 +46,11 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <map>
+#include <memory>
 #include <set>
 
 using namespace llvm;
@@ -54,6 +63,12 @@ static cl::opt<std::string>
            cl::init(""));
 static cl::opt<bool> verbose("v", cl::desc("print every claimed test"),
                              cl::init(false));
+static cl::opt<bool>
+    runMode("run",
+            cl::desc("also compile each imported test to a program, run it "
+                     "on the CPU backend and compare every output with the "
+                     "expected one"),
+            cl::init(false));
 
 /// Operand positions that ONNX defines as shapes, axes, bounds or other
 /// values that fix a result's shape (or, for Dropout, its mode), by op.
@@ -180,6 +195,212 @@ std::string compareConstant(mlir::DenseElementsAttr attr,
                 std::fabs(got - want) <= 1e-7 + 1e-3 * std::fabs(want);
     if (!same)
       return formatv("element {0} is {1}, expected {2}", i, got, want);
+  }
+  return "";
+}
+
+
+namespace rt = cleave::runtime;
+namespace pb = cleave::program;
+
+/// Element `i` of `t` stored into runtime memory of element type `dtype`.
+void storeElement(char *base, pb::DType dtype, int64_t i,
+                  const cleave::HostTensor &t) {
+  auto half = [&](const fltSemantics &sem) {
+    bool lost;
+    APFloat v(t.getDouble(i));
+    v.convert(sem, APFloat::rmNearestTiesToEven, &lost);
+    uint16_t bits = v.bitcastToAPInt().getZExtValue();
+    std::memcpy(base + 2 * i, &bits, 2);
+  };
+  switch (dtype) {
+  case pb::F32: { float v = t.getDouble(i); std::memcpy(base + 4 * i, &v, 4); return; }
+  case pb::F64: { double v = t.getDouble(i); std::memcpy(base + 8 * i, &v, 8); return; }
+  case pb::F16: return half(APFloat::IEEEhalf());
+  case pb::BF16: return half(APFloat::BFloat());
+  case pb::BOOL: base[i] = t.getInt(i) != 0; return;
+  default: break;
+  }
+  int64_t v = t.isFloating() ? (int64_t)t.getDouble(i) : t.getInt(i);
+  size_t n = rt::dtypeSize(static_cast<rt::DType>(dtype));
+  std::memcpy(base + n * i, &v, n); // little-endian: the low bytes
+}
+
+/// Element `i` of runtime memory of element type `dtype`, as a double.
+double loadElement(const char *base, pb::DType dtype, int64_t i) {
+  auto half = [&](const fltSemantics &sem) {
+    uint16_t bits;
+    std::memcpy(&bits, base + 2 * i, 2);
+    return APFloat(sem, APInt(16, bits)).convertToDouble();
+  };
+  switch (dtype) {
+  case pb::F32: { float v; std::memcpy(&v, base + 4 * i, 4); return v; }
+  case pb::F64: { double v; std::memcpy(&v, base + 8 * i, 8); return v; }
+  case pb::F16: return half(APFloat::IEEEhalf());
+  case pb::BF16: return half(APFloat::BFloat());
+  case pb::BOOL: return base[i] != 0;
+  case pb::I8: return (int8_t)base[i];
+  case pb::U8: return (uint8_t)base[i];
+  case pb::I16: { int16_t v; std::memcpy(&v, base + 2 * i, 2); return v; }
+  case pb::U16: { uint16_t v; std::memcpy(&v, base + 2 * i, 2); return v; }
+  case pb::I32: { int32_t v; std::memcpy(&v, base + 4 * i, 4); return v; }
+  case pb::U32: { uint32_t v; std::memcpy(&v, base + 4 * i, 4); return v; }
+  case pb::I64: { int64_t v; std::memcpy(&v, base + 8 * i, 8); return (double)v; }
+  case pb::U64: { uint64_t v; std::memcpy(&v, base + 8 * i, 8); return (double)v; }
+  default: return NAN;
+  }
+}
+
+rt::AttrValue convertAttribute(const pb::Attribute &a) {
+  rt::AttrValue v;
+  switch (a.value_case()) {
+  case pb::Attribute::kI: v.kind = rt::AttrValue::Kind::Int; v.i = a.i(); break;
+  case pb::Attribute::kF: v.kind = rt::AttrValue::Kind::Float; v.f = a.f(); break;
+  case pb::Attribute::kS: v.kind = rt::AttrValue::Kind::String; v.s = a.s(); break;
+  case pb::Attribute::kInts:
+    v.kind = rt::AttrValue::Kind::Ints;
+    v.ints.assign(a.ints().values().begin(), a.ints().values().end());
+    break;
+  default: break;
+  }
+  return v;
+}
+
+/// Compiles the imported module to a program in a fresh folder, runs its
+/// forward function once on the CPU backend with the test's inputs, and
+/// compares every output with the expected one (ONNX's tolerance). Returns
+/// a message on failure.
+std::string compileAndRun(mlir::ModuleOp module, StringRef testDir,
+                          const onnx::GraphProto &graph) {
+  SmallString<128> dir;
+  if (sys::fs::createUniqueDirectory("cleave-node-run", dir))
+    return "cannot create a temporary folder";
+  auto cleanup = llvm::make_scope_exit([&] { sys::fs::remove_directories(dir); });
+  mlir::PassManager pm(module.getContext());
+  pm.addPass(mlir::cleave::createMemoryPlan());
+  mlir::cleave::EmitProgramOptions emit;
+  emit.outputDir = dir.str().str();
+  pm.addPass(mlir::cleave::createEmitProgram(emit));
+  if (failed(pm.run(module)))
+    return "compiling to a program failed";
+
+  SmallString<128> programPath(dir), paramsPath(dir);
+  sys::path::append(programPath, "rank-0.pb");
+  sys::path::append(paramsPath, "params.bin");
+  pb::Program program;
+  {
+    std::ifstream in(programPath.c_str(), std::ios::binary);
+    if (!program.ParseFromIstream(&in))
+      return "cannot read back the program";
+  }
+  const pb::Buffer &buffer = program.buffers(0);
+  size_t arenaBytes = std::max<uint64_t>(buffer.size_bytes(), 64);
+  std::unique_ptr<char, decltype(&std::free)> arena(
+      static_cast<char *>(std::aligned_alloc(64, (arenaBytes + 63) / 64 * 64)),
+      &std::free);
+  std::memset(arena.get(), 0, arenaBytes);
+  auto refOf = [&](int id) {
+    rt::TensorRef ref;
+    if (id < 0)
+      return ref;
+    const pb::Tensor &t = program.tensors(id);
+    ref.data = arena.get() + t.offset();
+    ref.shape.assign(t.shape().begin(), t.shape().end());
+    ref.dtype = static_cast<rt::DType>(t.dtype());
+    return ref;
+  };
+  for (const pb::Tensor &t : program.tensors())
+    if (!t.data().empty())
+      std::memcpy(arena.get() + t.offset(), t.data().data(), t.data().size());
+  if (program.parameters_size()) {
+    std::ifstream params(paramsPath.c_str(), std::ios::binary);
+    for (const pb::Parameter &p : program.parameters()) {
+      if (!p.has_file())
+        return "parameter '" + p.name() + "' has no data";
+      params.seekg(p.file().offset());
+      params.read(arena.get() + program.tensors(p.tensor()).offset(),
+                  p.file().size_bytes());
+      if (!params)
+        return "cannot read parameter '" + p.name() + "'";
+    }
+  }
+  // Inputs by graph input name; their data file is input_<k>.pb with k the
+  // position among the graph inputs that are not initializers.
+  StringSet<> initializers;
+  for (const auto &init : graph.initializer())
+    initializers.insert(init.name());
+  StringMap<int> inputIndex;
+  int k = 0;
+  for (const auto &input : graph.input())
+    if (!initializers.contains(input.name()))
+      inputIndex[input.name()] = k++;
+  std::set<int> read; // tensors some kernel reads
+  for (const pb::Instruction &inst : program.functions(0).body())
+    if (inst.has_kernel())
+      read.insert(inst.kernel().inputs().begin(), inst.kernel().inputs().end());
+  for (const pb::Binding &b : program.outputs())
+    read.insert(b.tensor());
+  for (const pb::Binding &b : program.inputs()) {
+    // CastLike's `like` is read for its type only; ONNX 1.12's data for it
+    // does not even have the declared shape.
+    if (!read.count(b.tensor()))
+      continue;
+    auto it = inputIndex.find(b.name());
+    if (it == inputIndex.end())
+      return "program input '" + b.name() + "' is not a graph input";
+    auto value = readTensorFile(tensorFile(testDir, "input", it->second));
+    if (!value)
+      return "cannot read input '" + b.name() + "': " +
+             toString(value.takeError());
+    const pb::Tensor &t = program.tensors(b.tensor());
+    if (value->numElements() != refOf(b.tensor()).numElements())
+      return formatv("input '{0}' has {1} elements in the test data, but "
+                     "the program's tensor has {2}",
+                     b.name(), value->numElements(),
+                     refOf(b.tensor()).numElements())
+          .str();
+    // ONNX 1.12's test data stores bfloat16 as its uint16 bits.
+    bool bits = t.dtype() == pb::BF16 && value->dtype() == cleave::DType::U16;
+    for (int64_t i = 0; i < value->numElements(); ++i)
+      storeElement(arena.get() + t.offset(), bits ? pb::U16 : t.dtype(), i,
+                   *value);
+  }
+  for (const pb::Instruction &inst : program.functions(0).body()) {
+    if (!inst.has_kernel())
+      continue;
+    const pb::Kernel &kernel = inst.kernel();
+    std::vector<rt::TensorRef> ins, outs;
+    for (int id : kernel.inputs())
+      ins.push_back(refOf(id));
+    for (int id : kernel.outputs())
+      outs.push_back(refOf(id));
+    rt::Attributes attrs;
+    for (const auto &[key, value] : kernel.attributes())
+      attrs[key] = convertAttribute(value);
+    rt::Status status = rt::runCpuKernel(kernel.op(), attrs, ins, outs);
+    if (!status.isOk())
+      return "kernel '" + kernel.op() + "' of node '" + kernel.location() +
+             "': " + status.message();
+  }
+  for (auto [i, b] : llvm::enumerate(program.outputs())) {
+    auto expected = readTensorFile(tensorFile(testDir, "output", i));
+    if (!expected)
+      return "cannot read output " + std::to_string(i);
+    const pb::Tensor &t = program.tensors(b.tensor());
+    const char *base = arena.get() + t.offset();
+    bool bits = t.dtype() == pb::BF16 &&
+                expected->dtype() == cleave::DType::U16;
+    for (int64_t e = 0; e < expected->numElements(); ++e) {
+      double got = loadElement(base, bits ? pb::U16 : t.dtype(), e);
+      double want = expected->isFloating() ? expected->getDouble(e)
+                                           : (double)expected->getInt(e);
+      bool same = got == want || (std::isnan(got) && std::isnan(want)) ||
+                  std::fabs(got - want) <= 1e-7 + 1e-3 * std::fabs(want);
+      if (!same)
+        return formatv("output {0} ('{1}') element {2} is {3}, expected {4}",
+                       i, b.name(), e, got, want)
+            .str();
+    }
   }
   return "";
 }
@@ -343,6 +564,11 @@ TestResult runTest(StringRef testDir) {
         return fail(what + " was folded to a constant whose " + mismatch);
     }
   }
+  if (runMode) {
+    std::string failure = compileAndRun(**module, testDir, graph);
+    if (!failure.empty())
+      return fail(failure);
+  }
   r.passed = true;
   return r;
 }
@@ -409,15 +635,17 @@ int main(int argc, char **argv) {
   }
 
   outs() << formatv("{0,-28} {1,8} {2,8} {3,9}\n", "op", "claimed",
-                    "imported", "excluded");
+                    runMode ? "passed" : "imported", "excluded");
   for (const auto &[op, c] : perOp)
     outs() << formatv("{0,-28} {1,8} {2,8} {3,9}\n", op, c.claimed, c.passed,
                       c.excluded ? std::to_string(c.excluded) : "");
-  outs() << formatv("\n{0} tests found; {1} claimed, {2} imported and "
-                    "verified, {3} failed, {4} excluded as out of scope; {5} "
+  outs() << formatv("\n{0} tests found; {1} claimed, {2} {6}, {3} failed, {4} excluded as out of scope; {5} "
                     "skipped (they use ops Cleave does not support)\n",
                     testDirs.size(), claimed + excluded.size(), passed,
-                    failures.size(), excluded.size(), skipped);
+                    failures.size(), excluded.size(), skipped,
+                    runMode ? "imported, ran on the CPU backend and matched "
+                              "the expected outputs"
+                            : "imported and verified");
   for (const TestResult &r : excluded)
     outs() << "excluded " << r.name << ": " << r.excludedWhy << "\n";
   for (const TestResult &r : failures) {
