@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `make demo`: export the toy GPT-2 and Llama from models/, import them with
-# cleave-compile, check the import contract with cleave-opt, and show what
-# the IR holds. Training arrives with the runtime; this shows the compiler
-# front half end to end.
+# cleave-compile, check the import contract with cleave-opt, show what the IR
+# holds, then compile GPT-2 toy to its per-rank program and run it with
+# cleave-run next to PyTorch's losses on the same batches.
 set -euo pipefail
 build=${1:-build}
 bin=$build/bin
@@ -29,3 +29,12 @@ start=$(date +%s%N)
 end=$(date +%s%N)
 echo "   imported in $(( (end - start) / 1000000 )) ms:" \
   "$(grep -c 'cleave.parameter' "$out/gpt3-175b.mlir") parameters"
+
+echo "== gpt2-toy: compile to a program, run with cleave-run, compare with PyTorch"
+$py models/reference.py gpt2-toy --data data/tokens.bin --batch 8 --steps 3 \
+  --forward-only -o "$out/gpt2-ref" > /dev/null
+"$bin/cleave-compile" "$out/gpt2-ref/model.onnx" --set batch_size=8 --set microbatches=2 -o "$out/gpt2-program"
+echo "   $out/gpt2-program: $(ls "$out/gpt2-program" | tr '\n' ' ')"
+"$bin/cleave-run" "$out/gpt2-program" --data data/tokens.bin --steps 3 --forward-only \
+  --metrics "$out/gpt2-metrics.jsonl" | sed 's/^/   /'
+$py test/runtime/compare_losses.py "$out/gpt2-metrics.jsonl" "$out/gpt2-ref/losses.json" | sed 's/^/   /'
