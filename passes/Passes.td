@@ -33,6 +33,25 @@ def VerifyImported : Pass<"cleave-verify-imported", "ModuleOp"> {
   ];
 }
 
+def Fuse : Pass<"cleave-fuse", "ModuleOp"> {
+  let summary = "raises exported op chains to fused ops (rms_norm, gelu, silu)";
+  let description = [{
+    `torch.onnx.export` spells RMSNorm, GELU (exact and tanh) and SiLU as
+    chains of elementwise ops. This pass replaces each such chain with the
+    dialect's op, which a backend runs as one fused kernel and later passes
+    treat as a unit. Chains are matched exactly (constants included); a
+    chain that differs in any way is left as it is.
+
+    ```mlir
+    // Before:
+    %s = cleave.sigmoid %x : tensor<2x8x192xf32>
+    %y = cleave.mul %x, %s : (tensor<2x8x192xf32>, tensor<2x8x192xf32>) -> tensor<2x8x192xf32>
+    // After:
+    %y = cleave.silu %x : tensor<2x8x192xf32>
+    ```
+  }];
+}
+
 def MemoryPlan : Pass<"cleave-memory-plan", "ModuleOp"> {
   let summary = "static offsets for every tensor in one arena per memory space";
   let description = [{

@@ -11,6 +11,7 @@ using namespace mlir::cleave;
 void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
                                         const ProgramPipelineOptions &options) {
   pm.addPass(createVerifyImported());
+  pm.addPass(createFuse());
   pm.addPass(createMemoryPlan());
   EmitProgramOptions emit;
   emit.outputDir = options.outputDir;

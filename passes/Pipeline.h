@@ -24,7 +24,7 @@ struct ProgramPipelineOptions {
   int64_t seed = 0;
 };
 
-/// import contract check -> memory plan -> program emission.
+/// import contract check -> fusion -> memory plan -> program emission.
 void buildProgramPipeline(OpPassManager &pm,
                           const ProgramPipelineOptions &options);
 

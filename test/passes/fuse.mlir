@@ -1,0 +1,115 @@
+// Tests of --cleave-fuse: the chains torch.onnx.export writes for SiLU,
+// GELU (tanh and exact) and RMSNorm become one op each; a chain with any
+// other constant is left alone.
+// RUN: cleave-opt %s --cleave-fuse | FileCheck %s
+
+cleave.parameter @w : tensor<64xf32>
+
+// CHECK-LABEL: func.func @silu
+// CHECK-NEXT: %[[Y:.*]] = cleave.silu %arg0 : tensor<2x8x64xf32>
+// CHECK-NEXT: return %[[Y]]
+func.func @silu(%x: tensor<2x8x64xf32>) -> tensor<2x8x64xf32> {
+  %s = cleave.sigmoid %x : tensor<2x8x64xf32>
+  %y = cleave.mul %s, %x : (tensor<2x8x64xf32>, tensor<2x8x64xf32>) -> tensor<2x8x64xf32>
+  return %y : tensor<2x8x64xf32>
+}
+
+// GPT-2's export of tanh GELU.
+// CHECK-LABEL: func.func @gelu_tanh
+// CHECK-NEXT: %[[Y:.*]] = cleave.gelu %arg0 {approximate = "tanh"} : tensor<2x8x256xf32>
+// CHECK-NEXT: return %[[Y]]
+func.func @gelu_tanh(%x: tensor<2x8x256xf32>) -> tensor<2x8x256xf32> {
+  %0 = cleave.mul %x, %x : (tensor<2x8x256xf32>, tensor<2x8x256xf32>) -> tensor<2x8x256xf32>
+  %1 = cleave.mul %x, %0 : (tensor<2x8x256xf32>, tensor<2x8x256xf32>) -> tensor<2x8x256xf32>
+  %c0 = cleave.constant dense<4.471500e-02> : tensor<f32>
+  %2 = cleave.mul %c0, %1 : (tensor<f32>, tensor<2x8x256xf32>) -> tensor<2x8x256xf32>
+  %3 = cleave.add %x, %2 : (tensor<2x8x256xf32>, tensor<2x8x256xf32>) -> tensor<2x8x256xf32>
+  %c1 = cleave.constant dense<0.797884583> : tensor<f32>
+  %4 = cleave.mul %c1, %3 : (tensor<f32>, tensor<2x8x256xf32>) -> tensor<2x8x256xf32>
+  %5 = cleave.tanh %4 : tensor<2x8x256xf32>
+  %one = cleave.constant dense<1.000000e+00> : tensor<f32>
+  %6 = cleave.add %one, %5 : (tensor<f32>, tensor<2x8x256xf32>) -> tensor<2x8x256xf32>
+  %7 = cleave.mul %x, %6 : (tensor<2x8x256xf32>, tensor<2x8x256xf32>) -> tensor<2x8x256xf32>
+  %half = cleave.constant dense<5.000000e-01> : tensor<f32>
+  %8 = cleave.mul %half, %7 : (tensor<f32>, tensor<2x8x256xf32>) -> tensor<2x8x256xf32>
+  return %8 : tensor<2x8x256xf32>
+}
+
+// nn.GELU()'s export: x * 0.5 * (1 + erf(x / sqrt(2))).
+// CHECK-LABEL: func.func @gelu_exact
+// CHECK-NEXT: %[[Y:.*]] = cleave.gelu %arg0 : tensor<4x32xf32>
+// CHECK-NEXT: return %[[Y]]
+func.func @gelu_exact(%x: tensor<4x32xf32>) -> tensor<4x32xf32> {
+  %s2 = cleave.constant dense<1.41421354> : tensor<f32>
+  %0 = cleave.div %x, %s2 : (tensor<4x32xf32>, tensor<f32>) -> tensor<4x32xf32>
+  %1 = cleave.erf %0 : tensor<4x32xf32>
+  %one = cleave.constant dense<1.000000e+00> : tensor<f32>
+  %2 = cleave.add %1, %one : (tensor<4x32xf32>, tensor<f32>) -> tensor<4x32xf32>
+  %3 = cleave.mul %x, %2 : (tensor<4x32xf32>, tensor<4x32xf32>) -> tensor<4x32xf32>
+  %half = cleave.constant dense<5.000000e-01> : tensor<f32>
+  %4 = cleave.mul %3, %half : (tensor<4x32xf32>, tensor<f32>) -> tensor<4x32xf32>
+  return %4 : tensor<4x32xf32>
+}
+
+// A Llama RMSNorm: x * (1 / sqrt(mean(x^2) + eps)) * w.
+// CHECK-LABEL: func.func @rms_norm
+// CHECK-NEXT: %[[W:.*]] = cleave.get_param @w
+// CHECK-NEXT: %[[Y:.*]] = cleave.rms_norm %arg0, %[[W]] {axis = 2 : i64, epsilon = 9.99999974E-6 : f32}
+// CHECK-NEXT: return %[[Y]]
+func.func @rms_norm(%x: tensor<2x8x64xf32>) -> tensor<2x8x64xf32> {
+  %two = cleave.constant dense<2.000000e+00> : tensor<f32>
+  %0 = cleave.pow %x, %two : (tensor<2x8x64xf32>, tensor<f32>) -> tensor<2x8x64xf32>
+  %1 = cleave.reduce_mean %0 {axes = array<i64: 2>} : tensor<2x8x64xf32> -> tensor<2x8x1xf32>
+  %eps = cleave.constant dense<9.99999974E-6> : tensor<f32>
+  %2 = cleave.add %1, %eps : (tensor<2x8x1xf32>, tensor<f32>) -> tensor<2x8x1xf32>
+  %3 = cleave.sqrt %2 : tensor<2x8x1xf32>
+  %one = cleave.constant dense<1.000000e+00> : tensor<f32>
+  %4 = cleave.div %one, %3 : (tensor<f32>, tensor<2x8x1xf32>) -> tensor<2x8x1xf32>
+  %5 = cleave.mul %x, %4 : (tensor<2x8x64xf32>, tensor<2x8x1xf32>) -> tensor<2x8x64xf32>
+  %w = cleave.get_param @w : tensor<64xf32>
+  %6 = cleave.mul %5, %w : (tensor<2x8x64xf32>, tensor<64xf32>) -> tensor<2x8x64xf32>
+  return %6 : tensor<2x8x64xf32>
+}
+
+// The weight first, as a hand-written RMSNorm module exports it:
+// (w * x) * rsqrt(mean(x * x) + eps).
+// CHECK-LABEL: func.func @rms_norm_weight_first
+// CHECK: cleave.rms_norm %arg0, %{{.*}} {axis = 2 : i64, epsilon = 9.99999997E-7 : f32}
+// CHECK-NOT: cleave.rsqrt
+func.func @rms_norm_weight_first(%x: tensor<2x8x64xf32>) -> tensor<2x8x64xf32> {
+  %0 = cleave.mul %x, %x : (tensor<2x8x64xf32>, tensor<2x8x64xf32>) -> tensor<2x8x64xf32>
+  %1 = cleave.reduce_mean %0 {axes = array<i64: 2>} : tensor<2x8x64xf32> -> tensor<2x8x1xf32>
+  %eps = cleave.constant dense<9.99999997E-7> : tensor<f32>
+  %2 = cleave.add %1, %eps : (tensor<2x8x1xf32>, tensor<f32>) -> tensor<2x8x1xf32>
+  %3 = cleave.rsqrt %2 : tensor<2x8x1xf32>
+  %w = cleave.get_param @w : tensor<64xf32>
+  %4 = cleave.mul %w, %x : (tensor<64xf32>, tensor<2x8x64xf32>) -> tensor<2x8x64xf32>
+  %5 = cleave.mul %4, %3 : (tensor<2x8x64xf32>, tensor<2x8x1xf32>) -> tensor<2x8x64xf32>
+  return %5 : tensor<2x8x64xf32>
+}
+
+// Not GELU: 0.6 instead of 0.5. Not RMSNorm: the mean is over axis 1.
+// CHECK-LABEL: func.func @left_alone
+// CHECK-NOT: cleave.gelu
+// CHECK-NOT: cleave.rms_norm
+// CHECK: return
+func.func @left_alone(%x: tensor<4x32xf32>, %y: tensor<2x8x64xf32>) -> (tensor<4x32xf32>, tensor<2x8x64xf32>) {
+  %s2 = cleave.constant dense<1.41421354> : tensor<f32>
+  %0 = cleave.div %x, %s2 : (tensor<4x32xf32>, tensor<f32>) -> tensor<4x32xf32>
+  %1 = cleave.erf %0 : tensor<4x32xf32>
+  %one = cleave.constant dense<1.000000e+00> : tensor<f32>
+  %2 = cleave.add %1, %one : (tensor<4x32xf32>, tensor<f32>) -> tensor<4x32xf32>
+  %3 = cleave.mul %x, %2 : (tensor<4x32xf32>, tensor<4x32xf32>) -> tensor<4x32xf32>
+  %c = cleave.constant dense<6.000000e-01> : tensor<f32>
+  %4 = cleave.mul %3, %c : (tensor<4x32xf32>, tensor<f32>) -> tensor<4x32xf32>
+  %two = cleave.constant dense<2.000000e+00> : tensor<f32>
+  %5 = cleave.pow %y, %two : (tensor<2x8x64xf32>, tensor<f32>) -> tensor<2x8x64xf32>
+  %6 = cleave.reduce_mean %5 {axes = array<i64: 1>} : tensor<2x8x64xf32> -> tensor<2x1x64xf32>
+  %eps = cleave.constant dense<9.99999974E-6> : tensor<f32>
+  %7 = cleave.add %6, %eps : (tensor<2x1x64xf32>, tensor<f32>) -> tensor<2x1x64xf32>
+  %8 = cleave.rsqrt %7 : tensor<2x1x64xf32>
+  %9 = cleave.mul %y, %8 : (tensor<2x8x64xf32>, tensor<2x1x64xf32>) -> tensor<2x8x64xf32>
+  %w = cleave.get_param @w : tensor<64xf32>
+  %10 = cleave.mul %9, %w : (tensor<2x8x64xf32>, tensor<64xf32>) -> tensor<2x8x64xf32>
+  return %4, %10 : tensor<4x32xf32>, tensor<2x8x64xf32>
+}
