@@ -1,0 +1,114 @@
+//===- Communicator.h - MPI for the CPU backend ----------------*- C++ -*-===//
+//
+// The world of one cleave-run job and the communicator groups of the mesh.
+// Without mpirun there is no MPI at all: a world of one rank, in which every
+// group holds only this rank and every collective is a copy. Under mpirun,
+// each program group becomes an MPI communicator (created collectively by
+// its members only), and collectives are MPI's. Every MPI call goes through
+// MPI_CHECK, which returns an error Status naming rank, host, file, line and
+// MPI's own error string (STYLE.md rule 8); MPI_COMM_WORLD is set to
+// MPI_ERRORS_RETURN so that failures come back to us instead of aborting.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CLEAVE_RUNTIME_COMMUNICATOR_H
+#define CLEAVE_RUNTIME_COMMUNICATOR_H
+
+#include "runtime/Status.h"
+#include "runtime/Tensor.h"
+
+#define OMPI_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <string>
+#include <vector>
+
+namespace cleave::runtime {
+
+/// "rank 1 (host node7): MPI_Allreduce(...) failed at Communicator.cpp:120:
+/// MPI_ERR_COUNT: invalid count argument".
+Status mpiError(int code, const char *call, const char *file, int line);
+
+/// Runs an MPI call; on failure returns mpiError from the enclosing function.
+#define MPI_CHECK(call)                                                        \
+  do {                                                                         \
+    int mpi_check_rc_ = (call);                                                \
+    if (mpi_check_rc_ != MPI_SUCCESS)                                          \
+      return ::cleave::runtime::mpiError(mpi_check_rc_, #call, __FILE__,       \
+                                         __LINE__);                            \
+  } while (0)
+
+enum class Reduce { Sum, Mean, Max };
+
+class Communicator {
+public:
+  /// A single process without MPI: rank 0 of a world of 1.
+  Communicator();
+  Communicator(const Communicator &) = delete;
+  Communicator &operator=(const Communicator &) = delete;
+  /// Frees the group communicators and reduction ops (before MPI_Finalize).
+  ~Communicator();
+
+  /// MPI_COMM_WORLD; MPI must be initialized.
+  Status initMpi();
+
+  bool usesMpi() const { return mpi_; }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const std::string &host() const { return host_; }
+
+  /// Makes group g (g = 0, 1, ...) of each list of world ranks, which must
+  /// hold this rank. Collective over the members of each group; every rank
+  /// passes its groups in any order (they are created in a global order).
+  Status createGroups(const std::vector<std::vector<int>> &groups);
+  int groupCount() const { return int(groups_.size()); }
+  int groupSize(int group) const { return int(groups_[group].ranks.size()); }
+  /// This rank's index within `group`.
+  int groupRank(int group) const { return groups_[group].self; }
+
+  // Collectives over a group. Input and output may be the same tensor.
+  // Mean is for floating-point types only.
+  Status allReduce(int group, Reduce op, const TensorRef &in,
+                   const TensorRef &out);
+  /// out = the concatenation of every member's `in`, in group order.
+  Status allGather(int group, const TensorRef &in, const TensorRef &out);
+  /// out = this member's part (group rank r: r-th block) of the reduced `in`.
+  Status reduceScatter(int group, Reduce op, const TensorRef &in,
+                       const TensorRef &out);
+  /// out = `in` of the member with group rank `root`.
+  Status broadcast(int group, int root, const TensorRef &in,
+                   const TensorRef &out);
+  /// Blocking point-to-point with a world rank.
+  Status send(int peer, int tag, const TensorRef &t);
+  Status recv(int peer, int tag, const TensorRef &t);
+
+  // Over the whole world, for the driver.
+  Status sumAll(std::vector<double> &values);
+  Status maxAll(std::vector<uint64_t> &values);
+  /// `all` = whether every rank passed ok = true.
+  Status agree(bool ok, bool &all);
+  /// Rank 0 gets every rank's bytes (`all`, by rank); others get nothing.
+  Status gatherToRoot(const std::string &mine, std::vector<std::string> &all);
+
+private:
+  struct Group {
+    std::vector<int> ranks;
+    int self = 0;
+    MPI_Comm comm = MPI_COMM_NULL;
+  };
+  Status datatype(DType dtype, MPI_Datatype &type) const;
+  Status reduceOp(DType dtype, Reduce op, MPI_Op &mpiOp) const;
+  Status scaleMean(const TensorRef &t, int count) const;
+
+  bool mpi_ = false;
+  int rank_ = 0;
+  int size_ = 1;
+  std::string host_;
+  std::vector<Group> groups_;
+  // 16-bit float sum and max (MPI has no half types).
+  MPI_Op halfSum_ = MPI_OP_NULL, halfMax_ = MPI_OP_NULL;
+  MPI_Op bf16Sum_ = MPI_OP_NULL, bf16Max_ = MPI_OP_NULL;
+};
+
+} // namespace cleave::runtime
+
+#endif // CLEAVE_RUNTIME_COMMUNICATOR_H

@@ -1,0 +1,756 @@
+//===- Executor.cpp - runs a validated per-rank program on the CPU --------===//
+
+#include "runtime/Executor.h"
+#include "runtime/ProgramLoader.h"
+#include "runtime/cpu/KernelSupport.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <set>
+
+using namespace cleave::runtime;
+namespace pb = cleave::program;
+using google::protobuf::RepeatedField;
+
+//===----------------------------------------------------------------------===//
+// Free helpers
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+uint64_t splitmix64(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+uint64_t fnv1a64(const std::string &s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+/// Calls f(fullIndex, sliceIndex, count) for each run of `count` elements
+/// that are contiguous in both the full row-major tensor and the slice.
+template <typename F>
+void forEachSliceRun(const RepeatedField<int64_t> &full,
+                     const RepeatedField<int64_t> &start,
+                     const RepeatedField<int64_t> &size, F &&f) {
+  int rank = full.size();
+  int64_t total = 1;
+  bool whole = true;
+  for (int d = 0; d < rank; ++d) {
+    total *= size[d];
+    whole &= size[d] == full[d];
+  }
+  if (total == 0)
+    return;
+  if (whole) {
+    f(int64_t(0), int64_t(0), total);
+    return;
+  }
+  std::vector<int64_t> stride(rank, 1);
+  for (int d = rank - 2; d >= 0; --d)
+    stride[d] = stride[d + 1] * full[d + 1];
+  int64_t run = size[rank - 1];
+  std::vector<int64_t> index(rank, 0);
+  for (int64_t sliceIndex = 0; sliceIndex < total; sliceIndex += run) {
+    int64_t fullIndex = 0;
+    for (int d = 0; d < rank; ++d)
+      fullIndex += (start[d] + index[d]) * stride[d];
+    f(fullIndex, sliceIndex, run);
+    for (int d = rank - 2; d >= 0; --d) {
+      if (++index[d] < size[d])
+        break;
+      index[d] = 0;
+    }
+  }
+}
+
+/// Stores `v` as element `i` of `data` of type `dtype`.
+void storeValue(void *data, DType dtype, int64_t i, double v) {
+  switch (dtype) {
+  case DType::F32: static_cast<float *>(data)[i] = float(v); break;
+  case DType::F64: static_cast<double *>(data)[i] = v; break;
+  case DType::F16:
+    static_cast<cpu::Half *>(data)[i] = cpu::floatToHalf(float(v));
+    break;
+  case DType::BF16:
+    static_cast<cpu::BFloat16 *>(data)[i] = cpu::floatToBf16(float(v));
+    break;
+  case DType::I64: static_cast<int64_t *>(data)[i] = int64_t(v); break;
+  case DType::I32: static_cast<int32_t *>(data)[i] = int32_t(v); break;
+  case DType::I16: static_cast<int16_t *>(data)[i] = int16_t(v); break;
+  case DType::I8: static_cast<int8_t *>(data)[i] = int8_t(v); break;
+  case DType::U8: case DType::Bool:
+    static_cast<uint8_t *>(data)[i] = uint8_t(v);
+    break;
+  case DType::U16: static_cast<uint16_t *>(data)[i] = uint16_t(v); break;
+  case DType::U32: static_cast<uint32_t *>(data)[i] = uint32_t(v); break;
+  case DType::U64: static_cast<uint64_t *>(data)[i] = uint64_t(v); break;
+  case DType::Undefined: break;
+  }
+}
+
+/// A floating-point scalar (the loss) as a double.
+double loadScalar(const TensorRef &t) {
+  switch (t.dtype) {
+  case DType::F32: return *t.as<float>();
+  case DType::F64: return *t.as<double>();
+  case DType::F16: return cpu::halfToFloat(*t.as<cpu::Half>());
+  case DType::BF16: return cpu::bf16ToFloat(*t.as<cpu::BFloat16>());
+  default: return std::nan("");
+  }
+}
+
+AttrValue convertAttribute(const pb::Attribute &a) {
+  AttrValue v;
+  switch (a.value_case()) {
+  case pb::Attribute::kI:
+    v.kind = AttrValue::Kind::Int;
+    v.i = a.i();
+    break;
+  case pb::Attribute::kF:
+    v.kind = AttrValue::Kind::Float;
+    v.f = a.f();
+    break;
+  case pb::Attribute::kS:
+    v.kind = AttrValue::Kind::String;
+    v.s = a.s();
+    break;
+  case pb::Attribute::kInts:
+    v.kind = AttrValue::Kind::Ints;
+    v.ints.assign(a.ints().values().begin(), a.ints().values().end());
+    break;
+  case pb::Attribute::VALUE_NOT_SET:
+    break;
+  }
+  return v;
+}
+
+Reduce reduceOf(pb::ReduceOp op) {
+  switch (op) {
+  case pb::MEAN: return Reduce::Mean;
+  case pb::MAX: return Reduce::Max;
+  default: return Reduce::Sum;
+  }
+}
+
+/// Appends plain values and strings to a byte string (gatherParameters).
+struct ByteWriter {
+  std::string bytes;
+  template <typename T> void put(T v) {
+    bytes.append(reinterpret_cast<const char *>(&v), sizeof v);
+  }
+  void putString(const std::string &s) {
+    put<uint64_t>(s.size());
+    bytes += s;
+  }
+  void putInts(const RepeatedField<int64_t> &v) {
+    put<uint64_t>(v.size());
+    for (int64_t x : v)
+      put(x);
+  }
+};
+
+struct ByteReader {
+  const std::string &bytes;
+  size_t at = 0;
+  bool ok = true;
+  template <typename T> T get() {
+    T v{};
+    if (at + sizeof v > bytes.size()) {
+      ok = false;
+      return v;
+    }
+    std::memcpy(&v, bytes.data() + at, sizeof v);
+    at += sizeof v;
+    return v;
+  }
+  std::string getString() {
+    uint64_t n = get<uint64_t>();
+    if (!ok || n > bytes.size() - at) {
+      ok = false;
+      return {};
+    }
+    std::string s = bytes.substr(at, n);
+    at += n;
+    return s;
+  }
+  RepeatedField<int64_t> getInts() {
+    RepeatedField<int64_t> v;
+    uint64_t n = get<uint64_t>();
+    for (uint64_t i = 0; ok && i < n; ++i)
+      v.Add(get<int64_t>());
+    return v;
+  }
+};
+
+} // namespace
+
+double cleave::runtime::generatedNormal(uint64_t seed, const std::string &name,
+                                        uint64_t k) {
+  uint64_t key = splitmix64(seed ^ fnv1a64(name));
+  auto uniform = [&](uint64_t j) {
+    return (double(splitmix64(key ^ splitmix64(2 * k + j)) >> 11) + 0.5) *
+           0x1.0p-53;
+  };
+  double u1 = uniform(0), u2 = uniform(1);
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+}
+
+double cleave::runtime::kernelFlops(const std::string &op,
+                                    const std::vector<TensorRef> &inputs,
+                                    const std::vector<TensorRef> &outputs) {
+  if (op == "matmul" && inputs.size() == 2 && outputs.size() == 1 &&
+      inputs[0].rank() >= 1)
+    return 2.0 * double(outputs[0].numElements()) *
+           double(inputs[0].shape.back());
+  if (op == "attention" && inputs.size() >= 2 && inputs[1].rank() >= 2)
+    return 4.0 * double(inputs[0].numElements()) *
+           double(inputs[1].shape[inputs[1].rank() - 2]);
+  return 0;
+}
+
+uint64_t cleave::runtime::processPeakRss() {
+  struct rusage usage;
+  if (getrusage(RUSAGE_SELF, &usage) != 0)
+    return 0;
+  return uint64_t(usage.ru_maxrss) * 1024; // Linux reports KiB
+}
+
+//===----------------------------------------------------------------------===//
+// The runtime's pieces
+//===----------------------------------------------------------------------===//
+
+/// One Buffer: anonymous memory, so it starts zeroed and only the pages
+/// touched count towards the process's RSS.
+struct Runtime::Arena {
+  void *mapping = nullptr;
+  size_t length = 0;
+  char *base = nullptr;
+};
+
+struct Runtime::Op {
+  enum class Kind { Kernel, Collective, Send, Recv, Copy, Event, Free };
+  Kind kind = Kind::Event;
+  std::string where; // "functions[0].body[3].kernel 'matmul' (/head/MatMul)"
+  std::string name;  // the kernel's op
+  Attributes attributes;
+  std::vector<TensorRef> inputs, outputs;
+  std::vector<int> written; // tensors that become live
+  int tensor = -1;          // Free
+  int peer = 0, tag = 0, group = 0, root = 0;
+  pb::CollectiveKind collective = pb::ALL_REDUCE;
+  Reduce reduce = Reduce::Sum;
+};
+
+struct Runtime::Function {
+  const pb::Function *source = nullptr;
+  std::string where; // "functions[1] 'backward'"
+  std::vector<Op> ops;
+  double flops = 0;
+  std::vector<int> tokens, targets; // TOKENS / TARGETS tensors it reads
+  std::vector<int> losses;          // LOSS tensors it writes
+};
+
+Runtime::Runtime(const pb::Program &program, std::string directory,
+                 Communicator &comm, RunOptions options)
+    : program_(program), directory_(std::move(directory)), comm_(comm),
+      options_(options) {}
+
+Runtime::~Runtime() {
+  for (Arena &a : arenas_)
+    if (a.mapping)
+      munmap(a.mapping, a.length);
+}
+
+TensorRef Runtime::tensor(int id) const { return tensors_[id]; }
+
+bool Runtime::hasBackward() const {
+  for (const pb::Step &s : program_.schedule())
+    if (program_.functions(s.function()).kind() == pb::BACKWARD)
+      return true;
+  return false;
+}
+
+bool Runtime::hasLoss() const {
+  for (const pb::Binding &b : program_.outputs())
+    if (b.role() == pb::LOSS)
+      return true;
+  return false;
+}
+
+void Runtime::markLive(int id) {
+  if (live_[id])
+    return;
+  live_[id] = 1;
+  liveBytes_ += tensorBytes_[id];
+  peakBytes_ = std::max(peakBytes_, liveBytes_);
+}
+
+void Runtime::markDead(int id) {
+  if (!live_[id])
+    return;
+  live_[id] = 0;
+  liveBytes_ -= tensorBytes_[id];
+}
+
+Status Runtime::allocateArenas() {
+  long page = sysconf(_SC_PAGESIZE);
+  for (int b = 0; b < program_.buffers_size(); ++b) {
+    const pb::Buffer &buffer = program_.buffers(b);
+    uint64_t alignment = std::max<uint64_t>(64, buffer.alignment());
+    // Never empty, so that every tensor, even of zero bytes, has an address.
+    uint64_t size = std::max<uint64_t>(buffer.size_bytes(), 64);
+    uint64_t extra = alignment > uint64_t(page) ? alignment : 0;
+    Arena arena;
+    arena.length = size + extra;
+    arena.mapping = mmap(nullptr, arena.length, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (arena.mapping == MAP_FAILED)
+      return Status::error("buffers[" + str(b) + "]: cannot allocate " +
+                           str(int64_t(buffer.size_bytes())) +
+                           " bytes: " + std::strerror(errno));
+    uintptr_t p = reinterpret_cast<uintptr_t>(arena.mapping);
+    p = (p + alignment - 1) & ~uintptr_t(alignment - 1);
+    arena.base = reinterpret_cast<char *>(p);
+    arenas_.push_back(arena);
+  }
+  int n = program_.tensors_size();
+  tensors_.resize(n);
+  tensorBytes_.resize(n);
+  live_.assign(n, 0);
+  for (int i = 0; i < n; ++i) {
+    const pb::Tensor &t = program_.tensors(i);
+    TensorRef &ref = tensors_[i];
+    ref.data = arenas_[t.buffer()].base + t.offset();
+    ref.shape.assign(t.shape().begin(), t.shape().end());
+    ref.dtype = tensorDType(t);
+    tensorBytes_[i] = ref.sizeBytes();
+    if (t.category() == pb::CONSTANTS)
+      std::memcpy(ref.data, t.data().data(), t.data().size());
+    if (t.category() == pb::CONSTANTS || t.category() == pb::PARAMETERS)
+      markLive(i);
+    if (t.category() == pb::GRADIENTS)
+      gradientTensors_.push_back(i);
+  }
+  return Status::ok();
+}
+
+Status Runtime::initializeParameter(const pb::Parameter &param) {
+  const TensorRef &t = tensors_[param.tensor()];
+  std::string where = "parameters '" + param.name() + "'";
+  size_t elementSize = dtypeSize(t.dtype);
+  char *out = static_cast<char *>(t.data);
+  if (param.has_file()) {
+    std::string path = resolveProgramPath(directory_, param.file().path());
+    int fd = open(path.c_str(), O_RDONLY);
+    if (fd < 0)
+      return Status::error(where + ": cannot open " + path + ": " +
+                           std::strerror(errno));
+    Status status = Status::ok();
+    forEachSliceRun(
+        param.full_shape(), param.slice_start(), param.slice_size(),
+        [&](int64_t fullIndex, int64_t sliceIndex, int64_t count) {
+          if (!status)
+            return;
+          char *dst = out + sliceIndex * elementSize;
+          size_t want = count * elementSize;
+          off_t from = param.file().offset() + fullIndex * elementSize;
+          while (want) {
+            ssize_t got = pread(fd, dst, want, from);
+            if (got <= 0) {
+              status = Status::error(
+                  where + ": reading " + path + " at byte " + str(from) +
+                  " failed: " +
+                  (got == 0 ? "unexpected end of file" : std::strerror(errno)));
+              return;
+            }
+            dst += got;
+            from += got;
+            want -= size_t(got);
+          }
+        });
+    close(fd);
+    return status;
+  }
+  const std::string &generator = param.generator();
+  if (generator == "zeros") {
+    std::memset(out, 0, t.sizeBytes());
+  } else if (generator == "ones") {
+    for (int64_t i = 0, n = t.numElements(); i < n; ++i)
+      storeValue(out, t.dtype, i, 1.0);
+  } else if (generator.compare(0, 7, "normal:") == 0) {
+    double stddev = std::strtod(generator.c_str() + 7, nullptr);
+    forEachSliceRun(param.full_shape(), param.slice_start(),
+                    param.slice_size(),
+                    [&](int64_t fullIndex, int64_t sliceIndex, int64_t count) {
+                      for (int64_t e = 0; e < count; ++e)
+                        storeValue(out, t.dtype, sliceIndex + e,
+                                   stddev * generatedNormal(param.seed(),
+                                                            param.name(),
+                                                            fullIndex + e));
+                    });
+  } else {
+    return Status::error(where + ": unknown generator '" + generator + "'");
+  }
+  return Status::ok();
+}
+
+Status Runtime::prepare() {
+  std::set<int> tokenIds, targetIds, lossIds;
+  for (const pb::Binding &b : program_.inputs()) {
+    if (b.role() == pb::TOKENS)
+      tokenIds.insert(b.tensor());
+    if (b.role() == pb::TARGETS)
+      targetIds.insert(b.tensor());
+  }
+  for (const pb::Binding &b : program_.outputs())
+    if (b.role() == pb::LOSS)
+      lossIds.insert(b.tensor());
+  lossTensors_.assign(lossIds.begin(), lossIds.end());
+
+  functions_.resize(program_.functions_size());
+  for (int f = 0; f < program_.functions_size(); ++f) {
+    const pb::Function &source = program_.functions(f);
+    Function &fn = functions_[f];
+    fn.source = &source;
+    fn.where = "functions[" + str(f) + "] '" + source.name() + "'";
+    std::set<int> reads, writes;
+    for (int i = 0; i < source.body_size(); ++i) {
+      const pb::Instruction &inst = source.body(i);
+      Op op;
+      op.where = "functions[" + str(f) + "].body[" + str(i) + "]";
+      switch (inst.kind_case()) {
+      case pb::Instruction::kKernel: {
+        const pb::Kernel &k = inst.kernel();
+        op.kind = Op::Kind::Kernel;
+        op.name = k.op();
+        op.where += ".kernel '" + k.op() + "'";
+        if (!k.location().empty())
+          op.where += " (" + k.location() + ")";
+        for (const auto &[key, value] : k.attributes())
+          op.attributes[key] = convertAttribute(value);
+        for (int id : k.inputs()) {
+          op.inputs.push_back(id == -1 ? TensorRef() : tensors_[id]);
+          if (id != -1)
+            reads.insert(id);
+        }
+        for (int id : k.outputs()) {
+          op.outputs.push_back(tensors_[id]);
+          op.written.push_back(id);
+        }
+        fn.flops += kernelFlops(op.name, op.inputs, op.outputs);
+        break;
+      }
+      case pb::Instruction::kCollective: {
+        const pb::Collective &c = inst.collective();
+        op.kind = Op::Kind::Collective;
+        op.where += ".collective " + pb::CollectiveKind_Name(c.kind());
+        op.collective = c.kind();
+        op.group = c.group();
+        op.root = c.root();
+        op.reduce = reduceOf(c.reduce());
+        for (int id : c.inputs()) {
+          op.inputs.push_back(tensors_[id]);
+          reads.insert(id);
+        }
+        for (int id : c.outputs()) {
+          op.outputs.push_back(tensors_[id]);
+          op.written.push_back(id);
+        }
+        break;
+      }
+      case pb::Instruction::kSendRecv: {
+        const pb::SendRecv &s = inst.send_recv();
+        op.kind = s.send() ? Op::Kind::Send : Op::Kind::Recv;
+        op.where += s.send() ? ".send" : ".receive";
+        op.peer = s.peer();
+        op.tag = s.tag();
+        if (s.send()) {
+          op.inputs.push_back(tensors_[s.tensor()]);
+          reads.insert(s.tensor());
+        } else {
+          op.outputs.push_back(tensors_[s.tensor()]);
+          op.written.push_back(s.tensor());
+        }
+        break;
+      }
+      case pb::Instruction::kCopy:
+        op.kind = Op::Kind::Copy;
+        op.where += ".copy";
+        op.inputs.push_back(tensors_[inst.copy().source()]);
+        op.outputs.push_back(tensors_[inst.copy().destination()]);
+        op.written.push_back(inst.copy().destination());
+        reads.insert(inst.copy().source());
+        break;
+      case pb::Instruction::kEvent:
+        op.kind = Op::Kind::Event;
+        op.where += ".event";
+        break;
+      case pb::Instruction::kFree:
+        op.kind = Op::Kind::Free;
+        op.where += ".free";
+        op.tensor = inst.free().tensor();
+        break;
+      case pb::Instruction::KIND_NOT_SET:
+        return Status::error(op.where + ": an instruction of no kind");
+      }
+      writes.insert(op.written.begin(), op.written.end());
+      fn.ops.push_back(std::move(op));
+    }
+    for (int id : reads) {
+      if (tokenIds.count(id))
+        fn.tokens.push_back(id);
+      if (targetIds.count(id))
+        fn.targets.push_back(id);
+    }
+    for (int id : writes)
+      if (lossIds.count(id))
+        fn.losses.push_back(id);
+  }
+  return Status::ok();
+}
+
+Status Runtime::initialize() {
+  if (initialized_)
+    return Status::error("the runtime is initialized already");
+  std::vector<std::vector<int>> groups;
+  for (const pb::Group &g : program_.mesh().groups())
+    groups.emplace_back(g.ranks().begin(), g.ranks().end());
+  CLEAVE_CHECK(comm_.createGroups(groups));
+  CLEAVE_CHECK(allocateArenas());
+  for (const pb::Parameter &param : program_.parameters())
+    CLEAVE_CHECK(initializeParameter(param));
+  CLEAVE_CHECK(prepare());
+  initialized_ = true;
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// Running
+//===----------------------------------------------------------------------===//
+
+Status Runtime::runOp(const Op &op) {
+  Status status = Status::ok();
+  switch (op.kind) {
+  case Op::Kind::Kernel:
+    status = runCpuKernel(op.name, op.attributes, op.inputs, op.outputs);
+    break;
+  case Op::Kind::Collective:
+    for (size_t i = 0; status && i < op.inputs.size(); ++i) {
+      const TensorRef &in = op.inputs[i], &out = op.outputs[i];
+      switch (op.collective) {
+      case pb::ALL_GATHER:
+        status = comm_.allGather(op.group, in, out);
+        break;
+      case pb::REDUCE_SCATTER:
+        status = comm_.reduceScatter(op.group, op.reduce, in, out);
+        break;
+      case pb::BROADCAST:
+        status = comm_.broadcast(op.group, op.root, in, out);
+        break;
+      default:
+        status = comm_.allReduce(op.group, op.reduce, in, out);
+        break;
+      }
+    }
+    break;
+  case Op::Kind::Send:
+    status = comm_.send(op.peer, op.tag, op.inputs[0]);
+    break;
+  case Op::Kind::Recv:
+    status = comm_.recv(op.peer, op.tag, op.outputs[0]);
+    break;
+  case Op::Kind::Copy:
+    std::memmove(op.outputs[0].data, op.inputs[0].data,
+                 op.outputs[0].sizeBytes());
+    break;
+  case Op::Kind::Event:
+    // The CPU runs everything in order on one stream: nothing to wait for.
+    break;
+  case Op::Kind::Free:
+    markDead(op.tensor);
+    break;
+  }
+  if (!status)
+    return Status::error(op.where + ": " + status.message());
+  for (int id : op.written)
+    markLive(id);
+  return Status::ok();
+}
+
+Status Runtime::runFunction(const Function &fn, int64_t step,
+                            int64_t microbatch, const TokenData *data) {
+  if (microbatch >= 0 && (!fn.tokens.empty() || !fn.targets.empty())) {
+    if (!data)
+      return Status::error(fn.where +
+                           " reads token ids, but no token data was given");
+    const pb::Batch &b = program_.batch();
+    int64_t first = b.first_sample() + microbatch * b.microbatch_size();
+    for (int pass = 0; pass < 2; ++pass)
+      for (int id : pass == 0 ? fn.tokens : fn.targets) {
+        TensorRef none;
+        CLEAVE_CHECK(data->fill(step, b.global_batch(), b.seq_len(), first,
+                                b.microbatch_size(),
+                                pass == 0 ? tensors_[id] : none,
+                                pass == 0 ? none : tensors_[id]));
+        markLive(id);
+      }
+  }
+  for (const Op &op : fn.ops)
+    CLEAVE_CHECK(runOp(op));
+  return Status::ok();
+}
+
+Status Runtime::runStep(int64_t step, const TokenData *data,
+                        StepResult &result) {
+  if (!initialized_)
+    return Status::error("the runtime is not initialized");
+  auto start = std::chrono::steady_clock::now();
+  result = StepResult();
+  if (!options_.forwardOnly)
+    for (int id : gradientTensors_)
+      std::memset(tensors_[id].data, 0, tensorBytes_[id]);
+
+  double lossSum = 0, lossCount = 0, flops = 0;
+  for (int s = 0; s < program_.schedule_size(); ++s) {
+    const pb::Step &entry = program_.schedule(s);
+    const Function &fn = functions_[entry.function()];
+    if (options_.forwardOnly && fn.source->kind() != pb::FORWARD)
+      continue;
+    Status status = runFunction(fn, step, entry.microbatch(), data);
+    if (!status)
+      return Status::error(
+          "step " + str(step) + ", schedule[" + str(s) + "] (" + fn.where +
+          (entry.microbatch() >= 0
+               ? ", microbatch " + str(entry.microbatch())
+               : std::string()) +
+          "): " + status.message());
+    flops += fn.flops;
+    for (int id : fn.losses) {
+      lossSum += loadScalar(tensors_[id]);
+      lossCount += 1;
+    }
+  }
+
+  std::vector<double> sums = {lossSum, lossCount, flops};
+  CLEAVE_CHECK(comm_.sumAll(sums));
+  std::vector<uint64_t> peaks = {peakBytes_, program_.memory().peak_bytes(),
+                                 processPeakRss()};
+  CLEAVE_CHECK(comm_.maxAll(peaks));
+  result.hasLoss = sums[1] > 0;
+  result.loss = result.hasLoss ? sums[0] / sums[1] : 0;
+  result.flops = sums[2];
+  result.peakBytes = peaks[0];
+  result.predictedPeakBytes = peaks[1];
+  result.rssPeakBytes = peaks[2];
+  result.seconds = std::chrono::duration<double>(
+                       std::chrono::steady_clock::now() - start)
+                       .count();
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// Parameters out
+//===----------------------------------------------------------------------===//
+
+Status Runtime::gatherParameters(std::vector<NamedTensor> &full) {
+  full.clear();
+  if (!initialized_)
+    return Status::error("the runtime is not initialized");
+  ByteWriter w;
+  w.put<uint64_t>(program_.parameters_size());
+  for (const pb::Parameter &p : program_.parameters()) {
+    const TensorRef &t = tensors_[p.tensor()];
+    w.putString(p.name());
+    w.put<int32_t>(int32_t(t.dtype));
+    w.putInts(p.full_shape());
+    w.putInts(p.slice_start());
+    w.putInts(p.slice_size());
+    w.putString(std::string(static_cast<const char *>(t.data), t.sizeBytes()));
+  }
+  std::vector<std::string> all;
+  CLEAVE_CHECK(comm_.gatherToRoot(w.bytes, all));
+  if (comm_.rank() != 0)
+    return Status::ok();
+
+  struct Assembled {
+    NamedTensor tensor;
+    std::vector<char> covered;
+  };
+  std::map<std::string, Assembled> byName;
+  for (size_t r = 0; r < all.size(); ++r) {
+    ByteReader in{all[r]};
+    uint64_t count = in.get<uint64_t>();
+    for (uint64_t i = 0; in.ok && i < count; ++i) {
+      std::string name = in.getString();
+      DType dtype = DType(in.get<int32_t>());
+      RepeatedField<int64_t> fullShape = in.getInts();
+      RepeatedField<int64_t> start = in.getInts();
+      RepeatedField<int64_t> size = in.getInts();
+      std::string bytes = in.getString();
+      if (!in.ok)
+        break;
+      auto [it, fresh] = byName.try_emplace(name);
+      Assembled &a = it->second;
+      int64_t elements = 1;
+      for (int64_t d : fullShape)
+        elements *= d;
+      std::vector<int64_t> shape(fullShape.begin(), fullShape.end());
+      if (fresh) {
+        a.tensor.name = name;
+        a.tensor.dtype = dtype;
+        a.tensor.shape = shape;
+        a.tensor.bytes.assign(elements * dtypeSize(dtype), '\0');
+        a.covered.assign(elements, 0);
+      } else if (a.tensor.dtype != dtype || a.tensor.shape != shape) {
+        return Status::error("parameter '" + name + "': rank " + str(r) +
+                             " holds a slice of a tensor of another type or "
+                             "shape than another rank");
+      }
+      size_t elementSize = dtypeSize(dtype);
+      forEachSliceRun(fullShape, start, size,
+                      [&](int64_t fullIndex, int64_t sliceIndex, int64_t n) {
+                        std::memcpy(&a.tensor.bytes[fullIndex * elementSize],
+                                    &bytes[sliceIndex * elementSize],
+                                    n * elementSize);
+                        std::fill_n(a.covered.begin() + fullIndex, n, 1);
+                      });
+    }
+    if (!in.ok)
+      return Status::error("the parameters rank " + str(r) +
+                           " sent are malformed");
+  }
+  for (auto &[name, a] : byName) {
+    if (std::find(a.covered.begin(), a.covered.end(), 0) != a.covered.end())
+      return Status::error("parameter '" + name +
+                           "': part of it is held by no rank");
+    full.push_back(std::move(a.tensor));
+  }
+  return Status::ok();
+}
+
+Status Runtime::saveParameters(const std::string &path) {
+  std::vector<NamedTensor> full;
+  CLEAVE_CHECK(gatherParameters(full));
+  if (comm_.rank() != 0)
+    return Status::ok();
+  return writeSafetensors(path, std::move(full));
+}

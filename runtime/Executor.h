@@ -1,0 +1,151 @@
+//===- Executor.h - runs a validated per-rank program on the CPU -*- C++ -*-===//
+//
+// A Runtime owns everything a running program needs: one arena per Buffer,
+// the prepared instructions, the live-tensor accounting and the
+// communicator groups (STYLE.md rule 9: no global state, so tests run
+// several in one process).
+//
+// What the runtime does with a program (the compiler emits to this):
+//  - Memory. Each Buffer is one zero-filled arena aligned to at least 64
+//    bytes. Constants are copied in at initialize(); optimizer state and
+//    anything else not written starts at zero.
+//  - Parameters. FileData reads the slice [slice_start, slice_start +
+//    slice_size) of the full row-major tensor stored at `offset` of the
+//    file. Generators: "zeros", "ones", "normal:STD", where element k of the
+//    FULL tensor (row-major index; so any slice equals the slice of a full
+//    init) is STD * sqrt(-2 ln u1) * cos(2 pi u2) with
+//      key = splitmix64(seed ^ fnv1a64(name)),
+//      u_j = ((splitmix64(key ^ splitmix64(2k + j - 1)) >> 11) + 0.5) / 2^53.
+//  - A step runs the schedule in order. Before a Step of microbatch m >= 0,
+//    every TOKENS / TARGETS tensor the step's function reads receives
+//    microbatch m's ids / targets: samples first_sample + m*microbatch_size
+//    + i, i < microbatch_size, of the step's global batch (TokenData).
+//  - At the start of each training step every GRADIENTS tensor is zeroed,
+//    so backward functions may accumulate into gradients from the first
+//    microbatch on.
+//  - After a Step whose function writes a LOSS tensor, the tensor is read:
+//    it must hold that microbatch's mean loss (for a LOSS written by a
+//    once-per-step function, the mean over the step). The step's loss is the
+//    mean of all values read, on all ranks of the world (a sum and a count
+//    all-reduced): with equal microbatches that is the mean over the global
+//    batch whatever the layout, and tensor-parallel replicas of the loss
+//    count equally.
+//  - --forward-only runs only the FORWARD functions of the schedule.
+//  - Collectives run over mesh.groups[group]; SendRecv is a blocking
+//    MPI_Send / MPI_Recv with a world rank (the schedule must order them so
+//    that they cannot deadlock); Copy is a memmove; Event is a no-op on the
+//    CPU; Free ends a tensor's life for the accounting.
+//  - Measured peak ("peak_bytes"): the high-water mark of the bytes of live
+//    tensors. Parameters and constants are always live; any other tensor
+//    becomes live when an instruction writes it or the runtime fills it,
+//    and dead at its Free.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CLEAVE_RUNTIME_EXECUTOR_H
+#define CLEAVE_RUNTIME_EXECUTOR_H
+
+#include "runtime/Communicator.h"
+#include "runtime/Safetensors.h"
+#include "runtime/Status.h"
+#include "runtime/Tensor.h"
+#include "runtime/TokenData.h"
+#include "runtime/cpu/Kernels.h"
+
+#include "program.pb.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace cleave::runtime {
+
+struct RunOptions {
+  bool forwardOnly = false; // run only the FORWARD functions
+};
+
+/// What one step measured, already combined over the world.
+struct StepResult {
+  bool hasLoss = false;
+  double loss = 0;    // mean over the global batch
+  double seconds = 0; // this rank's wall time of the step
+  double flops = 0;   // matmul and attention FLOPs of the step, all ranks
+  uint64_t peakBytes = 0;          // measured, max over ranks, since start
+  uint64_t predictedPeakBytes = 0; // the memory plan's, max over ranks
+  uint64_t rssPeakBytes = 0;       // process peak RSS, max over ranks
+};
+
+/// The FLOPs of one kernel that the progress line counts: 2*M*N*K of a
+/// matmul, 4*B*H*T*S*D of an attention; 0 for the rest, which are
+/// memory-bound and small by comparison.
+double kernelFlops(const std::string &op, const std::vector<TensorRef> &inputs,
+                   const std::vector<TensorRef> &outputs);
+
+/// Element k of a "normal:STD" parameter (see the file comment).
+double generatedNormal(uint64_t seed, const std::string &name, uint64_t k);
+
+/// Process peak resident set size in bytes.
+uint64_t processPeakRss();
+
+class Runtime {
+public:
+  /// `program` must have passed validateProgram and outlive the Runtime;
+  /// FileData paths are resolved against `directory`; `comm` is the world
+  /// (its groups are created by initialize()).
+  Runtime(const program::Program &program, std::string directory,
+          Communicator &comm, RunOptions options = {});
+  Runtime(const Runtime &) = delete;
+  Runtime &operator=(const Runtime &) = delete;
+  ~Runtime();
+
+  /// Creates the communicator groups, allocates and fills the arenas, loads
+  /// or generates the parameters and prepares every instruction.
+  Status initialize();
+
+  /// Runs training step `step` (from 0): the schedule once. `data` may be
+  /// null for a program without TOKENS / TARGETS.
+  Status runStep(int64_t step, const TokenData *data, StepResult &result);
+
+  /// Every parameter, full tensors assembled from the slices of all ranks
+  /// (collective over the world; only rank 0 gets them).
+  Status gatherParameters(std::vector<NamedTensor> &full);
+  /// gatherParameters, then rank 0 writes them to `path` as safetensors.
+  Status saveParameters(const std::string &path);
+
+  /// A view of tensor `id` (valid after initialize()).
+  TensorRef tensor(int id) const;
+  uint64_t liveBytes() const { return liveBytes_; }
+  uint64_t peakBytes() const { return peakBytes_; }
+  bool hasBackward() const;
+  bool hasLoss() const;
+
+private:
+  struct Arena;
+  struct Op;
+  struct Function;
+
+  Status allocateArenas();
+  Status initializeParameter(const program::Parameter &param);
+  Status prepare();
+  Status runFunction(const Function &fn, int64_t step, int64_t microbatch,
+                     const TokenData *data);
+  Status runOp(const Op &op);
+  void markLive(int id);
+  void markDead(int id);
+
+  const program::Program &program_;
+  std::string directory_;
+  Communicator &comm_;
+  RunOptions options_;
+  std::vector<Arena> arenas_;
+  std::vector<TensorRef> tensors_;
+  std::vector<uint64_t> tensorBytes_;
+  std::vector<Function> functions_;
+  std::vector<char> live_;
+  uint64_t liveBytes_ = 0, peakBytes_ = 0;
+  std::vector<int> lossTensors_, gradientTensors_;
+  bool initialized_ = false;
+};
+
+} // namespace cleave::runtime
+
+#endif // CLEAVE_RUNTIME_EXECUTOR_H

@@ -1,0 +1,58 @@
+//===- Metrics.cpp - the per-step metrics file (JSON lines) ---------------===//
+
+#include "runtime/Metrics.h"
+#include "runtime/Json.h"
+
+#include <cerrno>
+#include <cstring>
+
+using namespace cleave::runtime;
+
+std::string cleave::runtime::metricsLine(const StepMetrics &m) {
+  std::string s = "{\"step\": " + std::to_string(m.step);
+  s += ", \"loss\": " + (m.hasLoss ? jsonNumber(m.loss) : "null");
+  s += ", \"tokens_per_s\": " + jsonNumber(m.tokensPerSecond);
+  s += ", \"tflops\": " + jsonNumber(m.tflops);
+  s += ", \"peak_bytes\": " + std::to_string(m.peakBytes);
+  s += ", \"predicted_peak_bytes\": " + std::to_string(m.predictedPeakBytes);
+  s += ", \"rss_peak_bytes\": " + std::to_string(m.rssPeakBytes);
+  return s + "}";
+}
+
+MetricsWriter::~MetricsWriter() {
+  if (file_)
+    std::fclose(file_);
+}
+
+Status MetricsWriter::open(const std::string &path) {
+  if (file_)
+    return Status::error(path + ": the metrics file is open already");
+  file_ = std::fopen(path.c_str(), "w");
+  if (!file_)
+    return Status::error(path + ": cannot write the metrics file: " +
+                         std::strerror(errno));
+  path_ = path;
+  return Status::ok();
+}
+
+Status MetricsWriter::write(const StepMetrics &m) {
+  if (!file_)
+    return Status::error("the metrics file is not open");
+  std::string line = metricsLine(m) + "\n";
+  if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() ||
+      std::fflush(file_) != 0)
+    return Status::error(path_ + ": writing the metrics failed: " +
+                         std::strerror(errno));
+  return Status::ok();
+}
+
+Status MetricsWriter::close() {
+  if (!file_)
+    return Status::ok();
+  int rc = std::fclose(file_);
+  file_ = nullptr;
+  if (rc != 0)
+    return Status::error(path_ + ": closing the metrics file failed: " +
+                         std::strerror(errno));
+  return Status::ok();
+}

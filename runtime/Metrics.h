@@ -1,0 +1,57 @@
+//===- Metrics.h - the per-step metrics file (JSON lines) ------*- C++ -*-===//
+//
+// `cleave-run --metrics FILE` writes one JSON object per step (DESIGN.md):
+//   {"step", "loss", "tokens_per_s", "tflops", "peak_bytes",
+//    "predicted_peak_bytes", "rss_peak_bytes"}
+// Each line is flushed as it is written, so a run that dies keeps the steps
+// it finished.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CLEAVE_RUNTIME_METRICS_H
+#define CLEAVE_RUNTIME_METRICS_H
+
+#include "runtime/Status.h"
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+namespace cleave::runtime {
+
+struct StepMetrics {
+  int64_t step = 0;    // from 0, as the reference losses count
+  bool hasLoss = false; // false: "loss": null (a program without a LOSS)
+  double loss = 0;
+  double tokensPerSecond = 0;
+  // Achieved TFLOP/s over all ranks. Counts only the FLOPs of matmul and
+  // attention kernels (Runtime::stepFlops); 0 for a program without them.
+  double tflops = 0;
+  uint64_t peakBytes = 0;          // measured live tensor bytes, max over ranks
+  uint64_t predictedPeakBytes = 0; // the memory plan's, max over ranks
+  uint64_t rssPeakBytes = 0;       // process peak RSS, max over ranks
+};
+
+/// The JSON object of one step, without a newline.
+std::string metricsLine(const StepMetrics &m);
+
+class MetricsWriter {
+public:
+  MetricsWriter() = default;
+  MetricsWriter(const MetricsWriter &) = delete;
+  MetricsWriter &operator=(const MetricsWriter &) = delete;
+  ~MetricsWriter();
+
+  /// Creates (truncates) `path`; an error naming it if it cannot be written.
+  Status open(const std::string &path);
+  bool isOpen() const { return file_ != nullptr; }
+  Status write(const StepMetrics &m);
+  Status close();
+
+private:
+  std::string path_;
+  std::FILE *file_ = nullptr;
+};
+
+} // namespace cleave::runtime
+
+#endif // CLEAVE_RUNTIME_METRICS_H

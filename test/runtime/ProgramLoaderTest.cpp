@@ -1,0 +1,476 @@
+//===- ProgramLoaderTest.cpp - the loader refuses every bad program -------===//
+//
+// A valid program loads; each way a file or a field can be wrong gives an
+// error that names the file and the field. Every strict prefix of a valid
+// file and random bytes are refused without a crash.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestPrograms.h"
+#include "runtime/ProgramLoader.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <random>
+
+using namespace cleave::runtime;
+using namespace cleave::test;
+
+namespace {
+
+/// Loads `b`'s program from a fresh folder; the error text, or "" if it
+/// loaded.
+std::string loadError(const ProgramBuilder &b) {
+  TempDir dir;
+  b.write(dir.path());
+  // rank-0.pb whatever mesh.rank says, so every message starts alike.
+  std::string path = dir.file("rank-0.pb");
+  writeFile(path, b.p.SerializeAsString());
+  pb::Program program;
+  Status status = loadProgram(path, program);
+  if (status)
+    return "";
+  // Messages name files by path; tests compare them without the folder.
+  std::string message = status.message(), folder = dir.path() + "/";
+  for (size_t at; (at = message.find(folder)) != std::string::npos;)
+    message.erase(at, folder.size());
+  return message;
+}
+
+TEST(ProgramLoader, TinyModelLoads) {
+  TinyModel m = tinyLanguageModel();
+  EXPECT_EQ(loadError(m.b), "");
+}
+
+TEST(ProgramLoader, MissingFile) {
+  pb::Program program;
+  Status status = loadProgram("/nonexistent/rank-0.pb", program);
+  ASSERT_FALSE(status);
+  EXPECT_EQ(status.message(),
+            "/nonexistent/rank-0.pb: cannot open the program: No such file or "
+            "directory");
+}
+
+TEST(ProgramLoader, Folder) {
+  TempDir dir;
+  pb::Program program;
+  Status status = loadProgram(dir.path(), program);
+  ASSERT_FALSE(status);
+  EXPECT_NE(status.message().find("a folder, not a program file"),
+            std::string::npos)
+      << status.message();
+}
+
+TEST(ProgramLoader, EmptyFile) {
+  pb::Program program;
+  Status status = parseProgram("", "rank-0.pb", program);
+  ASSERT_FALSE(status);
+  EXPECT_EQ(status.message(), "rank-0.pb: the program file is empty");
+}
+
+TEST(ProgramLoader, TruncatedFileNamesTheByte) {
+  std::string bytes = tinyLanguageModel().b.p.SerializeAsString();
+  pb::Program program;
+  Status status =
+      parseProgram(bytes.substr(0, bytes.size() / 2), "rank-0.pb", program);
+  ASSERT_FALSE(status);
+  EXPECT_NE(status.message().find("rank-0.pb: truncated or not a cleave "
+                                  "program: field "),
+            std::string::npos)
+      << status.message();
+  EXPECT_NE(status.message().find("but the file ends at byte " +
+                                  std::to_string(bytes.size() / 2)),
+            std::string::npos)
+      << status.message();
+}
+
+TEST(ProgramLoader, EveryPrefixIsRefused) {
+  TinyModel m = tinyLanguageModel();
+  std::string bytes = m.b.p.SerializeAsString();
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    pb::Program program;
+    Status status = parseProgram(bytes.substr(0, n), "p", program);
+    if (status)
+      status = validateProgram(program, "p", "/nonexistent");
+    EXPECT_FALSE(status) << "a prefix of " << n << " of " << bytes.size()
+                         << " bytes was accepted";
+  }
+}
+
+TEST(ProgramLoader, MissingMemoryPlanMeansTruncated) {
+  TinyModel m = tinyLanguageModel();
+  m.b.p.clear_memory();
+  EXPECT_EQ(loadError(m.b),
+            "rank-0.pb: the program has no memory plan (field 'memory', the "
+            "last one written): the file is truncated or was not written by "
+            "cleave-compile");
+}
+
+TEST(ProgramLoader, RandomBytesAreRefused) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::string bytes(1 + rng() % 300, '\0');
+    for (char &c : bytes)
+      c = char(rng());
+    pb::Program program;
+    Status status = parseProgram(bytes, "noise.pb", program);
+    if (status)
+      status = validateProgram(program, "noise.pb", "/nonexistent");
+    ASSERT_FALSE(status) << "trial " << trial;
+    EXPECT_EQ(status.message().rfind("noise.pb: ", 0), 0u) << status.message();
+  }
+}
+
+TEST(ProgramLoader, CorruptedBytesNeverCrash) {
+  // Flip bytes of a valid file: whatever loads must have passed validation;
+  // nothing may crash (run under ASan in the asan build).
+  std::string good = tinyLanguageModel().b.p.SerializeAsString();
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 500; ++trial) {
+    std::string bytes = good;
+    for (int k = 0; k < 3; ++k)
+      bytes[rng() % bytes.size()] = char(rng());
+    pb::Program program;
+    Status status = parseProgram(bytes, "p", program);
+    if (status)
+      (void)validateProgram(program, "p", "/nonexistent");
+  }
+}
+
+TEST(ProgramLoader, ForeignProtobuf) {
+  // A valid protobuf that is not a program: a Tensor message.
+  pb::Tensor tensor;
+  tensor.set_name("not a program");
+  tensor.add_shape(3);
+  pb::Program program;
+  Status status =
+      parseProgram(tensor.SerializeAsString(), "model.onnx", program);
+  ASSERT_FALSE(status);
+  EXPECT_NE(status.message().find("model.onnx: not a cleave program"),
+            std::string::npos)
+      << status.message();
+}
+
+TEST(ProgramLoader, WrongMagic) {
+  TinyModel m = tinyLanguageModel();
+  m.b.p.set_magic("onnx-model");
+  EXPECT_EQ(loadError(m.b), "rank-0.pb: not a cleave program: magic is "
+                            "'onnx-model', expected 'cleave-program'");
+}
+
+TEST(ProgramLoader, WrongVersion) {
+  TinyModel m = tinyLanguageModel();
+  m.b.p.set_version(pb::Version(7));
+  EXPECT_EQ(loadError(m.b),
+            "rank-0.pb: program version 7, but this cleave-run reads version 1 "
+            "only: compile the model again with the cleave-compile of this "
+            "release");
+  m.b.p.set_version(pb::VERSION_UNSPECIFIED);
+  EXPECT_NE(loadError(m.b).find("program version 0"), std::string::npos);
+}
+
+struct BadField {
+  const char *name;
+  std::function<void(TinyModel &)> mutate;
+  const char *expected; // the message after "rank-0.pb: "
+};
+
+class ProgramLoaderField : public ::testing::TestWithParam<BadField> {};
+
+TEST_P(ProgramLoaderField, IsRefusedWithItsName) {
+  TinyModel m = tinyLanguageModel();
+  GetParam().mutate(m);
+  EXPECT_EQ(loadError(m.b), std::string("rank-0.pb: ") + GetParam().expected);
+}
+
+pb::Kernel *kernelAt(TinyModel &m, int index) {
+  return m.b.p.mutable_functions(0)->mutable_body(index)->mutable_kernel();
+}
+
+const BadField kBadFields[] = {
+    {"KernelInputOutOfRange",
+     [](TinyModel &m) { kernelAt(m, 1)->set_inputs(1, 999); },
+     "functions[0].body[1].kernel 'matmul' (/matmul): input 1 is tensor 999, "
+     "but the program has 11 tensors"},
+    {"KernelOutputAbsent",
+     [](TinyModel &m) { kernelAt(m, 0)->set_outputs(0, -1); },
+     "functions[0].body[0].kernel 'embedding' (/embedding): output 0 is "
+     "tensor -1, but the program has 11 tensors"},
+    {"UnknownOp",
+     [](TinyModel &m) { kernelAt(m, 0)->set_op("frobnicate"); },
+     "functions[0].body[0].kernel 'frobnicate' (/embedding): unknown op: the "
+     "CPU runtime has no kernel for it"},
+    {"KernelWithoutOutputs",
+     [](TinyModel &m) { kernelAt(m, 0)->clear_outputs(); },
+     "functions[0].body[0].kernel 'embedding' (/embedding): has no outputs"},
+    {"AttributeWithoutValue",
+     [](TinyModel &m) {
+       (*kernelAt(m, 8)->mutable_attributes())["reduction"].Clear();
+     },
+     "functions[0].body[8].kernel 'softmax_cross_entropy' "
+     "(/softmax_cross_entropy): attribute 'reduction' has no value"},
+    {"InstructionOfNoKind",
+     [](TinyModel &m) { m.b.p.mutable_functions(0)->add_body(); },
+     "functions[0].body[11]: an instruction of no kind (kernel, collective, "
+     "send_recv, copy, event or free)"},
+    {"FreeOutOfRange",
+     [](TinyModel &m) { m.b.free(0, 11); },
+     "functions[0].body[11].free: the tensor is tensor 11, but the program "
+     "has 11 tensors"},
+    {"FreeOfParameter",
+     [](TinyModel &m) { m.b.free(0, m.embedding); },
+     "functions[0].body[11].free: tensor 0 'wte' is a parameter, which lives "
+     "for the whole run"},
+    {"TensorBufferOutOfRange",
+     [](TinyModel &m) { m.b.p.mutable_tensors(4)->set_buffer(1); },
+     "tensors[4] 'targets': buffer 1, but the program has 1 buffers"},
+    {"TensorPastBuffer",
+     [](TinyModel &m) { m.b.p.mutable_tensors(2)->set_offset(4096); },
+     "tensors[2] 'head.bias': bytes [4096, 4116) of buffer 0 are outside its "
+     "1088 bytes"},
+    {"TensorMisaligned",
+     [](TinyModel &m) { m.b.p.mutable_tensors(2)->set_offset(65); },
+     "tensors[2] 'head.bias': offset 65 is not a multiple of buffer 0's "
+     "alignment 64"},
+    {"TensorUnknownDType",
+     [](TinyModel &m) { m.b.p.mutable_tensors(5)->set_dtype(pb::DType(42)); },
+     "tensors[5] 'x': unknown element type 42"},
+    {"TensorUnspecifiedDType",
+     [](TinyModel &m) {
+       m.b.p.mutable_tensors(5)->set_dtype(pb::DTYPE_UNSPECIFIED);
+     },
+     "tensors[5] 'x': unknown element type 0"},
+    {"TensorNegativeDimension",
+     [](TinyModel &m) { m.b.p.mutable_tensors(5)->set_shape(1, -3); },
+     "tensors[5] 'x': dimension 1 of shape [2, -3, 4] is negative"},
+    {"TensorTooLarge",
+     [](TinyModel &m) {
+       m.b.p.mutable_tensors(5)->set_shape(0, int64_t(1) << 40);
+       m.b.p.mutable_tensors(5)->set_shape(1, int64_t(1) << 40);
+     },
+     "tensors[5] 'x': shape [1099511627776, 1099511627776, 4] is too large"},
+    {"ConstantDataSize",
+     [](TinyModel &m) {
+       int c = m.b.constant({2}, {1.0f, 2.0f}, "two");
+       m.b.p.mutable_tensors(c)->mutable_data()->pop_back();
+     },
+     "tensors[11] 'two': a constant of 8 bytes, but its data holds 7"},
+    {"DataOnANonConstant",
+     [](TinyModel &m) { m.b.p.mutable_tensors(5)->set_data("abcd"); },
+     "tensors[5] 'x': has data, but only constants carry data"},
+    {"BadAlignment",
+     [](TinyModel &m) { m.b.p.mutable_buffers(0)->set_alignment(48); },
+     "buffers[0]: alignment 48 is not a power of two up to 2^30"},
+    {"ZeroAlignment",
+     [](TinyModel &m) { m.b.p.mutable_buffers(0)->set_alignment(0); },
+     "buffers[0]: alignment 0 is not a power of two up to 2^30"},
+    {"WorldSizeZero",
+     [](TinyModel &m) { m.b.p.mutable_mesh()->set_world_size(0); },
+     "mesh.world_size: is 0, expected at least 1"},
+    {"RankOutsideWorld",
+     [](TinyModel &m) { m.b.p.mutable_mesh()->set_rank(1); },
+     "mesh.rank: is 1, outside [0, 1)"},
+    {"DegreesDisagree",
+     [](TinyModel &m) { m.b.p.mutable_mesh()->set_tensor_degree(2); },
+     "mesh: data_degree 1 x pipeline_degree 1 x tensor_degree 2 = 2, but "
+     "world_size is 1"},
+    {"GroupWithoutThisRank",
+     [](TinyModel &m) {
+       m.b.p.mutable_mesh()->mutable_groups(0)->set_ranks(0, 3);
+     },
+     "mesh.groups[0] 'data': holds rank 3, outside [0, 1)"},
+    {"DuplicateGroup",
+     [](TinyModel &m) { m.b.group("data", {0}); },
+     "mesh.groups[1] 'data': a second group of this name"},
+    {"ScheduleFunctionOutOfRange",
+     [](TinyModel &m) { m.b.p.mutable_schedule(1)->set_function(4); },
+     "schedule[1]: function 4, but the program has 1 functions"},
+    {"ScheduleMicrobatchOutOfRange",
+     [](TinyModel &m) { m.b.p.mutable_schedule(1)->set_microbatch(2); },
+     "schedule[1]: microbatch 2, but a step has 2 microbatches (-1: once per "
+     "step)"},
+    {"EmptySchedule",
+     [](TinyModel &m) { m.b.p.clear_schedule(); },
+     "schedule: is empty: the program runs nothing"},
+    {"BatchBeyondGlobal",
+     [](TinyModel &m) { m.b.p.mutable_batch()->set_first_sample(1); },
+     "batch: samples [1, 5) of this rank (2 microbatches of 2) are not within "
+     "the global batch of 4"},
+    {"ParameterTensorOutOfRange",
+     [](TinyModel &m) { m.b.p.mutable_parameters(1)->set_tensor(77); },
+     "parameters[1] 'head.weight': its slice is tensor 77, but the program "
+     "has 11 tensors"},
+    {"ParameterOfActivation",
+     [](TinyModel &m) { m.b.p.mutable_parameters(1)->set_tensor(5); },
+     "parameters[1] 'head.weight': tensor 5 has category ACTIVATIONS, "
+     "expected PARAMETERS"},
+    {"ParameterSliceShape",
+     [](TinyModel &m) { m.b.p.mutable_parameters(1)->set_slice_size(1, 2); },
+     "parameters[1] 'head.weight': slice_size [4, 2] differs from the shape "
+     "of tensor 1, [4, 5]"},
+    {"ParameterSliceOutside",
+     [](TinyModel &m) {
+       m.b.p.mutable_parameters(1)->set_slice_start(0, 1);
+     },
+     "parameters[1] 'head.weight': the slice from [1, 0] of size [4, 5] is "
+     "not within full_shape [4, 5] (dimension 0)"},
+    {"ParameterRanksDisagree",
+     [](TinyModel &m) { m.b.p.mutable_parameters(1)->add_full_shape(1); },
+     "parameters[1] 'head.weight': full_shape [4, 5, 1] has 3 dimensions, "
+     "slice_start 2 and slice_size 2"},
+    {"ParameterFileSize",
+     [](TinyModel &m) {
+       m.b.p.mutable_parameters(0)->mutable_file()->set_size_bytes(12);
+     },
+     "parameters[0] 'wte': its file data is 12 bytes, but the full tensor "
+     "f32[5, 4] is 80"},
+    {"ParameterFilePastEnd",
+     [](TinyModel &m) {
+       m.b.p.mutable_parameters(1)->mutable_file()->set_offset(100);
+     },
+     "parameters[1] 'head.weight': bytes [100, 180) of params.bin are past "
+     "its end (160 bytes): the parameter file is truncated or not this "
+     "program's"},
+    {"ParameterUnknownGenerator",
+     [](TinyModel &m) { m.b.p.mutable_parameters(2)->set_generator("xavier"); },
+     "parameters[2] 'head.bias': unknown generator 'xavier' (expected zeros, "
+     "ones or normal:STD)"},
+    {"ParameterBadStd",
+     [](TinyModel &m) {
+       m.b.p.mutable_parameters(2)->set_generator("normal:-1");
+     },
+     "parameters[2] 'head.bias': generator 'normal:-1': the standard "
+     "deviation is not a non-negative number"},
+    {"ParameterWithoutInit",
+     [](TinyModel &m) { m.b.p.mutable_parameters(2)->clear_init(); },
+     "parameters[2] 'head.bias': has no init (file data or a generator)"},
+    {"ParameterTwice",
+     [](TinyModel &m) {
+       m.b.parameter("again", m.bias)->set_generator("ones");
+     },
+     "parameters[3] 'again': tensor 2 is parameters[2] already"},
+    {"ParameterMissing",
+     [](TinyModel &m) { m.b.p.mutable_parameters()->RemoveLast(); },
+     "tensors[2] 'head.bias': a PARAMETERS tensor that no parameter "
+     "initializes"},
+    {"TokensNotInteger",
+     [](TinyModel &m) { m.b.p.mutable_tensors(m.tokens)->set_dtype(pb::F32); },
+     "inputs[0] 'idx': TOKENS is tensor 3 (f32[2, 3]), expected an i32, i64, "
+     "u16, u32 or u64 tensor of shape [microbatch_size, seq_len] = [2, 3]"},
+    {"TargetsWrongShape",
+     [](TinyModel &m) { m.b.p.mutable_batch()->set_seq_len(4); },
+     "inputs[0] 'idx': TOKENS is tensor 3 (i64[2, 3]), expected an i32, i64, "
+     "u16, u32 or u64 tensor of shape [microbatch_size, seq_len] = [2, 4]"},
+    {"LossNotScalar",
+     [](TinyModel &m) { m.b.p.mutable_outputs(0)->set_tensor(5); },
+     "outputs[0] 'loss': LOSS is tensor 5 (f32[2, 3, 4]), expected a "
+     "floating-point scalar"},
+    {"LossAmongInputs",
+     [](TinyModel &m) { m.b.binding(true, "l", m.loss, pb::LOSS); },
+     "inputs[2] 'l': a LOSS binding among the inputs"},
+    {"BindingOutOfRange",
+     [](TinyModel &m) { m.b.p.mutable_outputs(0)->set_tensor(-2); },
+     "outputs[0] 'loss': the binding is tensor -2, but the program has 11 "
+     "tensors"},
+    {"CollectiveGroupOutOfRange",
+     [](TinyModel &m) {
+       auto *c = m.b.p.mutable_functions(0)->add_body()->mutable_collective();
+       c->set_group(3);
+       c->add_inputs(m.loss);
+       c->add_outputs(m.loss);
+     },
+     "functions[0].body[11].collective ALL_REDUCE: group 3, but the mesh has "
+     "1 groups"},
+    {"CollectiveSizesDisagree",
+     [](TinyModel &m) {
+       auto *c = m.b.p.mutable_functions(0)->add_body()->mutable_collective();
+       c->set_kind(pb::ALL_GATHER);
+       c->add_inputs(m.loss);
+       c->add_outputs(m.bias);
+     },
+     "functions[0].body[11].collective ALL_GATHER: input 0 is tensor 10 "
+     "(f32[]) and output 0 is tensor 2 (f32[5]), which do not fit over 1 "
+     "ranks"},
+    {"CollectiveMeanOfIntegers",
+     [](TinyModel &m) {
+       auto *c = m.b.p.mutable_functions(0)->add_body()->mutable_collective();
+       c->set_reduce(pb::MEAN);
+       c->add_inputs(m.tokens);
+       c->add_outputs(m.tokens);
+     },
+     "functions[0].body[11].collective ALL_REDUCE: a MEAN of tensor 3 (i64[2, "
+     "3]): mean is for floating-point tensors only"},
+    {"BroadcastRoot",
+     [](TinyModel &m) {
+       auto *c = m.b.p.mutable_functions(0)->add_body()->mutable_collective();
+       c->set_kind(pb::BROADCAST);
+       c->set_root(1);
+       c->add_inputs(m.loss);
+       c->add_outputs(m.loss);
+     },
+     "functions[0].body[11].collective BROADCAST: root 1 is not a rank of "
+     "group 0 (1 ranks)"},
+    {"SendToSelf",
+     [](TinyModel &m) {
+       auto *s = m.b.p.mutable_functions(0)->add_body()->mutable_send_recv();
+       s->set_send(true);
+       s->set_peer(0);
+       s->set_tensor(m.loss);
+     },
+     "functions[0].body[11].send: peer 0 is not another rank of the world of "
+     "1"},
+    {"CopySizesDisagree",
+     [](TinyModel &m) {
+       auto *c = m.b.p.mutable_functions(0)->add_body()->mutable_copy();
+       c->set_source(m.loss);
+       c->set_destination(m.bias);
+     },
+     "functions[0].body[11].copy: the source tensor 10 (f32[]) and the "
+     "destination tensor 2 (f32[5]) differ in size"},
+    {"WriteToConstant",
+     [](TinyModel &m) {
+       int c = m.b.constant({}, {1.0f}, "one");
+       auto *copy = m.b.p.mutable_functions(0)->add_body()->mutable_copy();
+       copy->set_source(m.loss);
+       copy->set_destination(c);
+     },
+     "functions[0].body[11].copy: the destination is tensor 11 'one', a "
+     "constant, which nothing may write"},
+};
+
+INSTANTIATE_TEST_SUITE_P(
+    , ProgramLoaderField, ::testing::ValuesIn(kBadFields),
+    [](const ::testing::TestParamInfo<BadField> &info) {
+      return std::string(info.param.name);
+    });
+
+TEST(ProgramLoader, MissingParameterFile) {
+  TinyModel m = tinyLanguageModel();
+  TempDir dir;
+  std::string path = m.b.write(dir.path());
+  std::remove(dir.file("params.bin").c_str());
+  pb::Program program;
+  Status status = loadProgram(path, program);
+  ASSERT_FALSE(status);
+  EXPECT_EQ(status.message(),
+            path + ": parameters[0] 'wte': cannot open its data file " +
+                dir.file("params.bin") + ": No such file or directory");
+}
+
+TEST(ProgramLoader, ShortParameterFile) {
+  TinyModel m = tinyLanguageModel();
+  TempDir dir;
+  std::string path = m.b.write(dir.path());
+  writeFile(dir.file("params.bin"), m.b.paramsBin.substr(0, 100));
+  pb::Program program;
+  Status status = loadProgram(path, program);
+  ASSERT_FALSE(status);
+  EXPECT_EQ(status.message(),
+            path + ": parameters[1] 'head.weight': bytes [80, 160) of " +
+                dir.file("params.bin") +
+                " are past its end (100 bytes): the parameter file is "
+                "truncated or not this program's");
+}
+
+} // namespace

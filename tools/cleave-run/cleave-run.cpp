@@ -1,0 +1,395 @@
+//===- cleave-run.cpp - run the per-rank programs of cleave-compile -------===//
+//
+//   [mpirun -np N] cleave-run OUT/ --data tokens.bin --steps S
+//       [--metrics m.jsonl] [--forward-only] [--threads N] [--save-params F]
+//
+// Each rank runs OUT/rank-<rank>.pb. Without mpirun (no OMPI_COMM_WORLD_SIZE
+// in the environment) MPI is never initialized and the world is this one
+// process. Failures before the first step are agreed on by all ranks, which
+// then exit non-zero together; a failure later calls MPI_Abort, so no rank
+// waits forever on one that is gone. Only this file decides to end the job
+// (STYLE.md rule 8); everything below it returns a Status.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/Communicator.h"
+#include "runtime/Executor.h"
+#include "runtime/Metrics.h"
+#include "runtime/ProgramLoader.h"
+#include "runtime/TokenData.h"
+
+#include <omp.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+using namespace cleave::runtime;
+namespace pb = cleave::program;
+
+namespace {
+
+const char *kUsage =
+    "usage: [mpirun -np N] cleave-run OUT/ --data TOKENS --steps S [options]\n"
+    "\n"
+    "Runs the per-rank programs that cleave-compile wrote to OUT/: rank r\n"
+    "runs OUT/rank-<r>.pb. Rank 0 prints one line per step.\n"
+    "\n"
+    "  --data FILE         token file: flat uint16, or llm.c's format\n"
+    "  --steps N           training steps to run\n"
+    "  --metrics FILE      one JSON object per step (JSON lines)\n"
+    "  --forward-only      run only the forward functions (no backward, no\n"
+    "                      optimizer); required for a program without backward\n"
+    "  --threads N         OpenMP threads per rank\n"
+    "  --save-params FILE  after the last step, the full parameters as\n"
+    "                      safetensors, keyed by ONNX initializer name\n"
+    "  --help              this text\n";
+
+struct Flags {
+  std::string out;
+  std::string data;
+  int64_t steps = -1;
+  std::string metrics;
+  bool forwardOnly = false;
+  int threads = 0;
+  std::string saveParams;
+  bool help = false;
+};
+
+Status parseCount(const std::string &flag, const std::string &text,
+                  int64_t minimum, int64_t &value) {
+  char *end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end || errno || v < minimum)
+    return Status::error(flag + " expects an integer of at least " +
+                         std::to_string(minimum) + ", got '" + text + "'");
+  value = v;
+  return Status::ok();
+}
+
+Status parseFlags(int argc, char **argv, Flags &flags) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    std::string value;
+    bool hasValue = false;
+    if (arg.size() > 2 && arg.compare(0, 2, "--") == 0) {
+      size_t eq = arg.find('=');
+      if (eq != std::string::npos) {
+        value = arg.substr(eq + 1);
+        arg = arg.substr(0, eq);
+        hasValue = true;
+      }
+    }
+    auto takeValue = [&](std::string &into) -> Status {
+      if (!hasValue) {
+        if (i + 1 >= argc)
+          return Status::error(arg + " expects a value");
+        value = argv[++i];
+      }
+      into = value;
+      return Status::ok();
+    };
+    if (arg == "--help" || arg == "-h") {
+      flags.help = true;
+    } else if (arg == "--data") {
+      CLEAVE_CHECK(takeValue(flags.data));
+    } else if (arg == "--metrics") {
+      CLEAVE_CHECK(takeValue(flags.metrics));
+    } else if (arg == "--save-params") {
+      CLEAVE_CHECK(takeValue(flags.saveParams));
+    } else if (arg == "--steps") {
+      std::string text;
+      CLEAVE_CHECK(takeValue(text));
+      CLEAVE_CHECK(parseCount(arg, text, 0, flags.steps));
+    } else if (arg == "--threads") {
+      std::string text;
+      int64_t threads = 0;
+      CLEAVE_CHECK(takeValue(text));
+      CLEAVE_CHECK(parseCount(arg, text, 1, threads));
+      flags.threads = int(threads);
+    } else if (arg == "--forward-only") {
+      if (hasValue)
+        return Status::error("--forward-only takes no value");
+      flags.forwardOnly = true;
+    } else if (arg.size() > 1 && arg[0] == '-') {
+      return Status::error("unknown flag '" + arg +
+                           "' (see cleave-run --help)");
+    } else if (flags.out.empty()) {
+      flags.out = arg;
+    } else {
+      return Status::error("a second program folder '" + arg + "' (after '" +
+                           flags.out + "'); cleave-run takes one");
+    }
+  }
+  if (flags.help)
+    return Status::ok();
+  if (flags.out.empty())
+    return Status::error("no program folder: cleave-run OUT/ --data TOKENS "
+                         "--steps S (see cleave-run --help)");
+  if (flags.steps < 0)
+    return Status::error("--steps is required");
+  return Status::ok();
+}
+
+std::string plural(int64_t n, const char *what) {
+  return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
+}
+
+std::string humanBytes(double bytes) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 4) {
+    bytes /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u ? "%.1f %s" : "%.0f %s", bytes, units[u]);
+  return buf;
+}
+
+std::string humanRate(double perSecond) {
+  char buf[32];
+  if (perSecond >= 1e6)
+    std::snprintf(buf, sizeof buf, "%.1fM", perSecond / 1e6);
+  else if (perSecond >= 1e3)
+    std::snprintf(buf, sizeof buf, "%.1fk", perSecond / 1e3);
+  else
+    std::snprintf(buf, sizeof buf, "%.0f", perSecond);
+  return buf;
+}
+
+/// Achieved FLOP/s with the prefix that keeps it readable: "1.2 TFLOP/s".
+std::string humanFlops(double perSecond) {
+  const char *prefixes[] = {"", "k", "M", "G", "T", "P"};
+  int p = 0;
+  while (perSecond >= 1000 && p < 5) {
+    perSecond /= 1000;
+    ++p;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f %sFLOP/s", perSecond, prefixes[p]);
+  return buf;
+}
+
+/// Whether `path` can be created or overwritten, leaving no file behind
+/// that was not there.
+Status checkWritable(const std::string &path, const char *what) {
+  struct stat st;
+  bool existed = stat(path.c_str(), &st) == 0;
+  std::FILE *f = std::fopen(path.c_str(), "a");
+  if (!f)
+    return Status::error(path + ": cannot write the " + what + ": " +
+                         std::strerror(errno));
+  std::fclose(f);
+  if (!existed)
+    std::remove(path.c_str());
+  return Status::ok();
+}
+
+/// Everything that can go wrong before the runtime starts, on this rank.
+struct Startup {
+  Flags flags;
+  pb::Program program;
+  std::string programPath;
+  TokenData data;
+  bool hasData = false;
+  MetricsWriter metrics;
+};
+
+Status start(int argc, char **argv, const Communicator &comm, Startup &s) {
+  CLEAVE_CHECK(parseFlags(argc, argv, s.flags));
+  if (s.flags.help)
+    return Status::ok();
+  const Flags &flags = s.flags;
+  struct stat st;
+  if (stat(flags.out.c_str(), &st) != 0)
+    return Status::error(flags.out + ": no such folder (expected the output "
+                                     "folder of cleave-compile)");
+  if (!S_ISDIR(st.st_mode))
+    return Status::error(flags.out + ": not a folder (expected the output "
+                                     "folder of cleave-compile)");
+  std::string dir = flags.out;
+  while (dir.size() > 1 && dir.back() == '/')
+    dir.pop_back();
+  s.programPath = dir + "/rank-" + std::to_string(comm.rank()) + ".pb";
+
+  std::string launcher =
+      comm.usesMpi() ? "mpirun started " + std::to_string(comm.size())
+                     : "cleave-run runs as a single process without mpirun";
+  auto mismatch = [&](int32_t worldSize) {
+    return Status::error(
+        "the program was compiled for " + plural(worldSize, "rank") + ", but " +
+        launcher + ": run mpirun -np " + std::to_string(worldSize) +
+        " cleave-run " + flags.out + " ...");
+  };
+  if (stat(s.programPath.c_str(), &st) != 0 && comm.rank() > 0) {
+    // Say what is wrong, not only which file is missing: most likely the
+    // job has more ranks than the program.
+    pb::Program first;
+    if (loadProgram(dir + "/rank-0.pb", first) &&
+        first.mesh().world_size() != comm.size())
+      return mismatch(first.mesh().world_size());
+  }
+  CLEAVE_CHECK(loadProgram(s.programPath, s.program));
+  const pb::Mesh &mesh = s.program.mesh();
+  if (mesh.world_size() != comm.size())
+    return mismatch(mesh.world_size());
+  if (mesh.rank() != comm.rank())
+    return Status::error(s.programPath + " is the program of rank " +
+                         std::to_string(mesh.rank()) + ", not of rank " +
+                         std::to_string(comm.rank()));
+
+  bool hasBackward = false, hasLoss = false, readsTokens = false;
+  for (const pb::Step &step : s.program.schedule())
+    hasBackward |= s.program.functions(step.function()).kind() == pb::BACKWARD;
+  for (const pb::Binding &b : s.program.outputs())
+    hasLoss |= b.role() == pb::LOSS;
+  for (const pb::Binding &b : s.program.inputs())
+    readsTokens |= b.role() == pb::TOKENS || b.role() == pb::TARGETS;
+  if (!hasBackward && !flags.forwardOnly)
+    return Status::error(
+        s.programPath + " has no backward function: it can only run "
+                        "forward; pass --forward-only");
+  if (!hasLoss && !flags.forwardOnly)
+    return Status::error(s.programPath +
+                         " has no LOSS output to train on; pass "
+                         "--forward-only to run it");
+
+  if (!flags.data.empty()) {
+    CLEAVE_CHECK(TokenData::read(flags.data, s.data));
+    s.hasData = true;
+    if (readsTokens)
+      CLEAVE_CHECK(s.data.checkWindow(s.program.batch().seq_len()));
+  } else if (readsTokens) {
+    return Status::error("the program reads token ids: pass --data TOKENS");
+  }
+  if (comm.rank() == 0) {
+    if (!flags.metrics.empty())
+      CLEAVE_CHECK(s.metrics.open(flags.metrics));
+    if (!flags.saveParams.empty())
+      CLEAVE_CHECK(checkWritable(flags.saveParams, "parameters"));
+  }
+  if (flags.threads > 0)
+    omp_set_num_threads(flags.threads);
+  return Status::ok();
+}
+
+/// The training loop; on rank 0, a progress line and a metrics line per
+/// step.
+Status train(Startup &s, Communicator &comm) {
+  const Flags &flags = s.flags;
+  RunOptions options;
+  options.forwardOnly = flags.forwardOnly;
+  Runtime runtime(s.program, directoryOf(s.programPath), comm, options);
+  CLEAVE_CHECK(runtime.initialize());
+  const pb::Batch &batch = s.program.batch();
+  double tokensPerStep = double(batch.global_batch()) * double(batch.seq_len());
+  for (int64_t step = 0; step < flags.steps; ++step) {
+    StepResult r;
+    CLEAVE_CHECK(runtime.runStep(step, s.hasData ? &s.data : nullptr, r));
+    if (comm.rank() != 0)
+      continue;
+    StepMetrics m;
+    m.step = step;
+    m.hasLoss = r.hasLoss;
+    m.loss = r.loss;
+    m.tokensPerSecond = r.seconds > 0 ? tokensPerStep / r.seconds : 0;
+    m.tflops = r.seconds > 0 ? r.flops / r.seconds / 1e12 : 0;
+    m.peakBytes = r.peakBytes;
+    m.predictedPeakBytes = r.predictedPeakBytes;
+    m.rssPeakBytes = r.rssPeakBytes;
+    char loss[32] = "n/a";
+    if (r.hasLoss)
+      std::snprintf(loss, sizeof loss, "%.4f", r.loss);
+    std::string line = "step " + std::to_string(step + 1) + "/" +
+                       std::to_string(flags.steps) + " | loss " + loss + " | " +
+                       std::to_string(int64_t(r.seconds * 1000 + 0.5)) + " ms";
+    if (r.flops > 0 && r.seconds > 0)
+      line += " | " + humanFlops(r.flops / r.seconds);
+    line += " | " + humanRate(m.tokensPerSecond) + " tok/s | peak " +
+            humanBytes(double(r.peakBytes)) + " (plan " +
+            humanBytes(double(r.predictedPeakBytes)) + ")";
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+    if (s.metrics.isOpen())
+      CLEAVE_CHECK(s.metrics.write(m));
+  }
+  CLEAVE_CHECK(s.metrics.close());
+  if (!flags.saveParams.empty())
+    CLEAVE_CHECK(runtime.saveParameters(flags.saveParams));
+  return Status::ok();
+}
+
+void report(const Communicator &comm, const Status &status) {
+  std::string prefix = "cleave-run: ";
+  if (comm.usesMpi())
+    prefix += "rank " + std::to_string(comm.rank()) + ": ";
+  std::fprintf(stderr, "%s%s\n", prefix.c_str(), status.message().c_str());
+  std::fflush(stderr);
+}
+
+Status initMpi(int *argc, char ***argv) {
+  MPI_CHECK(MPI_Init(argc, argv));
+  return Status::ok();
+}
+
+int run(int argc, char **argv, Communicator &comm) {
+  Startup s;
+  Status status = start(argc, argv, comm, s);
+  if (!status)
+    report(comm, status);
+  // Before the first collective of the runtime, every rank learns whether
+  // all started, so that a bad flag or file ends the job cleanly everywhere.
+  bool allStarted = false;
+  Status agreed = comm.agree(status.isOk(), allStarted);
+  if (!agreed) {
+    report(comm, agreed);
+    return 1;
+  }
+  if (!allStarted)
+    return 1;
+  if (s.flags.help) {
+    if (comm.rank() == 0)
+      std::printf("%s", kUsage);
+    return 0;
+  }
+  status = train(s, comm);
+  if (!status) {
+    report(comm, status);
+    if (comm.usesMpi() && comm.size() > 1)
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    return 1;
+  }
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  bool underMpi = std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr;
+  int rc = 0;
+  if (underMpi) {
+    Status status = initMpi(&argc, &argv);
+    if (!status) {
+      std::fprintf(stderr, "cleave-run: %s\n", status.message().c_str());
+      return 1;
+    }
+  }
+  {
+    Communicator comm;
+    Status status = underMpi ? comm.initMpi() : Status::ok();
+    if (!status) {
+      report(comm, status);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+      return 1;
+    }
+    rc = run(argc, argv, comm);
+  }
+  if (underMpi)
+    MPI_Finalize();
+  return rc;
+}
