@@ -1,7 +1,8 @@
 //===- Fuse.cpp - raise exported op chains to the dialect's fused ops -----===//
 //
 // torch.onnx.export spells RMSNorm, SiLU and GELU as chains of elementwise
-// ops, each a pass over memory. This pass finds those chains and replaces
+// ops, each a pass over memory, and attention as two products around a
+// softmax that materializes every score. This pass finds those chains and replaces
 // each with the one op that a backend runs as a single fused kernel (and
 // that later passes split and differentiate as a unit). Only exact shapes
 // of the chains are matched; constants must have the expected values.
@@ -295,12 +296,180 @@ struct FuseMul : OpRewritePattern<MulOp> {
   }
 };
 
+
+/// Whether constant `v` is a causal mask over its last two dimensions
+/// (every leading dimension 1): bool true above the diagonal (masked), or
+/// float 0 on and below it and -inf above it.
+bool isCausalMask(Value v, bool additive) {
+  auto constant = def<ConstantOp>(v);
+  if (!constant)
+    return false;
+  auto dense = constant.getValue().dyn_cast<DenseElementsAttr>();
+  auto type = dense ? dense.getType().cast<RankedTensorType>() : nullptr;
+  if (!type || type.getRank() < 2)
+    return false;
+  for (int64_t d : type.getShape().drop_back(2))
+    if (d != 1)
+      return false;
+  int64_t rows = type.getShape()[type.getRank() - 2];
+  int64_t cols = type.getShape().back();
+  if (rows != cols)
+    return false;
+  if (!additive) {
+    if (!type.getElementType().isInteger(1))
+      return false;
+    auto values = dense.getValues<bool>();
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        if (values[i * cols + j] != (j > i))
+          return false;
+    return true;
+  }
+  if (!type.getElementType().isa<FloatType>())
+    return false;
+  auto values = dense.getValues<APFloat>();
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) {
+      APFloat x = values[i * cols + j];
+      if (j > i ? !(x.isInfinity() && x.isNegative()) : !x.isZero())
+        return false;
+    }
+  return true;
+}
+
+bool hasOneUse(Value v) { return v && v.hasOneUse(); }
+
+/// softmax(q k^T * scale [masked]) v, as exports write it -> attention:
+///   %s = matmul(q', transpose(k, [0, 1, 3, 2]))   q' = q or q * c
+///   %s' = %s * c | %s / c | %s
+///   %m = select(bool, -inf, %s') | %s' + mask | %s'
+///   %p = softmax(%m, axis 3)
+///   %o = matmul(%p, v)
+/// A constant causal mask becomes the `causal` attribute.
+struct FuseAttention : OpRewritePattern<MatmulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(MatmulOp root,
+                                PatternRewriter &rewriter) const override {
+    auto type = root.getType().dyn_cast<RankedTensorType>();
+    auto softmax = def<SoftmaxOp>(root.getLhs());
+    if (!type || type.getRank() != 4 || !softmax || softmax.getAxis() != 3 ||
+        !hasOneUse(softmax.getResult()))
+      return failure();
+    Value v = root.getRhs();
+
+    // The mask.
+    Value scores = softmax.getX(), mask, boolMask;
+    bool causal = false;
+    if (auto select = def<SelectOp>(scores)) {
+      std::optional<double> fill = scalarConstant(select.getOperand(1));
+      if (!fill || !(std::isinf(*fill) && *fill < 0) ||
+          !hasOneUse(select.getResult()))
+        return failure();
+      causal = isCausalMask(select.getOperand(0), /*additive=*/false);
+      if (!causal)
+        boolMask = select.getOperand(0);
+      scores = select.getOperand(2);
+    } else if (auto add = def<AddOp>(scores)) {
+      if (!hasOneUse(add.getResult()))
+        return failure();
+      // The scores are the side that comes from the q k^T product.
+      Value lhs = add.getLhs(), rhs = add.getRhs();
+      auto fromProduct = [](Value x) {
+        return def<MatmulOp>(x) || def<MulOp>(x) || def<DivOp>(x);
+      };
+      if (!fromProduct(lhs) && fromProduct(rhs))
+        std::swap(lhs, rhs);
+      if (!fromProduct(lhs))
+        return failure();
+      causal = isCausalMask(rhs, /*additive=*/true);
+      if (!causal)
+        mask = rhs;
+      scores = lhs;
+    }
+
+    // The scale.
+    double scale = 1.0;
+    if (auto mul = def<MulOp>(scores)) {
+      Value product;
+      if (!hasOneUse(mul.getResult()) ||
+          !eitherOrder(mul, [&](Value p, Value c) {
+            std::optional<double> x = scalarConstant(c);
+            if (!x || !def<MatmulOp>(p))
+              return false;
+            scale = *x;
+            product = p;
+            return true;
+          }))
+        return failure();
+      scores = product;
+    } else if (auto div = def<DivOp>(scores)) {
+      std::optional<double> x = scalarConstant(div.getRhs());
+      if (!x || *x == 0 || !hasOneUse(div.getResult()))
+        return failure();
+      scale = 1.0 / *x;
+      scores = div.getLhs();
+    }
+    auto qk = def<MatmulOp>(scores);
+    if (!qk || !hasOneUse(qk.getResult()))
+      return failure();
+    // k^T is a transpose whose last two axes, swapped back, give k: GPT-2
+    // goes from [B, T, H, D] to [B, H, D, T] in one transpose.
+    auto kT = def<TransposeOp>(qk.getRhs());
+    if (!kT || kT.getPerm().size() != 4 || !hasOneUse(kT.getResult()))
+      return failure();
+    ArrayRef<int64_t> perm = kT.getPerm();
+    SmallVector<int64_t> kPerm{perm[0], perm[1], perm[3], perm[2]};
+    Value q = qk.getLhs(), kSource = kT.getX();
+    bool transposeK = kPerm != ArrayRef<int64_t>{0, 1, 2, 3};
+    auto sourceType = kSource.getType().cast<RankedTensorType>();
+    SmallVector<int64_t> kShape;
+    for (int64_t axis : kPerm)
+      kShape.push_back(sourceType.getDimSize(axis));
+    auto kType = RankedTensorType::get(kShape, sourceType.getElementType());
+    // A scale applied to q before the product.
+    if (auto mul = def<MulOp>(q)) {
+      eitherOrder(mul, [&](Value p, Value c) {
+        std::optional<double> x = scalarConstant(c);
+        if (!x || !hasOneUse(mul.getResult()) ||
+            p.getType() != mul.getType())
+          return false;
+        scale *= *x;
+        q = p;
+        return true;
+      });
+    }
+    auto qType = q.getType().dyn_cast<RankedTensorType>();
+    if (!qType || qType.getRank() != 4 || kType != v.getType() ||
+        qType != type || kType.getDimSize(0) != qType.getDimSize(0) ||
+        kType.getDimSize(1) != qType.getDimSize(1) ||
+        kType.getDimSize(3) != qType.getDimSize(3))
+      return failure();
+    if (causal && qType.getDimSize(2) != kType.getDimSize(2))
+      return failure();
+    if (mask && mask.getType().cast<RankedTensorType>().getElementType() !=
+                    qType.getElementType())
+      return failure();
+    Value k = kSource;
+    if (transposeK)
+      k = rewriter.create<TransposeOp>(kT.getLoc(), kType, kSource,
+                                       rewriter.getDenseI64ArrayAttr(kPerm));
+    if (boolMask)
+      mask = rewriter.create<NotOp>(root.getLoc(), boolMask.getType(),
+                                    boolMask);
+    rewriter.replaceOpWithNewOp<AttentionOp>(
+        root, type, q, k, v, mask, rewriter.getF32FloatAttr(scale),
+        causal ? rewriter.getUnitAttr() : UnitAttr());
+    return success();
+  }
+};
+
 struct Fuse : mlir::cleave::impl::FuseBase<Fuse> {
   using FuseBase::FuseBase;
 
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<FuseMul>(&getContext());
+    patterns.add<FuseMul, FuseAttention>(&getContext());
     FrozenRewritePatternSet frozen(std::move(patterns));
     // The greedy driver also erases the chains' ops once unused (they are
     // Pure) and folds what it can.

@@ -113,3 +113,49 @@ func.func @left_alone(%x: tensor<4x32xf32>, %y: tensor<2x8x64xf32>) -> (tensor<4
   %10 = cleave.mul %9, %w : (tensor<2x8x64xf32>, tensor<64xf32>) -> tensor<2x8x64xf32>
   return %4, %10 : tensor<4x32xf32>, tensor<2x8x64xf32>
 }
+
+// GPT-2's attention: k goes from [B, T, H, D] to [B, H, D, T] in one
+// transpose; the causal mask is a constant used by select(mask, -inf, s).
+// CHECK-LABEL: func.func @attention_causal
+// CHECK: %[[K:.*]] = cleave.transpose %arg1 {perm = array<i64: 0, 2, 1, 3>} : tensor<1x4x2x8xf32> -> tensor<1x2x4x8xf32>
+// CHECK: %[[O:.*]] = cleave.attention %arg0, %[[K]], %arg2 {causal, scale = 2.500000e-01 : f32}
+// CHECK-NOT: cleave.softmax
+// CHECK: return %[[O]]
+func.func @attention_causal(%q: tensor<1x2x4x8xf32>, %kx: tensor<1x4x2x8xf32>, %v: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  %kt = cleave.transpose %kx {perm = array<i64: 0, 2, 3, 1>} : tensor<1x4x2x8xf32> -> tensor<1x2x8x4xf32>
+  %s = cleave.matmul %q, %kt : (tensor<1x2x4x8xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x4x4xf32>
+  %c = cleave.constant dense<2.500000e-01> : tensor<f32>
+  %s1 = cleave.mul %s, %c : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %mask = cleave.constant dense<[[false, true, true, true], [false, false, true, true], [false, false, false, true], [false, false, false, false]]> : tensor<4x4xi1>
+  %ninf = cleave.constant dense<0xFF800000> : tensor<f32>
+  %s2 = cleave.select %mask, %ninf, %s1 : (tensor<4x4xi1>, tensor<f32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %p = cleave.softmax %s2 {axis = 3 : i64} : tensor<1x2x4x4xf32>
+  %o = cleave.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  return %o : tensor<1x2x4x8xf32>
+}
+
+// An additive mask that is not causal stays a mask; a divisor is a scale.
+// CHECK-LABEL: func.func @attention_additive
+// CHECK: cleave.attention %arg0, %arg1, %arg2 mask %arg3 {scale = 5.000000e-01 : f32}
+func.func @attention_additive(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<1x2x4x8xf32>, %m: tensor<4x4xf32>) -> tensor<1x2x4x8xf32> {
+  %kt = cleave.transpose %k {perm = array<i64: 0, 1, 3, 2>} : tensor<1x2x4x8xf32> -> tensor<1x2x8x4xf32>
+  %s = cleave.matmul %q, %kt : (tensor<1x2x4x8xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x4x4xf32>
+  %c = cleave.constant dense<2.000000e+00> : tensor<f32>
+  %s1 = cleave.div %s, %c : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %s2 = cleave.add %s1, %m : (tensor<1x2x4x4xf32>, tensor<4x4xf32>) -> tensor<1x2x4x4xf32>
+  %p = cleave.softmax %s2 {axis = 3 : i64} : tensor<1x2x4x4xf32>
+  %o = cleave.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  return %o : tensor<1x2x4x8xf32>
+}
+
+// The probabilities are returned too: nothing to fuse.
+// CHECK-LABEL: func.func @attention_probs_used
+// CHECK-NOT: cleave.attention
+// CHECK: cleave.softmax
+func.func @attention_probs_used(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<1x2x4x8xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4x4xf32>) {
+  %kt = cleave.transpose %k {perm = array<i64: 0, 1, 3, 2>} : tensor<1x2x4x8xf32> -> tensor<1x2x8x4xf32>
+  %s = cleave.matmul %q, %kt : (tensor<1x2x4x8xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x4x4xf32>
+  %p = cleave.softmax %s {axis = 3 : i64} : tensor<1x2x4x4xf32>
+  %o = cleave.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  return %o, %p : tensor<1x2x4x8xf32>, tensor<1x2x4x4xf32>
+}
