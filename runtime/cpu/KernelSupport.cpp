@@ -2,6 +2,8 @@
 
 #include "runtime/cpu/KernelSupport.h"
 
+#include <cstdlib>
+
 using namespace cleave::runtime;
 using namespace cleave::runtime::cpu;
 
@@ -17,10 +19,14 @@ std::string cpu::shapeString(const Shape &shape) {
 
 static const char *kindName(AttrValue::Kind kind) {
   switch (kind) {
-  case AttrValue::Kind::Int: return "an integer";
-  case AttrValue::Kind::Float: return "a float";
-  case AttrValue::Kind::String: return "a string";
-  case AttrValue::Kind::Ints: return "an integer array";
+  case AttrValue::Kind::Int:
+    return "an integer";
+  case AttrValue::Kind::Float:
+    return "a float";
+  case AttrValue::Kind::String:
+    return "a string";
+  case AttrValue::Kind::Ints:
+    return "an integer array";
   }
   return "unknown";
 }
@@ -136,6 +142,16 @@ Status cpu::normalizeAxis(const KernelArgs &a, int64_t &axis, int64_t rank,
   if (axis < 0)
     axis += rank;
   return Status::ok();
+}
+
+bool cpu::useAvx2() {
+  static const bool avx2 = [] {
+    const char *isa = std::getenv("CLEAVE_CPU_ISA");
+    if (isa && std::string(isa) == "baseline")
+      return false;
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  }();
+  return avx2;
 }
 
 Shape cpu::stridesOf(const Shape &shape) {

@@ -89,9 +89,10 @@ bool isOptionalOperand(const std::string &op, size_t index) {
 }
 
 const KernelEntry *findKernel(const std::string &op) {
-  auto it = std::lower_bound(
-      std::begin(kKernels), std::end(kKernels), op,
-      [](const KernelEntry &e, const std::string &name) { return name > e.name; });
+  auto it = std::lower_bound(std::begin(kKernels), std::end(kKernels), op,
+                             [](const KernelEntry &e, const std::string &name) {
+                               return name > e.name;
+                             });
   if (it == std::end(kKernels) || op != it->name)
     return nullptr;
   return it;

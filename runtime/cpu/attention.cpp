@@ -31,7 +31,8 @@ struct AttentionShape {
 
 /// Adds row `i`'s mask to scores[0, n): -inf where a bool mask is false.
 template <typename M>
-void applyMask(const M *mask, int64_t stride, float *scores, int64_t n) {
+CLEAVE_ALWAYS_INLINE void applyMask(const M *mask, int64_t stride,
+                                    float *scores, int64_t n) {
   if constexpr (std::is_same_v<M, Bool>) {
     const float ninf = -std::numeric_limits<float>::infinity();
     for (int64_t j = 0; j < n; ++j)
@@ -42,119 +43,146 @@ void applyMask(const M *mask, int64_t stride, float *scores, int64_t n) {
   }
 }
 
+/// Per-thread scratch: four rows of scores, outputs and scaled queries.
+struct Scratch {
+  std::vector<float> scores, acc, qrow;
+};
+
+/// One work item: query rows [block * kQueryBlock, ...) of (batch, head).
 template <typename T, typename M>
-void attentionTyped(const AttentionShape &s, const T *q, const T *k,
-                    const T *v, const M *mask, T *out, float scale,
-                    bool causal) {
+CLEAVE_ALWAYS_INLINE void attendBlock(const AttentionShape &s, const T *q,
+                                      const T *k, const T *v, const M *mask,
+                                      T *out, float scale, bool causal,
+                                      int64_t item, Scratch &scratch) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  const int64_t blocks = (s.tq + kQueryBlock - 1) / kQueryBlock;
+  int64_t block = item % blocks, bh = item / blocks;
+  int64_t b = bh / s.h, h = bh % s.h, hk = h / (s.h / s.hkv);
+  const T *kh = k + (b * s.hkv + hk) * s.tk * s.d;
+  const T *vh = v + (b * s.hkv + hk) * s.tk * s.dv;
+  float *scores = scratch.scores.data(), *acc = scratch.acc.data(),
+        *qrow = scratch.qrow.data();
+  int64_t iBegin = block * kQueryBlock;
+  int64_t iEnd = std::min(s.tq, iBegin + kQueryBlock);
+  for (int64_t i0 = iBegin; i0 < iEnd; i0 += kRows) {
+    int64_t rows = std::min(kRows, iEnd - i0);
+    // Query rows as float, pre-scaled; rows past the end repeat the first
+    // so the four-row loops need no tail.
+    int64_t end[kRows], keys = 0;
+    for (int64_t r = 0; r < kRows; ++r) {
+      int64_t i = i0 + (r < rows ? r : 0);
+      const T *qi = q + ((b * s.h + h) * s.tq + i) * s.d;
+      for (int64_t d = 0; d < s.d; ++d)
+        qrow[r * s.d + d] = float(load(qi[d])) * scale;
+      end[r] = causal ? std::min(i + 1, s.tk) : s.tk;
+      if (r < rows)
+        keys = std::max(keys, end[r]);
+    }
+    float *s0 = scores, *s1 = s0 + s.tk, *s2 = s1 + s.tk, *s3 = s2 + s.tk;
+    const float *q0 = qrow, *q1 = q0 + s.d, *q2 = q1 + s.d, *q3 = q2 + s.d;
+    for (int64_t j = 0; j < keys; ++j) {
+      const T *kj = kh + j * s.d;
+      float a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+#pragma omp simd reduction(+ : a0, a1, a2, a3)
+      for (int64_t d = 0; d < s.d; ++d) {
+        float kv = load(kj[d]);
+        a0 += q0[d] * kv;
+        a1 += q1[d] * kv;
+        a2 += q2[d] * kv;
+        a3 += q3[d] * kv;
+      }
+      s0[j] = a0;
+      s1[j] = a1;
+      s2[j] = a2;
+      s3[j] = a3;
+    }
+    // Mask, causal cut, softmax numerators per row.
+    float inv[kRows];
+    for (int64_t r = 0; r < kRows; ++r) {
+      float *sr = scores + r * s.tk;
+      if (r >= rows) {
+        std::fill(sr, sr + keys, 0.0f);
+        inv[r] = 0;
+        continue;
+      }
+      if (mask)
+        applyMask(mask + b * s.mb + h * s.mh + (i0 + r) * s.mi, s.mj, sr,
+                  end[r]);
+      for (int64_t j = end[r]; j < keys; ++j)
+        sr[j] = ninf;
+      float m = ninf;
+#pragma omp simd reduction(max : m)
+      for (int64_t j = 0; j < end[r]; ++j)
+        m = std::max(m, sr[j]);
+      float sum = 0;
+#pragma omp simd reduction(+ : sum)
+      for (int64_t j = 0; j < keys; ++j) {
+        float p = fastExp(sr[j] - m);
+        sr[j] = p;
+        sum += p;
+      }
+      if (m == ninf) // every key masked: NaN, as softmax of -inf gives
+        sum = std::numeric_limits<float>::quiet_NaN();
+      inv[r] = 1.0f / sum;
+    }
+    // Weighted sum of value rows.
+    std::fill(acc, acc + kRows * s.dv, 0.0f);
+    float *o0 = acc, *o1 = o0 + s.dv, *o2 = o1 + s.dv, *o3 = o2 + s.dv;
+    for (int64_t j = 0; j < keys; ++j) {
+      const T *vj = vh + j * s.dv;
+      float p0 = s0[j], p1 = s1[j], p2 = s2[j], p3 = s3[j];
+#pragma omp simd
+      for (int64_t d = 0; d < s.dv; ++d) {
+        float vv = load(vj[d]);
+        o0[d] += p0 * vv;
+        o1[d] += p1 * vv;
+        o2[d] += p2 * vv;
+        o3[d] += p3 * vv;
+      }
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      T *oi = out + ((b * s.h + h) * s.tq + i0 + r) * s.dv;
+      for (int64_t d = 0; d < s.dv; ++d)
+        oi[d] = store<T>(Compute<T>(acc[r * s.dv + d] * inv[r]));
+    }
+  }
+}
+
+template <typename T, typename M>
+CLEAVE_TARGET_AVX2 void attendBlockAvx2(const AttentionShape &s, const T *q,
+                                        const T *k, const T *v, const M *mask,
+                                        T *out, float scale, bool causal,
+                                        int64_t item, Scratch &scratch) {
+  attendBlock<T, M>(s, q, k, v, mask, out, scale, causal, item, scratch);
+}
+
+template <typename T, typename M>
+void attentionTyped(const AttentionShape &s, const T *q, const T *k, const T *v,
+                    const M *mask, T *out, float scale, bool causal) {
   const int64_t blocks = (s.tq + kQueryBlock - 1) / kQueryBlock;
   const int64_t items = s.b * s.h * blocks;
-  const int64_t group = s.h / s.hkv;
-  const float ninf = -std::numeric_limits<float>::infinity();
+  const bool avx2 = useAvx2();
 #pragma omp parallel if (items > 1 && !omp_in_parallel())
   {
-    std::vector<float> scores(kRows * s.tk), acc(kRows * s.dv),
-        qrow(kRows * s.d);
+    Scratch scratch;
+    scratch.scores.resize(kRows * s.tk);
+    scratch.acc.resize(kRows * s.dv);
+    scratch.qrow.resize(kRows * s.d);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t item = 0; item < items; ++item) {
-      int64_t block = item % blocks, bh = item / blocks;
-      int64_t b = bh / s.h, h = bh % s.h, hk = h / group;
-      const T *kh = k + (b * s.hkv + hk) * s.tk * s.d;
-      const T *vh = v + (b * s.hkv + hk) * s.tk * s.dv;
-      int64_t iBegin = block * kQueryBlock;
-      int64_t iEnd = std::min(s.tq, iBegin + kQueryBlock);
-      for (int64_t i0 = iBegin; i0 < iEnd; i0 += kRows) {
-        int64_t rows = std::min(kRows, iEnd - i0);
-        // Query rows as float, pre-scaled; rows past the end repeat the
-        // first so the four-row loops need no tail.
-        int64_t end[kRows], keys = 0;
-        for (int64_t r = 0; r < kRows; ++r) {
-          int64_t i = i0 + (r < rows ? r : 0);
-          const T *qi = q + ((b * s.h + h) * s.tq + i) * s.d;
-          for (int64_t d = 0; d < s.d; ++d)
-            qrow[r * s.d + d] = float(load(qi[d])) * scale;
-          end[r] = causal ? std::min(i + 1, s.tk) : s.tk;
-          if (r < rows)
-            keys = std::max(keys, end[r]);
-        }
-        float *s0 = &scores[0], *s1 = s0 + s.tk, *s2 = s1 + s.tk,
-              *s3 = s2 + s.tk;
-        const float *q0 = &qrow[0], *q1 = q0 + s.d, *q2 = q1 + s.d,
-                    *q3 = q2 + s.d;
-        for (int64_t j = 0; j < keys; ++j) {
-          const T *kj = kh + j * s.d;
-          float a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-#pragma omp simd reduction(+ : a0, a1, a2, a3)
-          for (int64_t d = 0; d < s.d; ++d) {
-            float kv = load(kj[d]);
-            a0 += q0[d] * kv;
-            a1 += q1[d] * kv;
-            a2 += q2[d] * kv;
-            a3 += q3[d] * kv;
-          }
-          s0[j] = a0;
-          s1[j] = a1;
-          s2[j] = a2;
-          s3[j] = a3;
-        }
-        // Mask, causal cut, softmax numerators per row.
-        float inv[kRows];
-        for (int64_t r = 0; r < kRows; ++r) {
-          float *sr = &scores[r * s.tk];
-          if (r >= rows) {
-            std::fill(sr, sr + keys, 0.0f);
-            inv[r] = 0;
-            continue;
-          }
-          if (mask)
-            applyMask(mask + b * s.mb + h * s.mh + (i0 + r) * s.mi, s.mj, sr,
-                      end[r]);
-          for (int64_t j = end[r]; j < keys; ++j)
-            sr[j] = ninf;
-          float m = ninf;
-#pragma omp simd reduction(max : m)
-          for (int64_t j = 0; j < end[r]; ++j)
-            m = std::max(m, sr[j]);
-          float sum = 0;
-#pragma omp simd reduction(+ : sum)
-          for (int64_t j = 0; j < keys; ++j) {
-            float p = fastExp(sr[j] - m);
-            sr[j] = p;
-            sum += p;
-          }
-          if (m == ninf) // every key masked: NaN, as softmax of -inf gives
-            sum = std::numeric_limits<float>::quiet_NaN();
-          inv[r] = 1.0f / sum;
-        }
-        // Weighted sum of value rows.
-        std::fill(acc.begin(), acc.end(), 0.0f);
-        float *o0 = &acc[0], *o1 = o0 + s.dv, *o2 = o1 + s.dv,
-              *o3 = o2 + s.dv;
-        for (int64_t j = 0; j < keys; ++j) {
-          const T *vj = vh + j * s.dv;
-          float p0 = s0[j], p1 = s1[j], p2 = s2[j], p3 = s3[j];
-#pragma omp simd
-          for (int64_t d = 0; d < s.dv; ++d) {
-            float vv = load(vj[d]);
-            o0[d] += p0 * vv;
-            o1[d] += p1 * vv;
-            o2[d] += p2 * vv;
-            o3[d] += p3 * vv;
-          }
-        }
-        for (int64_t r = 0; r < rows; ++r) {
-          T *oi = out + ((b * s.h + h) * s.tq + i0 + r) * s.dv;
-          for (int64_t d = 0; d < s.dv; ++d)
-            oi[d] = store<T>(Compute<T>(acc[r * s.dv + d] * inv[r]));
-        }
-      }
+      if (avx2)
+        attendBlockAvx2<T, M>(s, q, k, v, mask, out, scale, causal, item,
+                              scratch);
+      else
+        attendBlock<T, M>(s, q, k, v, mask, out, scale, causal, item, scratch);
     }
   }
 }
 
 /// f64 attention: the same loop structure in double, row by row.
-void attentionDouble(const AttentionShape &s, const double *q,
-                     const double *k, const double *v, const TensorRef &mask,
-                     double *out, double scale, bool causal) {
+void attentionDouble(const AttentionShape &s, const double *q, const double *k,
+                     const double *v, const TensorRef &mask, double *out,
+                     double scale, bool causal) {
   const int64_t items = s.b * s.h * s.tq;
   const int64_t group = s.h / s.hkv;
 #pragma omp parallel if (items > 1 && !omp_in_parallel())
@@ -182,10 +210,18 @@ void attentionDouble(const AttentionShape &s, const double *q,
             if (!mask.as<Bool>()[at])
               dot = -std::numeric_limits<double>::infinity();
             break;
-          case DType::F64: dot += mask.as<double>()[at]; break;
-          case DType::F32: dot += mask.as<float>()[at]; break;
-          case DType::F16: dot += halfToFloat(mask.as<Half>()[at]); break;
-          default: dot += bf16ToFloat(mask.as<BFloat16>()[at]); break;
+          case DType::F64:
+            dot += mask.as<double>()[at];
+            break;
+          case DType::F32:
+            dot += mask.as<float>()[at];
+            break;
+          case DType::F16:
+            dot += halfToFloat(mask.as<Half>()[at]);
+            break;
+          default:
+            dot += bf16ToFloat(mask.as<BFloat16>()[at]);
+            break;
           }
         }
         scores[j] = dot;
@@ -274,11 +310,16 @@ Status cpu::attentionKernel(const KernelArgs &a) {
         return Status::ok();
       };
       switch (mask.dtype) {
-      case DType::Bool: return run(Tag<Bool>{});
-      case DType::F64: return run(Tag<double>{});
-      case DType::F16: return run(Tag<Half>{});
-      case DType::BF16: return run(Tag<BFloat16>{});
-      default: return run(Tag<float>{}); // f32, or no mask
+      case DType::Bool:
+        return run(Tag<Bool>{});
+      case DType::F64:
+        return run(Tag<double>{});
+      case DType::F16:
+        return run(Tag<Half>{});
+      case DType::BF16:
+        return run(Tag<BFloat16>{});
+      default:
+        return run(Tag<float>{}); // f32, or no mask
       }
     }
     return Status::ok();

@@ -27,7 +27,7 @@ using Wide = std::conditional_t<(sizeof(C) < sizeof(unsigned)), unsigned,
                                 std::make_unsigned_t<C>>;
 
 struct AddOp {
-  template <typename C> C operator()(C a, C b) const {
+  template <typename C> CLEAVE_ALWAYS_INLINE C operator()(C a, C b) const {
     if constexpr (std::is_integral_v<C>)
       return C(Wide<C>(a) + Wide<C>(b));
     else
@@ -35,7 +35,7 @@ struct AddOp {
   }
 };
 struct SubOp {
-  template <typename C> C operator()(C a, C b) const {
+  template <typename C> CLEAVE_ALWAYS_INLINE C operator()(C a, C b) const {
     if constexpr (std::is_integral_v<C>)
       return C(Wide<C>(a) - Wide<C>(b));
     else
@@ -43,7 +43,7 @@ struct SubOp {
   }
 };
 struct MulOp {
-  template <typename C> C operator()(C a, C b) const {
+  template <typename C> CLEAVE_ALWAYS_INLINE C operator()(C a, C b) const {
     if constexpr (std::is_integral_v<C>)
       return C(Wide<C>(a) * Wide<C>(b));
     else
@@ -52,7 +52,7 @@ struct MulOp {
 };
 /// Integer division by zero is refused before the loop runs.
 struct DivOp {
-  template <typename C> C operator()(C a, C b) const {
+  template <typename C> CLEAVE_ALWAYS_INLINE C operator()(C a, C b) const {
     if constexpr (std::is_integral_v<C> && std::is_signed_v<C>)
       return b == -1 ? C(Wide<C>(0) - Wide<C>(a)) : C(a / b);
     else
@@ -60,7 +60,7 @@ struct DivOp {
   }
 };
 struct PowOp {
-  template <typename C> C operator()(C a, C b) const {
+  template <typename C> CLEAVE_ALWAYS_INLINE C operator()(C a, C b) const {
     if constexpr (std::is_integral_v<C>) {
       // ONNX Pow on integers: repeated multiplication (wrapping); a
       // negative exponent truncates 1 / a^-b toward zero.
@@ -82,39 +82,49 @@ struct PowOp {
 };
 /// NaN propagates, as in numpy's maximum and ONNX Max.
 struct MaxOp {
-  template <typename C> C operator()(C a, C b) const {
+  template <typename C> CLEAVE_ALWAYS_INLINE C operator()(C a, C b) const {
     return (a > b || a != a) ? a : b;
   }
 };
 struct MinOp {
-  template <typename C> C operator()(C a, C b) const {
+  template <typename C> CLEAVE_ALWAYS_INLINE C operator()(C a, C b) const {
     return (a < b || a != a) ? a : b;
   }
 };
 struct AndOp {
-  template <typename C> Bool operator()(C a, C b) const {
+  template <typename C> CLEAVE_ALWAYS_INLINE Bool operator()(C a, C b) const {
     return (a != 0) & (b != 0);
   }
 };
 struct OrOp {
-  template <typename C> Bool operator()(C a, C b) const {
+  template <typename C> CLEAVE_ALWAYS_INLINE Bool operator()(C a, C b) const {
     return (a != 0) | (b != 0);
   }
 };
 struct EqualOp {
-  template <typename C> Bool operator()(C a, C b) const { return a == b; }
+  template <typename C> CLEAVE_ALWAYS_INLINE Bool operator()(C a, C b) const {
+    return a == b;
+  }
 };
 struct LessOp {
-  template <typename C> Bool operator()(C a, C b) const { return a < b; }
+  template <typename C> CLEAVE_ALWAYS_INLINE Bool operator()(C a, C b) const {
+    return a < b;
+  }
 };
 struct LessEqualOp {
-  template <typename C> Bool operator()(C a, C b) const { return a <= b; }
+  template <typename C> CLEAVE_ALWAYS_INLINE Bool operator()(C a, C b) const {
+    return a <= b;
+  }
 };
 struct GreaterOp {
-  template <typename C> Bool operator()(C a, C b) const { return a > b; }
+  template <typename C> CLEAVE_ALWAYS_INLINE Bool operator()(C a, C b) const {
+    return a > b;
+  }
 };
 struct GreaterEqualOp {
-  template <typename C> Bool operator()(C a, C b) const { return a >= b; }
+  template <typename C> CLEAVE_ALWAYS_INLINE Bool operator()(C a, C b) const {
+    return a >= b;
+  }
 };
 
 //===----------------------------------------------------------------------===//
@@ -182,7 +192,8 @@ enum class BinaryTypes { Numeric, Bool };
 
 /// add, sub, ...: the result has the operands' element type.
 template <typename Op>
-Status arithmetic(const KernelArgs &a, BinaryTypes types = BinaryTypes::Numeric) {
+Status arithmetic(const KernelArgs &a,
+                  BinaryTypes types = BinaryTypes::Numeric) {
   DType dtype = a.in(0).dtype;
   CLEAVE_CHECK(a.expectDType(a.in(1), dtype, "rhs"));
   CLEAVE_CHECK(a.expectDType(a.out(), dtype, "the result"));
@@ -241,13 +252,28 @@ template <typename T> int smallExponent(const TensorRef &t) {
 // Unary ops
 //===----------------------------------------------------------------------===//
 
-template <typename T, typename Op> void unaryLoop(const KernelArgs &a, Op op) {
+template <typename T, typename Op>
+CLEAVE_ALWAYS_INLINE void mapRange(const T *x, T *out, int64_t n, Op op) {
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = store<T>(op(load(x[i])));
+}
+
+template <typename T, typename Op>
+CLEAVE_TARGET_AVX2 void mapRangeAvx2(const T *x, T *out, int64_t n, Op op) {
+  mapRange(x, out, n, op);
+}
+
+/// out = op(x) elementwise; `avx2` for the ops worth the second variant.
+template <typename T, typename Op>
+void unaryLoop(const KernelArgs &a, Op op, bool avx2 = false) {
   const T *x = a.in(0).as<T>();
   T *out = a.out().as<T>();
   parallelRange(a.out().numElements(), kElementwiseGrain,
                 [&](int64_t begin, int64_t end) {
-                  for (int64_t i = begin; i < end; ++i)
-                    out[i] = store<T>(op(load(x[i])));
+                  if (avx2)
+                    mapRangeAvx2(x + begin, out + begin, end - begin, op);
+                  else
+                    mapRange(x + begin, out + begin, end - begin, op);
                 });
 }
 
@@ -266,18 +292,18 @@ template <typename Op> Status numericUnary(const KernelArgs &a) {
   });
 }
 
-/// Ops defined on floating-point types.
+/// Ops defined on floating-point types; f32 ones use the AVX2 variant.
 template <typename Op> Status floatUnary(const KernelArgs &a) {
   CLEAVE_CHECK(checkUnary(a));
   return visitFloat(a, a.in(0).dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    unaryLoop<T>(a, Op());
+    unaryLoop<T>(a, Op(), std::is_same_v<T, float> && useAvx2());
     return Status::ok();
   });
 }
 
 struct NegOp {
-  template <typename C> C operator()(C x) const {
+  template <typename C> CLEAVE_ALWAYS_INLINE C operator()(C x) const {
     if constexpr (std::is_integral_v<C>)
       return C(Wide<C>(0) - Wide<C>(x));
     else
@@ -285,7 +311,7 @@ struct NegOp {
   }
 };
 struct AbsOp {
-  template <typename C> C operator()(C x) const {
+  template <typename C> CLEAVE_ALWAYS_INLINE C operator()(C x) const {
     if constexpr (std::is_unsigned_v<C>)
       return x;
     else if constexpr (std::is_integral_v<C>)
@@ -295,49 +321,69 @@ struct AbsOp {
   }
 };
 struct ReluOp {
-  template <typename C> C operator()(C x) const { return x < 0 ? C(0) : x; }
+  template <typename C> CLEAVE_ALWAYS_INLINE C operator()(C x) const {
+    return x < 0 ? C(0) : x;
+  }
 };
 struct ExpOp {
-  template <typename C> C operator()(C x) const { return cpu::exp(x); }
+  template <typename C> CLEAVE_ALWAYS_INLINE C operator()(C x) const {
+    return cpu::exp(x);
+  }
 };
 struct LogOp {
-  template <typename C> C operator()(C x) const { return std::log(x); }
+  template <typename C> CLEAVE_ALWAYS_INLINE C operator()(C x) const {
+    return std::log(x);
+  }
 };
 struct SqrtOp {
-  template <typename C> C operator()(C x) const { return std::sqrt(x); }
+  template <typename C> CLEAVE_ALWAYS_INLINE C operator()(C x) const {
+    return std::sqrt(x);
+  }
 };
 struct RsqrtOp {
-  template <typename C> C operator()(C x) const { return C(1) / std::sqrt(x); }
+  template <typename C> CLEAVE_ALWAYS_INLINE C operator()(C x) const {
+    return C(1) / std::sqrt(x);
+  }
 };
 struct ReciprocalOp {
-  template <typename C> C operator()(C x) const { return C(1) / x; }
+  template <typename C> CLEAVE_ALWAYS_INLINE C operator()(C x) const {
+    return C(1) / x;
+  }
 };
 struct TanhOp {
-  template <typename C> C operator()(C x) const { return cpu::tanh(x); }
+  template <typename C> CLEAVE_ALWAYS_INLINE C operator()(C x) const {
+    return cpu::tanh(x);
+  }
 };
 struct ErfOp {
-  template <typename C> C operator()(C x) const { return std::erf(x); }
+  template <typename C> CLEAVE_ALWAYS_INLINE C operator()(C x) const {
+    return std::erf(x);
+  }
 };
 struct SigmoidOp {
-  template <typename C> C operator()(C x) const {
+  template <typename C> CLEAVE_ALWAYS_INLINE C operator()(C x) const {
     return C(1) / (C(1) + cpu::exp(-x));
   }
 };
 struct SiluOp {
-  template <typename C> C operator()(C x) const {
+  template <typename C> CLEAVE_ALWAYS_INLINE C operator()(C x) const {
     return x / (C(1) + cpu::exp(-x));
   }
 };
 struct SinOp {
-  template <typename C> C operator()(C x) const { return std::sin(x); }
+  template <typename C> CLEAVE_ALWAYS_INLINE C operator()(C x) const {
+    return std::sin(x);
+  }
 };
 struct CosOp {
-  template <typename C> C operator()(C x) const { return std::cos(x); }
+  template <typename C> CLEAVE_ALWAYS_INLINE C operator()(C x) const {
+    return std::cos(x);
+  }
 };
 /// GPT-2's GELU, 0.5 x (1 + tanh(u)) with u = sqrt(2/pi) (x + 0.044715 x^3),
 /// written as x * sigmoid(2u): one exp, no cancellation for negative x.
 struct GeluTanhOp {
-  template <typename C> C operator()(C x) const {
+  template <typename C> CLEAVE_ALWAYS_INLINE C operator()(C x) const {
     C u = C(0.7978845608028654) * (x + C(0.044715) * x * x * x);
     return x / (C(1) + cpu::exp(C(-2) * u));
   }
@@ -345,7 +391,7 @@ struct GeluTanhOp {
 /// Exact GELU, x Phi(x) = 0.5 x erfc(-x / sqrt 2) (erfc keeps the relative
 /// accuracy where Phi is tiny).
 struct GeluErfOp {
-  template <typename C> C operator()(C x) const {
+  template <typename C> CLEAVE_ALWAYS_INLINE C operator()(C x) const {
     return C(0.5) * x * std::erfc(x * C(-0.7071067811865476));
   }
 };
@@ -372,15 +418,32 @@ Status cpu::divKernel(const KernelArgs &a) {
   const TensorRef &rhs = a.in(1);
   bool zero = false;
   switch (rhs.dtype) {
-  case DType::I64: zero = hasZero<int64_t>(rhs); break;
-  case DType::I32: zero = hasZero<int32_t>(rhs); break;
-  case DType::I16: zero = hasZero<int16_t>(rhs); break;
-  case DType::I8: zero = hasZero<int8_t>(rhs); break;
-  case DType::U64: zero = hasZero<uint64_t>(rhs); break;
-  case DType::U32: zero = hasZero<uint32_t>(rhs); break;
-  case DType::U16: zero = hasZero<uint16_t>(rhs); break;
-  case DType::U8: zero = hasZero<uint8_t>(rhs); break;
-  default: break;
+  case DType::I64:
+    zero = hasZero<int64_t>(rhs);
+    break;
+  case DType::I32:
+    zero = hasZero<int32_t>(rhs);
+    break;
+  case DType::I16:
+    zero = hasZero<int16_t>(rhs);
+    break;
+  case DType::I8:
+    zero = hasZero<int8_t>(rhs);
+    break;
+  case DType::U64:
+    zero = hasZero<uint64_t>(rhs);
+    break;
+  case DType::U32:
+    zero = hasZero<uint32_t>(rhs);
+    break;
+  case DType::U16:
+    zero = hasZero<uint16_t>(rhs);
+    break;
+  case DType::U8:
+    zero = hasZero<uint8_t>(rhs);
+    break;
+  default:
+    break;
   }
   if (zero && a.out().numElements() > 0)
     return a.error("integer division by zero");
@@ -448,28 +511,29 @@ Status cpu::selectKernel(const KernelArgs &a) {
             {a.in(0).shape, a.in(1).shape, a.in(2).shape}, a.out().shape);
         int64_t sc = plan.innerStride[0], sx = plan.innerStride[1],
                 sy = plan.innerStride[2];
-        forEachSegment(plan, kElementwiseGrain, [&](int64_t row, int64_t column,
-                                                    int64_t n, int64_t offset) {
-          const Bool *cr = c + plan.rowOffset(0, row) + column * sc;
-          const W *xr = x + plan.rowOffset(1, row) + column * sx;
-          const W *yr = y + plan.rowOffset(2, row) + column * sy;
-          W *o = out + offset;
-          if (sc == 1 && sx == 1 && sy == 1) {
-            for (int64_t i = 0; i < n; ++i)
-              o[i] = cr[i] ? xr[i] : yr[i];
-          } else if (sc == 1 && sx == 1 && sy == 0) { // masked fill
-            W fill = yr[0];
-            for (int64_t i = 0; i < n; ++i)
-              o[i] = cr[i] ? xr[i] : fill;
-          } else if (sc == 1 && sx == 0 && sy == 1) {
-            W fill = xr[0];
-            for (int64_t i = 0; i < n; ++i)
-              o[i] = cr[i] ? fill : yr[i];
-          } else {
-            for (int64_t i = 0; i < n; ++i)
-              o[i] = cr[i * sc] ? xr[i * sx] : yr[i * sy];
-          }
-        });
+        forEachSegment(
+            plan, kElementwiseGrain,
+            [&](int64_t row, int64_t column, int64_t n, int64_t offset) {
+              const Bool *cr = c + plan.rowOffset(0, row) + column * sc;
+              const W *xr = x + plan.rowOffset(1, row) + column * sx;
+              const W *yr = y + plan.rowOffset(2, row) + column * sy;
+              W *o = out + offset;
+              if (sc == 1 && sx == 1 && sy == 1) {
+                for (int64_t i = 0; i < n; ++i)
+                  o[i] = cr[i] ? xr[i] : yr[i];
+              } else if (sc == 1 && sx == 1 && sy == 0) { // masked fill
+                W fill = yr[0];
+                for (int64_t i = 0; i < n; ++i)
+                  o[i] = cr[i] ? xr[i] : fill;
+              } else if (sc == 1 && sx == 0 && sy == 1) {
+                W fill = xr[0];
+                for (int64_t i = 0; i < n; ++i)
+                  o[i] = cr[i] ? fill : yr[i];
+              } else {
+                for (int64_t i = 0; i < n; ++i)
+                  o[i] = cr[i * sc] ? xr[i * sx] : yr[i * sy];
+              }
+            });
         return Status::ok();
       },
       "on_true");

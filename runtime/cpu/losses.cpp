@@ -27,20 +27,19 @@ struct LossShape {
 
 /// Reads the targets as int64, checking they are classes or ignore_index.
 template <typename I>
-Status readTargets(const KernelArgs &a, const TensorRef &t,
-                   const LossShape &s, std::vector<int64_t> &targets) {
+Status readTargets(const KernelArgs &a, const TensorRef &t, const LossShape &s,
+                   std::vector<int64_t> &targets) {
   const I *p = t.as<I>();
   int64_t count = t.numElements();
   targets.resize(count);
   for (int64_t i = 0; i < count; ++i) {
     int64_t v = int64_t(p[i]);
     if (!(s.hasIgnore && v == s.ignoreIndex) && (v < 0 || v >= s.classes))
-      return a.error("target " + std::to_string(v) + " at position " +
-                     std::to_string(i) + " is not a class in [0, " +
-                     std::to_string(s.classes) + ")" +
-                     (s.hasIgnore ? " nor ignore_index " +
-                                        std::to_string(s.ignoreIndex)
-                                  : std::string()));
+      return a.error(
+          "target " + std::to_string(v) + " at position " + std::to_string(i) +
+          " is not a class in [0, " + std::to_string(s.classes) + ")" +
+          (s.hasIgnore ? " nor ignore_index " + std::to_string(s.ignoreIndex)
+                       : std::string()));
     targets[i] = v;
   }
   return Status::ok();
@@ -48,7 +47,8 @@ Status readTargets(const KernelArgs &a, const TensorRef &t,
 
 /// log(sum(exp(x[c * stride]))) over the classes of one position.
 template <typename T>
-Compute<T> logSumExp(const T *x, int64_t classes, int64_t stride) {
+CLEAVE_ALWAYS_INLINE Compute<T> logSumExp(const T *x, int64_t classes,
+                                          int64_t stride) {
   using C = Compute<T>;
   C m = -std::numeric_limits<C>::infinity();
   C sum = 0;
@@ -68,6 +68,34 @@ Compute<T> logSumExp(const T *x, int64_t classes, int64_t stride) {
   return m + std::log(sum);
 }
 
+/// The losses of positions [begin, end) (0 where ignored).
+template <typename T, bool CrossEntropy>
+CLEAVE_ALWAYS_INLINE void lossRange(const T *x, const LossShape &s,
+                                    const int64_t *targets, double *losses,
+                                    int64_t begin, int64_t end) {
+  for (int64_t p = begin; p < end; ++p) {
+    int64_t t = targets[p];
+    if (s.hasIgnore && t == s.ignoreIndex) {
+      losses[p] = 0;
+      continue;
+    }
+    int64_t n = p / s.positions, d = p % s.positions;
+    const T *row = x + n * s.classes * s.positions + d;
+    double picked = load(row[t * s.positions]);
+    if constexpr (CrossEntropy)
+      losses[p] = double(logSumExp(row, s.classes, s.positions)) - picked;
+    else
+      losses[p] = -picked;
+  }
+}
+
+template <typename T, bool CrossEntropy>
+CLEAVE_TARGET_AVX2 void lossRangeAvx2(const T *x, const LossShape &s,
+                                      const int64_t *targets, double *losses,
+                                      int64_t begin, int64_t end) {
+  lossRange<T, CrossEntropy>(x, s, targets, losses, begin, end);
+}
+
 /// Computes every position's loss (0 where ignored) into `losses`.
 template <typename T, bool CrossEntropy>
 void positionLosses(const T *x, const LossShape &s,
@@ -75,24 +103,15 @@ void positionLosses(const T *x, const LossShape &s,
                     std::vector<double> &losses) {
   int64_t total = s.n * s.positions;
   int64_t cost = CrossEntropy ? s.classes : 1;
+  bool avx2 = CrossEntropy && std::is_same_v<T, float> && useAvx2();
   parallelRange(total, std::max<int64_t>(1, kElementwiseGrain / cost),
                 [&](int64_t begin, int64_t end) {
-                  for (int64_t p = begin; p < end; ++p) {
-                    int64_t t = targets[p];
-                    if (s.hasIgnore && t == s.ignoreIndex) {
-                      losses[p] = 0;
-                      continue;
-                    }
-                    int64_t n = p / s.positions, d = p % s.positions;
-                    const T *row = x + n * s.classes * s.positions + d;
-                    double picked = load(row[t * s.positions]);
-                    if constexpr (CrossEntropy)
-                      losses[p] = double(logSumExp(row, s.classes,
-                                                   s.positions)) -
-                                  picked;
-                    else
-                      losses[p] = -picked;
-                  }
+                  if (avx2)
+                    lossRangeAvx2<T, CrossEntropy>(x, s, targets.data(),
+                                                   losses.data(), begin, end);
+                  else
+                    lossRange<T, CrossEntropy>(x, s, targets.data(),
+                                               losses.data(), begin, end);
                 });
 }
 

@@ -27,16 +27,16 @@ constexpr int64_t kSingleThreadedGemm = 262144;
 
 void gemm(int64_t m, int64_t n, int64_t k, const float *a, const float *b,
           float *c) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blasint(m),
-              blasint(n), blasint(k), 1.0f, a, blasint(k), b, blasint(n),
-              0.0f, c, blasint(n));
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blasint(m), blasint(n),
+              blasint(k), 1.0f, a, blasint(k), b, blasint(n), 0.0f, c,
+              blasint(n));
 }
 
 void gemm(int64_t m, int64_t n, int64_t k, const double *a, const double *b,
           double *c) {
-  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blasint(m),
-              blasint(n), blasint(k), 1.0, a, blasint(k), b, blasint(n), 0.0,
-              c, blasint(n));
+  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blasint(m), blasint(n),
+              blasint(k), 1.0, a, blasint(k), b, blasint(n), 0.0, c,
+              blasint(n));
 }
 
 /// Where each batch of the result reads its operands.
@@ -82,10 +82,11 @@ void batchedGemm(const BatchPlan &plan, int64_t m, int64_t n, int64_t k,
     return;
   }
   auto one = [&](int64_t b) {
-    gemm(m, n, k, lhs + plan.lhsBatch[b] * m * k, rhs + plan.rhsBatch[b] * k * n,
-         out + b * m * n);
+    gemm(m, n, k, lhs + plan.lhsBatch[b] * m * k,
+         rhs + plan.rhsBatch[b] * k * n, out + b * m * n);
   };
-  if (m * n * k <= kSingleThreadedGemm && plan.count > 1 && !omp_in_parallel()) {
+  if (m * n * k <= kSingleThreadedGemm && plan.count > 1 &&
+      !omp_in_parallel()) {
 #pragma omp parallel for schedule(dynamic, 1)
     for (int64_t b = 0; b < plan.count; ++b)
       one(b);

@@ -25,8 +25,8 @@ void stridedCopy(const W *in, int64_t base, const Shape &dims,
   int64_t step = plan.innerStride[0];
   forEachSegment(plan, kElementwiseGrain * 2,
                  [&](int64_t row, int64_t column, int64_t n, int64_t offset) {
-                   const W *src = in + base + plan.rowOffset(0, row) +
-                                  column * step;
+                   const W *src =
+                       in + base + plan.rowOffset(0, row) + column * step;
                    W *dst = out + offset;
                    if (step == 1)
                      std::memcpy(dst, src, n * sizeof(W));
@@ -76,7 +76,7 @@ void tiledTranspose(const W *in, const Shape &inDims, const Shape &perm,
   const int64_t tile = 32;
   int64_t na = outDims[a], nb = outDims[last];
   int64_t ta = (na + tile - 1) / tile, tb = (nb + tile - 1) / tile;
-  int64_t strideA = outStrides[a];       // result stride of dim a
+  int64_t strideA = outStrides[a];         // result stride of dim a
   int64_t strideB = inStrides[perm[last]]; // source stride of the last
   parallelRange(outer * ta * tb, 16, [&](int64_t begin, int64_t end) {
     for (int64_t item = begin; item < end; ++item) {
@@ -262,12 +262,11 @@ Status cpu::sliceKernel(const KernelArgs &a) {
   int64_t rank = x.rank();
   if (int64_t(start.size()) != rank || int64_t(limit.size()) != rank ||
       int64_t(step.size()) != rank)
-    return a.error("start, limit and step need one entry per dimension of "
-                   "x (" +
-                   std::to_string(rank) + "), got " +
-                   std::to_string(start.size()) + ", " +
-                   std::to_string(limit.size()) + " and " +
-                   std::to_string(step.size()));
+    return a.error(
+        "start, limit and step need one entry per dimension of "
+        "x (" +
+        std::to_string(rank) + "), got " + std::to_string(start.size()) + ", " +
+        std::to_string(limit.size()) + " and " + std::to_string(step.size()));
   Shape expected(rank), strides = stridesOf(x.shape), steps(rank);
   int64_t base = 0;
   for (int64_t d = 0; d < rank; ++d) {
@@ -277,12 +276,12 @@ Status cpu::sliceKernel(const KernelArgs &a) {
     int64_t extent = k > 0 ? l - s : s - l;
     int64_t n = extent <= 0 ? 0 : (extent + std::abs(k) - 1) / std::abs(k);
     // Every index read, s and s + (n - 1) k, must lie in the dimension.
-    if (n > 0 && (s < 0 || s >= dim || s + (n - 1) * k < 0 ||
-                  s + (n - 1) * k >= dim))
+    if (n > 0 &&
+        (s < 0 || s >= dim || s + (n - 1) * k < 0 || s + (n - 1) * k >= dim))
       return a.error("dimension " + std::to_string(d) + " of size " +
                      std::to_string(dim) + " cannot be sliced from " +
-                     std::to_string(s) + " to " + std::to_string(l) +
-                     " by " + std::to_string(k));
+                     std::to_string(s) + " to " + std::to_string(l) + " by " +
+                     std::to_string(k));
     expected[d] = n;
     if (n > 0)
       base += s * strides[d];
@@ -326,20 +325,20 @@ Status cpu::concatKernel(const KernelArgs &a) {
   char *dst = static_cast<char *>(out.data);
   if (out.numElements() == 0)
     return Status::ok();
-  parallelRange(outer, std::max<int64_t>(1, (1 << 16) / std::max<int64_t>(rowBytes, 1)),
-                [&](int64_t begin, int64_t end) {
-                  for (int64_t o = begin; o < end; ++o) {
-                    char *row = dst + o * rowBytes;
-                    for (const TensorRef &t : a.inputs) {
-                      int64_t bytes = t.shape[axis] * innerBytes;
-                      if (bytes)
-                        std::memcpy(row, static_cast<const char *>(t.data) +
-                                             o * bytes,
-                                    bytes);
-                      row += bytes;
-                    }
-                  }
-                });
+  parallelRange(
+      outer, std::max<int64_t>(1, (1 << 16) / std::max<int64_t>(rowBytes, 1)),
+      [&](int64_t begin, int64_t end) {
+        for (int64_t o = begin; o < end; ++o) {
+          char *row = dst + o * rowBytes;
+          for (const TensorRef &t : a.inputs) {
+            int64_t bytes = t.shape[axis] * innerBytes;
+            if (bytes)
+              std::memcpy(row, static_cast<const char *>(t.data) + o * bytes,
+                          bytes);
+            row += bytes;
+          }
+        }
+      });
   return Status::ok();
 }
 

@@ -17,8 +17,9 @@ using namespace cleave::runtime::cpu;
 namespace {
 
 template <typename T>
-void layerNormRow(const T *x, const T *scale, const T *bias, T *y, int64_t d,
-                  Compute<T> epsilon) {
+CLEAVE_ALWAYS_INLINE void layerNormRow(const T *x, const T *scale,
+                                       const T *bias, T *y, int64_t d,
+                                       Compute<T> epsilon) {
   using C = Compute<T>;
   C sum = 0;
 #pragma omp simd reduction(+ : sum)
@@ -49,8 +50,8 @@ void layerNormRow(const T *x, const T *scale, const T *bias, T *y, int64_t d,
 }
 
 template <typename T>
-void rmsNormRow(const T *x, const T *scale, T *y, int64_t d,
-                Compute<T> epsilon) {
+CLEAVE_ALWAYS_INLINE void rmsNormRow(const T *x, const T *scale, T *y,
+                                     int64_t d, Compute<T> epsilon) {
   using C = Compute<T>;
   C squares = 0;
 #pragma omp simd reduction(+ : squares)
@@ -61,6 +62,42 @@ void rmsNormRow(const T *x, const T *scale, T *y, int64_t d,
   C rms = C(1) / std::sqrt(squares / C(d) + epsilon);
   for (int64_t i = 0; i < d; ++i)
     y[i] = store<T>(C(load(x[i])) * rms * C(load(scale[i])));
+}
+
+/// Rows [begin, end) of layer_norm, or of rms_norm when Rms (which has no
+/// bias).
+template <typename T, bool Rms>
+CLEAVE_ALWAYS_INLINE void normRows(const T *x, const T *scale, const T *bias,
+                                   T *y, int64_t d, Compute<T> epsilon,
+                                   int64_t begin, int64_t end) {
+  for (int64_t r = begin; r < end; ++r) {
+    if constexpr (Rms)
+      rmsNormRow(x + r * d, scale, y + r * d, d, epsilon);
+    else
+      layerNormRow(x + r * d, scale, bias, y + r * d, d, epsilon);
+  }
+}
+
+template <typename T, bool Rms>
+CLEAVE_TARGET_AVX2 void normRowsAvx2(const T *x, const T *scale, const T *bias,
+                                     T *y, int64_t d, Compute<T> epsilon,
+                                     int64_t begin, int64_t end) {
+  normRows<T, Rms>(x, scale, bias, y, d, epsilon, begin, end);
+}
+
+/// Normalizes every row, threaded over rows.
+template <typename T, bool Rms>
+void normalize(const T *x, const T *scale, const T *bias, T *y, int64_t rows,
+               int64_t d, double epsilon) {
+  bool avx2 = std::is_same_v<T, float> && useAvx2();
+  Compute<T> eps = Compute<T>(epsilon);
+  int64_t grain = std::max<int64_t>(1, 8192 / std::max<int64_t>(d, 1));
+  parallelRange(rows, grain, [&](int64_t begin, int64_t end) {
+    if (avx2)
+      normRowsAvx2<T, Rms>(x, scale, bias, y, d, eps, begin, end);
+    else
+      normRows<T, Rms>(x, scale, bias, y, d, eps, begin, end);
+  });
 }
 
 /// The checks both norms share: axis, epsilon, the result, and that the
@@ -89,9 +126,6 @@ Status checkNorm(const KernelArgs &a, std::initializer_list<size_t> weights,
   return Status::ok();
 }
 
-/// Rows per thread chunk: enough work to be worth a thread.
-int64_t rowGrain(int64_t d) { return std::max<int64_t>(1, 8192 / std::max<int64_t>(d, 1)); }
-
 } // namespace
 
 Status cpu::layerNormKernel(const KernelArgs &a) {
@@ -100,15 +134,9 @@ Status cpu::layerNormKernel(const KernelArgs &a) {
   CLEAVE_CHECK(checkNorm(a, {1, 2}, rows, d, epsilon));
   return visitFloat(a, a.in(0).dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T *x = a.in(0).as<T>();
-    const T *scale = a.has(1) ? a.in(1).as<T>() : nullptr;
-    const T *bias = a.has(2) ? a.in(2).as<T>() : nullptr;
-    T *y = a.out().as<T>();
-    parallelRange(rows, rowGrain(d), [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r)
-        layerNormRow(x + r * d, scale, bias, y + r * d, d,
-                     Compute<T>(epsilon));
-    });
+    normalize<T, false>(a.in(0).as<T>(), a.has(1) ? a.in(1).as<T>() : nullptr,
+                        a.has(2) ? a.in(2).as<T>() : nullptr, a.out().as<T>(),
+                        rows, d, epsilon);
     return Status::ok();
   });
 }
@@ -121,13 +149,8 @@ Status cpu::rmsNormKernel(const KernelArgs &a) {
     return a.error("scale is required");
   return visitFloat(a, a.in(0).dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T *x = a.in(0).as<T>();
-    const T *scale = a.in(1).as<T>();
-    T *y = a.out().as<T>();
-    parallelRange(rows, rowGrain(d), [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r)
-        rmsNormRow(x + r * d, scale, y + r * d, d, Compute<T>(epsilon));
-    });
+    normalize<T, true>(a.in(0).as<T>(), a.in(1).as<T>(), nullptr,
+                       a.out().as<T>(), rows, d, epsilon);
     return Status::ok();
   });
 }

@@ -23,9 +23,9 @@ enum class Reduce { Sum, Mean, Max, Min };
 template <typename T, Reduce R> struct AccOf {
   using type = std::conditional_t<
       R == Reduce::Sum || R == Reduce::Mean,
-      std::conditional_t<isFloating<T>(), double,
-                         std::conditional_t<std::is_signed_v<Compute<T>>,
-                                            int64_t, uint64_t>>,
+      std::conditional_t<
+          isFloating<T>(), double,
+          std::conditional_t<std::is_signed_v<Compute<T>>, int64_t, uint64_t>>,
       Compute<T>>;
 };
 
@@ -127,26 +127,26 @@ void reduceTyped(const KernelArgs &a, const std::vector<bool> &reduced) {
     // Columns: blocks of inner accumulators, threaded over (outer, block).
     const int64_t block = 256;
     int64_t blocks = (inner + block - 1) / block;
-    parallelRange(
-        outer * blocks, std::max<int64_t>(1, kElementwiseGrain / (count * block)),
-        [&](int64_t begin, int64_t end) {
-          A acc[block];
-          for (int64_t item = begin; item < end; ++item) {
-            int64_t o = item / blocks, i0 = (item % blocks) * block;
-            int64_t n = std::min(block, inner - i0);
-            for (int64_t i = 0; i < n; ++i)
-              acc[i] = initial<A, R>();
-            const T *base = x + o * count * inner + i0;
-            for (int64_t r = 0; r < count; ++r) {
-              const T *row = base + r * inner;
-              for (int64_t i = 0; i < n; ++i)
-                acc[i] = combine<A, R>(acc[i], A(load(row[i])));
-            }
-            T *o_ = out + o * inner + i0;
-            for (int64_t i = 0; i < n; ++i)
-              o_[i] = finish<T, R>(acc[i], count);
-          }
-        });
+    parallelRange(outer * blocks,
+                  std::max<int64_t>(1, kElementwiseGrain / (count * block)),
+                  [&](int64_t begin, int64_t end) {
+                    A acc[block];
+                    for (int64_t item = begin; item < end; ++item) {
+                      int64_t o = item / blocks, i0 = (item % blocks) * block;
+                      int64_t n = std::min(block, inner - i0);
+                      for (int64_t i = 0; i < n; ++i)
+                        acc[i] = initial<A, R>();
+                      const T *base = x + o * count * inner + i0;
+                      for (int64_t r = 0; r < count; ++r) {
+                        const T *row = base + r * inner;
+                        for (int64_t i = 0; i < n; ++i)
+                          acc[i] = combine<A, R>(acc[i], A(load(row[i])));
+                      }
+                      T *o_ = out + o * inner + i0;
+                      for (int64_t i = 0; i < n; ++i)
+                        o_[i] = finish<T, R>(acc[i], count);
+                    }
+                  });
     return;
   }
 
@@ -220,9 +220,15 @@ template <Reduce R> Status reduce(const KernelArgs &a) {
 
 } // namespace
 
-Status cpu::reduceSumKernel(const KernelArgs &a) { return reduce<Reduce::Sum>(a); }
+Status cpu::reduceSumKernel(const KernelArgs &a) {
+  return reduce<Reduce::Sum>(a);
+}
 Status cpu::reduceMeanKernel(const KernelArgs &a) {
   return reduce<Reduce::Mean>(a);
 }
-Status cpu::reduceMaxKernel(const KernelArgs &a) { return reduce<Reduce::Max>(a); }
-Status cpu::reduceMinKernel(const KernelArgs &a) { return reduce<Reduce::Min>(a); }
+Status cpu::reduceMaxKernel(const KernelArgs &a) {
+  return reduce<Reduce::Max>(a);
+}
+Status cpu::reduceMinKernel(const KernelArgs &a) {
+  return reduce<Reduce::Min>(a);
+}

@@ -16,7 +16,7 @@ using namespace cleave::runtime::cpu;
 namespace {
 
 template <typename T, bool Log>
-void softmaxRow(const T *x, T *y, int64_t n) {
+CLEAVE_ALWAYS_INLINE void softmaxRow(const T *x, T *y, int64_t n) {
   using C = Compute<T>;
   C m = -std::numeric_limits<C>::infinity();
 #pragma omp simd reduction(max : m)
@@ -53,8 +53,8 @@ void softmaxRow(const T *x, T *y, int64_t n) {
 
 /// `n` columns of an [C, inner] slab starting at x.
 template <typename T, bool Log>
-void softmaxColumns(const T *x, T *y, int64_t classes, int64_t inner,
-                    int64_t n) {
+CLEAVE_ALWAYS_INLINE void softmaxColumns(const T *x, T *y, int64_t classes,
+                                         int64_t inner, int64_t n) {
   using C = Compute<T>;
   constexpr int64_t kBlock = 256;
   C m[kBlock], sum[kBlock];
@@ -80,6 +80,26 @@ void softmaxColumns(const T *x, T *y, int64_t classes, int64_t inner,
     }
 }
 
+/// Rows [begin, end) of an [outer, classes] tensor.
+template <typename T, bool Log>
+CLEAVE_ALWAYS_INLINE void softmaxRows(const T *x, T *y, int64_t classes,
+                                      int64_t begin, int64_t end) {
+  for (int64_t o = begin; o < end; ++o)
+    softmaxRow<T, Log>(x + o * classes, y + o * classes, classes);
+}
+
+template <typename T, bool Log>
+CLEAVE_TARGET_AVX2 void softmaxRowsAvx2(const T *x, T *y, int64_t classes,
+                                        int64_t begin, int64_t end) {
+  softmaxRows<T, Log>(x, y, classes, begin, end);
+}
+
+template <typename T, bool Log>
+CLEAVE_TARGET_AVX2 void softmaxColumnsAvx2(const T *x, T *y, int64_t classes,
+                                           int64_t inner, int64_t n) {
+  softmaxColumns<T, Log>(x, y, classes, inner, n);
+}
+
 template <bool Log> Status softmax(const KernelArgs &a) {
   const TensorRef &x = a.in(0);
   CLEAVE_CHECK(a.expectDType(a.out(), x.dtype, "the result"));
@@ -97,12 +117,14 @@ template <bool Log> Status softmax(const KernelArgs &a) {
     T *out = a.out().as<T>();
     if (classes == 0)
       return Status::ok();
+    bool avx2 = std::is_same_v<T, float> && useAvx2();
     if (inner == 1) {
       parallelRange(outer, std::max<int64_t>(1, 4096 / classes),
                     [&](int64_t begin, int64_t end) {
-                      for (int64_t o = begin; o < end; ++o)
-                        softmaxRow<T, Log>(in + o * classes,
-                                           out + o * classes, classes);
+                      if (avx2)
+                        softmaxRowsAvx2<T, Log>(in, out, classes, begin, end);
+                      else
+                        softmaxRows<T, Log>(in, out, classes, begin, end);
                     });
       return Status::ok();
     }
@@ -114,9 +136,13 @@ template <bool Log> Status softmax(const KernelArgs &a) {
                     for (int64_t item = begin; item < end; ++item) {
                       int64_t o = item / blocks, i0 = (item % blocks) * block;
                       int64_t offset = o * classes * inner + i0;
-                      softmaxColumns<T, Log>(in + offset, out + offset,
-                                             classes, inner,
-                                             std::min(block, inner - i0));
+                      int64_t n = std::min(block, inner - i0);
+                      if (avx2)
+                        softmaxColumnsAvx2<T, Log>(in + offset, out + offset,
+                                                   classes, inner, n);
+                      else
+                        softmaxColumns<T, Log>(in + offset, out + offset,
+                                               classes, inner, n);
                     }
                   });
     return Status::ok();

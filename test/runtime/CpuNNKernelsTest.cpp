@@ -25,8 +25,8 @@ const double kInf = std::numeric_limits<double>::infinity();
 std::vector<double> matmulRef(const Buf &l, const Buf &r, const Shape &out) {
   int64_t m = l.shape[l.shape.size() - 2], k = l.shape.back(),
           n = r.shape.back();
-  Shape lb(l.shape.begin(), l.shape.end() - 2), rb(r.shape.begin(), r.shape.end() - 2),
-      ob(out.begin(), out.end() - 2);
+  Shape lb(l.shape.begin(), l.shape.end() - 2),
+      rb(r.shape.begin(), r.shape.end() - 2), ob(out.begin(), out.end() - 2);
   int64_t batches = 1;
   for (int64_t d : ob)
     batches *= d;
@@ -57,16 +57,16 @@ void checkMatmul(Shape ls, Shape rs, Shape os, DType t = DType::F32) {
 
 TEST(CpuMatmul, Shapes) {
   checkMatmul({5, 7}, {7, 3}, {5, 3});
-  checkMatmul({2, 8, 64}, {64, 192}, {2, 8, 192});      // linear layer
+  checkMatmul({2, 8, 64}, {64, 192}, {2, 8, 192});         // linear layer
   checkMatmul({2, 4, 8, 16}, {2, 4, 16, 8}, {2, 4, 8, 8}); // q k^T
-  checkMatmul({7, 16}, {3, 16, 5}, {3, 7, 5});           // lhs broadcast
-  checkMatmul({2, 1, 4, 6}, {1, 3, 6, 5}, {2, 3, 4, 5}); // both broadcast
+  checkMatmul({7, 16}, {3, 16, 5}, {3, 7, 5});             // lhs broadcast
+  checkMatmul({2, 1, 4, 6}, {1, 3, 6, 5}, {2, 3, 4, 5});   // both broadcast
   checkMatmul({3, 1, 4, 6}, {6, 2}, {3, 1, 4, 2});
   checkMatmul({1, 4, 6}, {2, 6, 2}, {2, 4, 2});
-  checkMatmul({3, 0}, {0, 4}, {3, 4});                   // k = 0: zeros
+  checkMatmul({3, 0}, {0, 4}, {3, 4}); // k = 0: zeros
   checkMatmul({0, 5}, {5, 4}, {0, 4});
   checkMatmul({2, 200, 300}, {2, 300, 100}, {2, 200, 100}); // threaded
-  checkMatmul({64, 3, 3}, {64, 3, 3}, {64, 3, 3});       // many small
+  checkMatmul({64, 3, 3}, {64, 3, 3}, {64, 3, 3});          // many small
 }
 
 TEST(CpuMatmul, OtherFloatTypes) {
@@ -103,8 +103,8 @@ TEST(CpuMatmul, Errors) {
 //===----------------------------------------------------------------------===//
 
 std::vector<double> reduceRef(const std::string &op, const Buf &x,
-                              const std::vector<int64_t> &axes,
-                              Shape &outShape, bool keepdims) {
+                              const std::vector<int64_t> &axes, Shape &outShape,
+                              bool keepdims) {
   std::vector<bool> reduced(x.shape.size(), false);
   for (int64_t a : axes)
     reduced[a < 0 ? a + x.shape.size() : a] = true;
@@ -164,9 +164,10 @@ void checkReduce(const std::string &op, const Buf &x,
 TEST(CpuReductions, AxesPatterns) {
   Buf x = random(DType::F32, {4, 5, 6, 7}, -2, 2, 3);
   std::vector<std::vector<int64_t>> axesSets = {
-      {3}, {2, 3}, {0}, {0, 1}, {1}, {1, 2}, {0, 2}, {1, 3}, {0, 3},
-      {0, 1, 2, 3}, {0, 2, 3}, {-1}, {}};
-  for (const char *op : {"reduce_sum", "reduce_mean", "reduce_max", "reduce_min"})
+      {3},    {2, 3}, {0},          {0, 1},    {1},  {1, 2}, {0, 2},
+      {1, 3}, {0, 3}, {0, 1, 2, 3}, {0, 2, 3}, {-1}, {}};
+  for (const char *op :
+       {"reduce_sum", "reduce_mean", "reduce_max", "reduce_min"})
     for (const auto &axes : axesSets)
       for (bool keepdims : {true, false})
         checkReduce(op, x, axes, keepdims);
@@ -180,11 +181,13 @@ TEST(CpuReductions, LargeAndTyped) {
     checkReduce(op, rows, {1}, true);
     checkReduce(op, cols, {0}, false);
   }
-  for (DType t : {DType::F64, DType::F16, DType::BF16, DType::I64, DType::I32}) {
+  for (DType t :
+       {DType::F64, DType::F16, DType::BF16, DType::I64, DType::I32}) {
     Buf x = random(t, {3, 4, 5}, -20, 20, 6);
     for (const char *op :
          {"reduce_sum", "reduce_mean", "reduce_max", "reduce_min"}) {
-      if ((t == DType::F16 || t == DType::BF16) && std::string(op) != "reduce_max")
+      if ((t == DType::F16 || t == DType::BF16) &&
+          std::string(op) != "reduce_max")
         continue; // sums round in 16 bits; max is exact
       checkReduce(op, x, {1}, true);
       checkReduce(op, x, {0, 2}, false);
@@ -200,7 +203,8 @@ TEST(CpuReductions, LargeAndTyped) {
 TEST(CpuReductions, NaNAndErrors) {
   Buf x = make(DType::F32, {2, 3}, {1, kNaN, 3, 4, 5, 6});
   Buf out = make(DType::F32, {2});
-  RUN_OK("reduce_max", {{"axes", intsA({1})}, {"keepdims", intA(0)}}, {&x}, out);
+  RUN_OK("reduce_max", {{"axes", intsA({1})}, {"keepdims", intA(0)}}, {&x},
+         out);
   EXPECT_TRUE(std::isnan(out.at(0)));
   EXPECT_EQ(out.at(1), 6);
   Buf wrong = make(DType::F32, {2});
@@ -238,17 +242,21 @@ std::vector<double> softmaxRef(const Buf &x, int64_t axis, bool log) {
       for (int64_t k = 0; k < c; ++k)
         s += std::exp(x.at(at(k)) - m);
       for (int64_t k = 0; k < c; ++k)
-        y[at(k)] = log ? x.at(at(k)) - m - std::log(s)
-                       : std::exp(x.at(at(k)) - m) / s;
+        y[at(k)] =
+            log ? x.at(at(k)) - m - std::log(s) : std::exp(x.at(at(k)) - m) / s;
     }
   return y;
 }
 
 TEST(CpuSoftmax, AxesAndTypes) {
   for (DType t : {DType::F32, DType::F64, DType::F16, DType::BF16})
-    for (auto [shape, axis] : std::vector<std::pair<Shape, int64_t>>{
-             {{2, 4, 8, 8}, 3}, {{3, 50257}, 1}, {{4, 7, 5}, 1}, {{6, 300}, 0},
-             {{2, 3, 600}, -2}, {{1}, 0}}) {
+    for (auto [shape, axis] :
+         std::vector<std::pair<Shape, int64_t>>{{{2, 4, 8, 8}, 3},
+                                                {{3, 50257}, 1},
+                                                {{4, 7, 5}, 1},
+                                                {{6, 300}, 0},
+                                                {{2, 3, 600}, -2},
+                                                {{1}, 0}}) {
       if (t != DType::F32 && shape[1] == 50257)
         continue;
       Buf x = random(t, shape, -8, 8, 7);
@@ -330,8 +338,8 @@ TEST(CpuNorms, LayerNorm) {
         Buf out = make(t, shape);
         RUN_OK("layer_norm", {{"axis", intA(axis)}, {"epsilon", floatA(1e-5)}},
                {&x, scale ? scale : &absent(), bias ? bias : &absent()}, out);
-        expectAll(out, layerNormRef(x, scale, bias, ax, 1e-5, false),
-                  relTol(t), relTol(t));
+        expectAll(out, layerNormRef(x, scale, bias, ax, 1e-5, false), relTol(t),
+                  relTol(t));
       }
     }
 }
@@ -390,8 +398,8 @@ std::vector<double> attentionRef(const Buf &q, const Buf &k, const Buf &v,
                    k.at(((b * Hkv + hk) * Tk + j) * D + d);
           dot *= scale;
           if (mask) {
-            double mv =
-                mask->at(broadcastIndex(mask->shape, full, ((b * H + h) * Tq + i) * Tk + j));
+            double mv = mask->at(broadcastIndex(
+                mask->shape, full, ((b * H + h) * Tq + i) * Tk + j));
             if (mask->dtype == DType::Bool)
               dot = mv ? dot : -kInf;
             else
@@ -477,7 +485,8 @@ TEST(CpuAttention, Cases) {
 }
 
 TEST(CpuAttention, FullyMaskedRowIsNaN) {
-  Buf q = random(DType::F32, {1, 1, 2, 4}), k = random(DType::F32, {1, 1, 3, 4});
+  Buf q = random(DType::F32, {1, 1, 2, 4}),
+      k = random(DType::F32, {1, 1, 3, 4});
   Buf v = random(DType::F32, {1, 1, 3, 4});
   Buf mask = make(DType::Bool, {2, 3}, {1, 1, 0, 0, 0, 0});
   Buf out = make(DType::F32, {1, 1, 2, 4});
@@ -627,8 +636,8 @@ void checkLoss(const std::string &op, Shape xs, const std::string &reduction,
   if (hasIgnore)
     attrs["ignore_index"] = intA(ignore);
   int64_t counted;
-  std::vector<double> losses =
-      lossRef(x, target, op == "softmax_cross_entropy", hasIgnore, ignore, counted);
+  std::vector<double> losses = lossRef(x, target, op == "softmax_cross_entropy",
+                                       hasIgnore, ignore, counted);
   std::vector<double> want = losses;
   Shape os = ts;
   if (reduction != "none") {
@@ -654,7 +663,8 @@ TEST(CpuLosses, SoftmaxCrossEntropyAndNll) {
   checkLoss("softmax_cross_entropy", {64, 50257}, "mean", true);
   for (DType t : {DType::F64, DType::BF16, DType::F16})
     checkLoss("softmax_cross_entropy", {8, 10, 2}, "mean", true, t);
-  checkLoss("softmax_cross_entropy", {8, 10}, "mean", true, DType::F32, DType::I32);
+  checkLoss("softmax_cross_entropy", {8, 10}, "mean", true, DType::F32,
+            DType::I32);
 }
 
 TEST(CpuLosses, AllIgnoredMeanIsNaN) {

@@ -1,4 +1,5 @@
-//===- KernelTestSupport.h - tensors and references for kernel tests -*- C++ -*-===//
+//===- KernelTestSupport.h - tensors and references for kernel tests -*- C++
+//-*-===//
 //
 // Owning tensors that read and write any element type as double, random
 // fills, attribute builders, and numpy-broadcast indexing for the naive
@@ -53,50 +54,95 @@ struct Buf {
 
   double at(int64_t i) const {
     switch (dtype) {
-    case DType::F32: return as<float>()[i];
-    case DType::F64: return as<double>()[i];
-    case DType::F16: return cpu::halfToFloat(as<cpu::Half>()[i]);
-    case DType::BF16: return cpu::bf16ToFloat(as<cpu::BFloat16>()[i]);
-    case DType::I64: return double(as<int64_t>()[i]);
-    case DType::I32: return as<int32_t>()[i];
-    case DType::I16: return as<int16_t>()[i];
-    case DType::I8: return as<int8_t>()[i];
-    case DType::U8: return as<uint8_t>()[i];
-    case DType::U16: return as<uint16_t>()[i];
-    case DType::U32: return as<uint32_t>()[i];
-    case DType::U64: return double(as<uint64_t>()[i]);
-    case DType::Bool: return as<uint8_t>()[i] != 0;
-    default: return 0;
+    case DType::F32:
+      return as<float>()[i];
+    case DType::F64:
+      return as<double>()[i];
+    case DType::F16:
+      return cpu::halfToFloat(as<cpu::Half>()[i]);
+    case DType::BF16:
+      return cpu::bf16ToFloat(as<cpu::BFloat16>()[i]);
+    case DType::I64:
+      return double(as<int64_t>()[i]);
+    case DType::I32:
+      return as<int32_t>()[i];
+    case DType::I16:
+      return as<int16_t>()[i];
+    case DType::I8:
+      return as<int8_t>()[i];
+    case DType::U8:
+      return as<uint8_t>()[i];
+    case DType::U16:
+      return as<uint16_t>()[i];
+    case DType::U32:
+      return as<uint32_t>()[i];
+    case DType::U64:
+      return double(as<uint64_t>()[i]);
+    case DType::Bool:
+      return as<uint8_t>()[i] != 0;
+    default:
+      return 0;
     }
   }
   int64_t intAt(int64_t i) const {
     switch (dtype) {
-    case DType::I64: return as<int64_t>()[i];
-    case DType::U64: return int64_t(as<uint64_t>()[i]);
-    default: return int64_t(at(i));
+    case DType::I64:
+      return as<int64_t>()[i];
+    case DType::U64:
+      return int64_t(as<uint64_t>()[i]);
+    default:
+      return int64_t(at(i));
     }
   }
   void set(int64_t i, double v) {
     switch (dtype) {
-    case DType::F32: as<float>()[i] = float(v); break;
-    case DType::F64: as<double>()[i] = v; break;
-    case DType::F16: as<cpu::Half>()[i] = cpu::floatToHalf(float(v)); break;
-    case DType::BF16: as<cpu::BFloat16>()[i] = cpu::floatToBf16(float(v)); break;
-    case DType::I64: as<int64_t>()[i] = int64_t(v); break;
-    case DType::I32: as<int32_t>()[i] = int32_t(v); break;
-    case DType::I16: as<int16_t>()[i] = int16_t(v); break;
-    case DType::I8: as<int8_t>()[i] = int8_t(v); break;
-    case DType::U8: as<uint8_t>()[i] = uint8_t(v); break;
-    case DType::U16: as<uint16_t>()[i] = uint16_t(v); break;
-    case DType::U32: as<uint32_t>()[i] = uint32_t(v); break;
-    case DType::U64: as<uint64_t>()[i] = uint64_t(v); break;
-    case DType::Bool: as<uint8_t>()[i] = v != 0; break;
-    default: break;
+    case DType::F32:
+      as<float>()[i] = float(v);
+      break;
+    case DType::F64:
+      as<double>()[i] = v;
+      break;
+    case DType::F16:
+      as<cpu::Half>()[i] = cpu::floatToHalf(float(v));
+      break;
+    case DType::BF16:
+      as<cpu::BFloat16>()[i] = cpu::floatToBf16(float(v));
+      break;
+    case DType::I64:
+      as<int64_t>()[i] = int64_t(v);
+      break;
+    case DType::I32:
+      as<int32_t>()[i] = int32_t(v);
+      break;
+    case DType::I16:
+      as<int16_t>()[i] = int16_t(v);
+      break;
+    case DType::I8:
+      as<int8_t>()[i] = int8_t(v);
+      break;
+    case DType::U8:
+      as<uint8_t>()[i] = uint8_t(v);
+      break;
+    case DType::U16:
+      as<uint16_t>()[i] = uint16_t(v);
+      break;
+    case DType::U32:
+      as<uint32_t>()[i] = uint32_t(v);
+      break;
+    case DType::U64:
+      as<uint64_t>()[i] = uint64_t(v);
+      break;
+    case DType::Bool:
+      as<uint8_t>()[i] = v != 0;
+      break;
+    default:
+      break;
     }
   }
 };
 
-inline Buf make(DType dtype, Shape shape, const std::vector<double> &values = {}) {
+inline Buf make(DType dtype, Shape shape,
+                const std::vector<double> &values = {}) {
   Buf b(dtype, std::move(shape));
   for (size_t i = 0; i < values.size() && int64_t(i) < b.size(); ++i)
     b.set(int64_t(i), values[i]);
@@ -209,11 +255,16 @@ inline int64_t flatten(const Shape &shape, const std::vector<int64_t> &idx) {
 /// reference.
 inline double relTol(DType dtype) {
   switch (dtype) {
-  case DType::F32: return 1e-5;
-  case DType::F16: return 2e-3;
-  case DType::BF16: return 1.6e-2;
-  case DType::F64: return 1e-12;
-  default: return 0;
+  case DType::F32:
+    return 1e-5;
+  case DType::F16:
+    return 2e-3;
+  case DType::BF16:
+    return 1.6e-2;
+  case DType::F64:
+    return 1e-12;
+  default:
+    return 0;
   }
 }
 
