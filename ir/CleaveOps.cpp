@@ -281,6 +281,26 @@ LogicalResult RmsNormOp::verify() {
   return verifyNormalizedShape(*this, x, getAxis(), getScale(), "scale");
 }
 
+LogicalResult RotaryOp::verify() {
+  auto x = getX().getType().cast<RankedTensorType>();
+  auto cos = getCos().getType().cast<RankedTensorType>();
+  auto sin = getSin().getType().cast<RankedTensorType>();
+  if (getResult().getType() != x)
+    return emitOpError() << "result type " << getResult().getType()
+                         << " differs from the input type " << x;
+  if (x.getRank() < 2 || x.getShape().back() % 2 != 0)
+    return emitOpError() << "x must be [..., seq, head_dim] with an even "
+                            "head_dim, got "
+                         << shapeString(x.getShape());
+  ArrayRef<int64_t> table = x.getShape().take_back(2);
+  if (cos != sin || cos.getShape() != table ||
+      cos.getElementType() != x.getElementType())
+    return emitOpError() << "cos and sin must both be " << shapeString(table)
+                         << " of " << x.getElementType() << ", got " << cos
+                         << " and " << sin;
+  return success();
+}
+
 template <typename SoftmaxLike>
 static LogicalResult verifySoftmaxAxis(SoftmaxLike op) {
   int64_t rank = op.getX().getType().template cast<RankedTensorType>().getRank();

@@ -371,6 +371,27 @@ def Cleave_RmsNormOp : Cleave_Op<"rms_norm", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Cleave_RotaryOp : Cleave_Op<"rotary", [Pure]> {
+  let summary = "rotary position embedding, rotate-half form";
+  let description = [{
+    `x * cos + rotate_half(x) * sin` with
+    `rotate_half(x) = concat(-x[..., D/2:], x[..., :D/2])` along the last
+    axis: Llama's (and GPT-NeoX's) rotary embedding. `x: [..., T, D]` with
+    `D` even; `cos` and `sin: [T, D]`, shared by every leading index.
+
+    ```mlir
+    %y = cleave.rotary %q, %cos, %sin
+        : (tensor<2x4x8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<2x4x8x16xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_FloatTensor:$x, Cleave_FloatTensor:$cos,
+                       Cleave_FloatTensor:$sin);
+  let results = (outs Cleave_FloatTensor:$result);
+  let assemblyFormat =
+      "$x `,` $cos `,` $sin attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def Cleave_AttentionOp : Cleave_Op<"attention", [Pure]> {
   let summary = "scaled dot-product attention";
   let description = [{

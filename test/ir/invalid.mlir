@@ -692,3 +692,19 @@ func.func @concat_wrong_result(%a: tensor<2x3xf32>, %b: tensor<2x5xf32>) {
   %0 = cleave.concat %a, %b {axis = 1 : i64} : (tensor<2x3xf32>, tensor<2x5xf32>) -> tensor<2x9xf32>
   return
 }
+
+// -----
+
+func.func @rotary_odd_head_dim(%x: tensor<2x8x15xf32>, %c: tensor<8x15xf32>) {
+  // expected-error @+1 {{'cleave.rotary' op x must be [..., seq, head_dim] with an even head_dim, got 2x8x15}}
+  %0 = cleave.rotary %x, %c, %c : (tensor<2x8x15xf32>, tensor<8x15xf32>, tensor<8x15xf32>) -> tensor<2x8x15xf32>
+  return
+}
+
+// -----
+
+func.func @rotary_wrong_table(%x: tensor<2x8x16xf32>, %c: tensor<4x16xf32>) {
+  // expected-error @+1 {{'cleave.rotary' op cos and sin must both be 8x16 of 'f32', got 'tensor<4x16xf32>' and 'tensor<4x16xf32>'}}
+  %0 = cleave.rotary %x, %c, %c : (tensor<2x8x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<2x8x16xf32>
+  return
+}

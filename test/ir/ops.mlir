@@ -305,3 +305,10 @@ func.func @concat(%a: tensor<2x3xf32>, %b: tensor<2x5xf32>, %c: tensor<2x1xf32>,
   %2 = cleave.concat %a {axis = 1 : i64} : (tensor<2x3xf32>) -> tensor<2x3xf32>
   return
 }
+
+// CHECK-LABEL: func.func @rotary
+// CHECK: cleave.rotary %{{.*}}, %{{.*}}, %{{.*}} : (tensor<2x4x8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<2x4x8x16xf32>
+func.func @rotary(%x: tensor<2x4x8x16xf32>, %c: tensor<8x16xf32>, %s: tensor<8x16xf32>) -> tensor<2x4x8x16xf32> {
+  %0 = cleave.rotary %x, %c, %s : (tensor<2x4x8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<2x4x8x16xf32>
+  return %0 : tensor<2x4x8x16xf32>
+}
