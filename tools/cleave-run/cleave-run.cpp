@@ -162,6 +162,14 @@ std::string humanRate(double perSecond) {
   return buf;
 }
 
+/// "131 ms", "12.5 ms", "0.42 ms".
+std::string milliseconds(double seconds) {
+  double ms = seconds * 1000;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, ms < 10 ? "%.2f ms" : ms < 100 ? "%.1f ms" : "%.0f ms", ms);
+  return buf;
+}
+
 /// Achieved FLOP/s with the prefix that keeps it readable: "1.2 TFLOP/s".
 std::string humanFlops(double perSecond) {
   const char *prefixes[] = {"", "k", "M", "G", "T", "P"};
@@ -200,8 +208,7 @@ struct Startup {
   MetricsWriter metrics;
 };
 
-Status start(int argc, char **argv, const Communicator &comm, Startup &s) {
-  CLEAVE_CHECK(parseFlags(argc, argv, s.flags));
+Status start(const Communicator &comm, Startup &s) {
   if (s.flags.help)
     return Status::ok();
   const Flags &flags = s.flags;
@@ -307,7 +314,7 @@ Status train(Startup &s, Communicator &comm) {
       std::snprintf(loss, sizeof loss, "%.4f", r.loss);
     std::string line = "step " + std::to_string(step + 1) + "/" +
                        std::to_string(flags.steps) + " | loss " + loss + " | " +
-                       std::to_string(int64_t(r.seconds * 1000 + 0.5)) + " ms";
+                       milliseconds(r.seconds);
     if (r.flops > 0 && r.seconds > 0)
       line += " | " + humanFlops(r.flops / r.seconds);
     line += " | " + humanRate(m.tokensPerSecond) + " tok/s | peak " +
@@ -339,9 +346,16 @@ Status initMpi(int *argc, char ***argv) {
 
 int run(int argc, char **argv, Communicator &comm) {
   Startup s;
-  Status status = start(argc, argv, comm, s);
-  if (!status)
-    report(comm, status);
+  Status status = parseFlags(argc, argv, s.flags);
+  if (!status) {
+    // The same on every rank: say it once.
+    if (comm.rank() == 0)
+      report(comm, status);
+  } else {
+    status = start(comm, s);
+    if (!status)
+      report(comm, status);
+  }
   // Before the first collective of the runtime, every rank learns whether
   // all started, so that a bad flag or file ends the job cleanly everywhere.
   bool allStarted = false;
