@@ -426,6 +426,33 @@ CLEAVE_ALWAYS_INLINE float fastTanh(float x) {
   return ax > 0.625f ? big : small;
 }
 
+/// Eight floats as a GCC vector that may sit at any float's address: one
+/// AVX register in the AVX2 variants, two SSE registers in the baseline.
+/// For the few loops the vectorizer does not handle on its own (float max
+/// reductions, which it only forms with -ffinite-math-only).
+typedef float Float8 __attribute__((vector_size(32), aligned(4)));
+
+/// The largest of x[0, n) (-inf when empty); NaN elements are skipped, so
+/// a caller that needs NaN to propagate sees it in its next step (exp).
+CLEAVE_ALWAYS_INLINE float maxOf(const float *x, int64_t n) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  Float8 m0 = {ninf, ninf, ninf, ninf, ninf, ninf, ninf, ninf}, m1 = m0;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    Float8 a = *reinterpret_cast<const Float8 *>(x + i);
+    Float8 b = *reinterpret_cast<const Float8 *>(x + i + 8);
+    m0 = a > m0 ? a : m0;
+    m1 = b > m1 ? b : m1;
+  }
+  m0 = m1 > m0 ? m1 : m0;
+  float m = ninf;
+  for (int lane = 0; lane < 8; ++lane)
+    m = m0[lane] > m ? m0[lane] : m;
+  for (; i < n; ++i)
+    m = x[i] > m ? x[i] : m;
+  return m;
+}
+
 template <typename C> CLEAVE_ALWAYS_INLINE C exp(C x) { return std::exp(x); }
 template <> CLEAVE_ALWAYS_INLINE float exp<float>(float x) {
   return fastExp(x);

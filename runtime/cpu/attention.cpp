@@ -2,14 +2,16 @@
 //
 // softmax(q k^T * scale [+ mask]) v for q [B, H, Tq, D], k [B, Hkv, Tk, D],
 // v [B, Hkv, Tk, Dv]; query head h reads key/value head h / (H / Hkv)
-// (grouped-query attention). One OpenMP work item is a (batch, head, block
-// of query rows); four query rows are computed together so each key and
-// value row is loaded once for four. Per query row only its row of scores
-// exists (no [Tq, Tk] tensor): scores, row max, exp and sum, then the
-// weighted sum of value rows. With `causal`, key j > i is never computed
-// (top-left aligned, as the op defines). A mask broadcast to [B, H, Tq, Tk]
-// is read in place: a bool mask keeps true entries, a float mask is added.
-// A row with every key masked gives NaN, as softmax over -inf does.
+// (grouped-query attention). The keys are first transposed to [D, Tk] per
+// head (in float), once for all query heads that share them. One OpenMP
+// work item is then a (batch, head, block of 32 query rows); four query
+// rows are computed together, as GEMM-like 4 x 16 register tiles over the
+// transposed keys and then over the values. Only four rows of scores exist at a
+// time (no [Tq, Tk] tensor): scores, row max, exp and sum, then the weighted
+// sum of value rows. With `causal`, key j > i is never computed (top-left
+// aligned, as the op defines). A mask broadcast to [B, H, Tq, Tk] is read in
+// place: a bool mask keeps true entries, a float mask is added. A row with
+// every key masked gives NaN, as softmax over -inf does.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,7 +22,8 @@ using namespace cleave::runtime::cpu;
 
 namespace {
 
-constexpr int64_t kRows = 4;        // query rows computed together
+constexpr int64_t kRows = 4;        // query rows per register tile
+constexpr int64_t kCols = 16;       // keys (or value columns) per tile, at most
 constexpr int64_t kQueryBlock = 32; // query rows per work item
 
 struct AttentionShape {
@@ -43,63 +46,143 @@ CLEAVE_ALWAYS_INLINE void applyMask(const M *mask, int64_t stride,
   }
 }
 
-/// Per-thread scratch: four rows of scores, outputs and scaled queries.
-struct Scratch {
-  std::vector<float> scores, acc, qrow;
+/// Keys transposed to [B * Hkv, D, ld] floats (ld: Tk rounded up to a
+/// tile, padded with zeros) and values as float, shared by every work item.
+struct Prepared {
+  std::vector<float> kt, vf;
+  int64_t ld = 0;
 };
 
+/// Per-thread scratch of one work item.
+struct Scratch {
+  std::vector<float> qrow;   // [kRows, D]: scaled query rows
+  std::vector<float> scores; // [kRows, ld]: scores, then weights
+};
+
+/// W floats as a GCC vector at any float's address. The tiles are 4 rows
+/// by two vectors: 4 x 16 with AVX2 (W = 8), 4 x 8 with SSE (W = 4), so
+/// the eight accumulators stay in registers either way.
+template <int W> struct VecOf {
+  typedef float type __attribute__((vector_size(W * 4), aligned(4)));
+};
+
+/// scores[r, j0 + c] = sum_p q[r, p] kt[p, j0 + c], c < 2W: each step loads
+/// 2W keys once for four query rows.
+template <int W>
+CLEAVE_ALWAYS_INLINE void scoreTile(const float *q, int64_t d, const float *kt,
+                                    int64_t ld, float *scores, int64_t j0) {
+  using V = typename VecOf<W>::type;
+  V a0 = {}, b0 = {}, a1 = {}, b1 = {}, a2 = {}, b2 = {}, a3 = {}, b3 = {};
+  for (int64_t p = 0; p < d; ++p) {
+    const V *row = reinterpret_cast<const V *>(kt + p * ld + j0);
+    V k0 = row[0], k1 = *reinterpret_cast<const V *>(kt + p * ld + j0 + W);
+    float q0 = q[p], q1 = q[d + p], q2 = q[2 * d + p], q3 = q[3 * d + p];
+    a0 += q0 * k0;
+    b0 += q0 * k1;
+    a1 += q1 * k0;
+    b1 += q1 * k1;
+    a2 += q2 * k0;
+    b2 += q2 * k1;
+    a3 += q3 * k0;
+    b3 += q3 * k1;
+  }
+  auto put = [&](int64_t r, int64_t c, V v) {
+    *reinterpret_cast<V *>(scores + r * ld + j0 + c) = v;
+  };
+  put(0, 0, a0);
+  put(0, W, b0);
+  put(1, 0, a1);
+  put(1, W, b1);
+  put(2, 0, a2);
+  put(2, W, b2);
+  put(3, 0, a3);
+  put(3, W, b3);
+}
+
+/// out[r, c] = sum_j w[r, j] v[j, d0 + c] for four rows and n <= 2W value
+/// columns.
+template <int W>
+CLEAVE_ALWAYS_INLINE void valueTile(const float *w, int64_t ld, int64_t keys,
+                                    const float *v, int64_t dv, int64_t d0,
+                                    int64_t n, float (&out)[kRows][kCols]) {
+  using V = typename VecOf<W>::type;
+  if (n == 2 * W) {
+    V a0 = {}, b0 = {}, a1 = {}, b1 = {}, a2 = {}, b2 = {}, a3 = {}, b3 = {};
+    for (int64_t j = 0; j < keys; ++j) {
+      V v0 = *reinterpret_cast<const V *>(v + j * dv + d0);
+      V v1 = *reinterpret_cast<const V *>(v + j * dv + d0 + W);
+      float w0 = w[j], w1 = w[ld + j], w2 = w[2 * ld + j], w3 = w[3 * ld + j];
+      a0 += w0 * v0;
+      b0 += w0 * v1;
+      a1 += w1 * v0;
+      b1 += w1 * v1;
+      a2 += w2 * v0;
+      b2 += w2 * v1;
+      a3 += w3 * v0;
+      b3 += w3 * v1;
+    }
+    V *o0 = reinterpret_cast<V *>(out[0]), *o1 = reinterpret_cast<V *>(out[1]);
+    V *o2 = reinterpret_cast<V *>(out[2]), *o3 = reinterpret_cast<V *>(out[3]);
+    *o0 = a0;
+    *reinterpret_cast<V *>(out[0] + W) = b0;
+    *o1 = a1;
+    *reinterpret_cast<V *>(out[1] + W) = b1;
+    *o2 = a2;
+    *reinterpret_cast<V *>(out[2] + W) = b2;
+    *o3 = a3;
+    *reinterpret_cast<V *>(out[3] + W) = b3;
+    return;
+  }
+  float acc[kRows][kCols] = {};
+  for (int64_t j = 0; j < keys; ++j) {
+    const float *row = v + j * dv + d0;
+    for (int64_t r = 0; r < kRows; ++r)
+      for (int64_t c = 0; c < n; ++c)
+        acc[r][c] += w[r * ld + j] * row[c];
+  }
+  for (int64_t r = 0; r < kRows; ++r)
+    for (int64_t c = 0; c < n; ++c)
+      out[r][c] = acc[r][c];
+}
+
 /// One work item: query rows [block * kQueryBlock, ...) of (batch, head).
-template <typename T, typename M>
-CLEAVE_ALWAYS_INLINE void attendBlock(const AttentionShape &s, const T *q,
-                                      const T *k, const T *v, const M *mask,
-                                      T *out, float scale, bool causal,
-                                      int64_t item, Scratch &scratch) {
+/// Every four query rows take their scores in 4 x 16 register tiles over
+/// the transposed keys, a softmax per row, and the weighted sum of values
+/// in 4 x 16 tiles.
+template <int W, typename T, typename M>
+CLEAVE_ALWAYS_INLINE void
+attendBlock(const AttentionShape &s, const T *q, const float *kt, int64_t ld,
+            const float *vf, const M *mask, T *out, float scale, bool causal,
+            int64_t item, Scratch &scratch) {
   const float ninf = -std::numeric_limits<float>::infinity();
   const int64_t blocks = (s.tq + kQueryBlock - 1) / kQueryBlock;
   int64_t block = item % blocks, bh = item / blocks;
   int64_t b = bh / s.h, h = bh % s.h, hk = h / (s.h / s.hkv);
-  const T *kh = k + (b * s.hkv + hk) * s.tk * s.d;
-  const T *vh = v + (b * s.hkv + hk) * s.tk * s.dv;
-  float *scores = scratch.scores.data(), *acc = scratch.acc.data(),
-        *qrow = scratch.qrow.data();
+  const float *kth = kt + (b * s.hkv + hk) * s.d * ld;
+  const float *vh = vf + (b * s.hkv + hk) * s.tk * s.dv;
   int64_t iBegin = block * kQueryBlock;
   int64_t iEnd = std::min(s.tq, iBegin + kQueryBlock);
+  float *qrow = scratch.qrow.data(), *scores = scratch.scores.data();
   for (int64_t i0 = iBegin; i0 < iEnd; i0 += kRows) {
     int64_t rows = std::min(kRows, iEnd - i0);
     // Query rows as float, pre-scaled; rows past the end repeat the first
-    // so the four-row loops need no tail.
+    // so the tiles need no tail.
     int64_t end[kRows], keys = 0;
     for (int64_t r = 0; r < kRows; ++r) {
       int64_t i = i0 + (r < rows ? r : 0);
       const T *qi = q + ((b * s.h + h) * s.tq + i) * s.d;
-      for (int64_t d = 0; d < s.d; ++d)
-        qrow[r * s.d + d] = float(load(qi[d])) * scale;
+      for (int64_t p = 0; p < s.d; ++p)
+        qrow[r * s.d + p] = float(load(qi[p])) * scale;
       end[r] = causal ? std::min(i + 1, s.tk) : s.tk;
       if (r < rows)
         keys = std::max(keys, end[r]);
     }
-    float *s0 = scores, *s1 = s0 + s.tk, *s2 = s1 + s.tk, *s3 = s2 + s.tk;
-    const float *q0 = qrow, *q1 = q0 + s.d, *q2 = q1 + s.d, *q3 = q2 + s.d;
-    for (int64_t j = 0; j < keys; ++j) {
-      const T *kj = kh + j * s.d;
-      float a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-#pragma omp simd reduction(+ : a0, a1, a2, a3)
-      for (int64_t d = 0; d < s.d; ++d) {
-        float kv = load(kj[d]);
-        a0 += q0[d] * kv;
-        a1 += q1[d] * kv;
-        a2 += q2[d] * kv;
-        a3 += q3[d] * kv;
-      }
-      s0[j] = a0;
-      s1[j] = a1;
-      s2[j] = a2;
-      s3[j] = a3;
-    }
-    // Mask, causal cut, softmax numerators per row.
+    for (int64_t j0 = 0; j0 < keys; j0 += 2 * W)
+      scoreTile<W>(qrow, s.d, kth, ld, scores, j0);
+    // Mask, causal cut and softmax weights per row; unused rows weigh 0.
     float inv[kRows];
     for (int64_t r = 0; r < kRows; ++r) {
-      float *sr = scores + r * s.tk;
+      float *sr = scores + r * ld;
       if (r >= rows) {
         std::fill(sr, sr + keys, 0.0f);
         inv[r] = 0;
@@ -110,71 +193,97 @@ CLEAVE_ALWAYS_INLINE void attendBlock(const AttentionShape &s, const T *q,
                   end[r]);
       for (int64_t j = end[r]; j < keys; ++j)
         sr[j] = ninf;
-      float m = ninf;
-#pragma omp simd reduction(max : m)
-      for (int64_t j = 0; j < end[r]; ++j)
-        m = std::max(m, sr[j]);
+      float m = maxOf(sr, end[r]);
       float sum = 0;
 #pragma omp simd reduction(+ : sum)
       for (int64_t j = 0; j < keys; ++j) {
-        float p = fastExp(sr[j] - m);
-        sr[j] = p;
-        sum += p;
+        float e = fastExp(sr[j] - m);
+        sr[j] = e;
+        sum += e;
       }
       if (m == ninf) // every key masked: NaN, as softmax of -inf gives
         sum = std::numeric_limits<float>::quiet_NaN();
       inv[r] = 1.0f / sum;
     }
-    // Weighted sum of value rows.
-    std::fill(acc, acc + kRows * s.dv, 0.0f);
-    float *o0 = acc, *o1 = o0 + s.dv, *o2 = o1 + s.dv, *o3 = o2 + s.dv;
-    for (int64_t j = 0; j < keys; ++j) {
-      const T *vj = vh + j * s.dv;
-      float p0 = s0[j], p1 = s1[j], p2 = s2[j], p3 = s3[j];
-#pragma omp simd
-      for (int64_t d = 0; d < s.dv; ++d) {
-        float vv = load(vj[d]);
-        o0[d] += p0 * vv;
-        o1[d] += p1 * vv;
-        o2[d] += p2 * vv;
-        o3[d] += p3 * vv;
+    // Weighted sums of value rows, 16 value columns at a time.
+    for (int64_t d0 = 0; d0 < s.dv; d0 += 2 * W) {
+      int64_t n = std::min<int64_t>(2 * W, s.dv - d0);
+      float tile[kRows][kCols];
+      valueTile<W>(scores, ld, keys, vh, s.dv, d0, n, tile);
+      for (int64_t r = 0; r < rows; ++r) {
+        T *o = out + ((b * s.h + h) * s.tq + i0 + r) * s.dv + d0;
+        for (int64_t c = 0; c < n; ++c)
+          o[c] = store<T>(Compute<T>(tile[r][c] * inv[r]));
       }
-    }
-    for (int64_t r = 0; r < rows; ++r) {
-      T *oi = out + ((b * s.h + h) * s.tq + i0 + r) * s.dv;
-      for (int64_t d = 0; d < s.dv; ++d)
-        oi[d] = store<T>(Compute<T>(acc[r * s.dv + d] * inv[r]));
     }
   }
 }
 
 template <typename T, typename M>
-CLEAVE_TARGET_AVX2 void attendBlockAvx2(const AttentionShape &s, const T *q,
-                                        const T *k, const T *v, const M *mask,
-                                        T *out, float scale, bool causal,
-                                        int64_t item, Scratch &scratch) {
-  attendBlock<T, M>(s, q, k, v, mask, out, scale, causal, item, scratch);
+CLEAVE_TARGET_AVX2 void
+attendBlockAvx2(const AttentionShape &s, const T *q, const float *kt,
+                int64_t ld, const float *vf, const M *mask, T *out, float scale,
+                bool causal, int64_t item, Scratch &scratch) {
+  attendBlock<8, T, M>(s, q, kt, ld, vf, mask, out, scale, causal, item,
+                       scratch);
+}
+
+/// Transposes every key head into `p.kt` (16 keys at a time: 16 rows read,
+/// D rows of 16 written) and widens the values if they are not float.
+template <typename T>
+void prepare(const AttentionShape &s, const T *k, const T *v, Prepared &p) {
+  p.ld = (s.tk + kCols - 1) / kCols * kCols;
+  int64_t heads = s.b * s.hkv, tiles = p.ld / kCols;
+  p.kt.resize(heads * s.d * p.ld);
+  parallelRange(heads * tiles, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t item = begin; item < end; ++item) {
+      int64_t head = item / tiles, j0 = (item % tiles) * kCols;
+      const T *kh = k + head * s.tk * s.d;
+      float *dst = p.kt.data() + head * s.d * p.ld + j0;
+      for (int64_t p_ = 0; p_ < s.d; ++p_)
+        for (int64_t c = 0; c < kCols; ++c)
+          dst[p_ * p.ld + c] =
+              j0 + c < s.tk ? float(load(kh[(j0 + c) * s.d + p_])) : 0.0f;
+    }
+  });
+  if constexpr (!std::is_same_v<T, float>) {
+    p.vf.resize(heads * s.tk * s.dv);
+    parallelRange(int64_t(p.vf.size()), kElementwiseGrain,
+                  [&](int64_t begin, int64_t end) {
+                    for (int64_t i = begin; i < end; ++i)
+                      p.vf[i] = float(load(v[i]));
+                  });
+  }
 }
 
 template <typename T, typename M>
 void attentionTyped(const AttentionShape &s, const T *q, const T *k, const T *v,
                     const M *mask, T *out, float scale, bool causal) {
+  Prepared prepared;
+  prepare(s, k, v, prepared);
+  const float *vf;
+  if constexpr (std::is_same_v<T, float>)
+    vf = v;
+  else
+    vf = prepared.vf.data();
+  const int64_t ld = prepared.ld;
+  const float *kt = prepared.kt.data();
   const int64_t blocks = (s.tq + kQueryBlock - 1) / kQueryBlock;
   const int64_t items = s.b * s.h * blocks;
   const bool avx2 = useAvx2();
 #pragma omp parallel if (items > 1 && !omp_in_parallel())
   {
     Scratch scratch;
-    scratch.scores.resize(kRows * s.tk);
-    scratch.acc.resize(kRows * s.dv);
     scratch.qrow.resize(kRows * s.d);
+    scratch.scores.resize(kRows * ld);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t item = 0; item < items; ++item) {
       if (avx2)
-        attendBlockAvx2<T, M>(s, q, k, v, mask, out, scale, causal, item,
+        attendBlockAvx2<T, M>(s, q, kt, ld, vf, mask, out, scale, causal, item,
                               scratch);
       else
-        attendBlock<T, M>(s, q, k, v, mask, out, scale, causal, item, scratch);
+        attendBlock<4, T, M>(s, q, kt, ld, vf, mask, out, scale, causal, item,
+                             scratch);
     }
   }
 }

@@ -53,9 +53,12 @@ CLEAVE_ALWAYS_INLINE Compute<T> logSumExp(const T *x, int64_t classes,
   C m = -std::numeric_limits<C>::infinity();
   C sum = 0;
   if (stride == 1) {
-#pragma omp simd reduction(max : m)
-    for (int64_t c = 0; c < classes; ++c)
-      m = std::max(m, C(load(x[c])));
+    if constexpr (std::is_same_v<T, float>) {
+      m = maxOf(x, classes);
+    } else {
+      for (int64_t c = 0; c < classes; ++c)
+        m = std::max(m, C(load(x[c])));
+    }
 #pragma omp simd reduction(+ : sum)
     for (int64_t c = 0; c < classes; ++c)
       sum += cpu::exp(C(load(x[c])) - m);

@@ -19,9 +19,12 @@ template <typename T, bool Log>
 CLEAVE_ALWAYS_INLINE void softmaxRow(const T *x, T *y, int64_t n) {
   using C = Compute<T>;
   C m = -std::numeric_limits<C>::infinity();
-#pragma omp simd reduction(max : m)
-  for (int64_t i = 0; i < n; ++i)
-    m = std::max(m, C(load(x[i])));
+  if constexpr (std::is_same_v<T, float>) {
+    m = maxOf(x, n);
+  } else {
+    for (int64_t i = 0; i < n; ++i)
+      m = std::max(m, C(load(x[i])));
+  }
   C sum = 0;
   if constexpr (Log) {
 #pragma omp simd reduction(+ : sum)
