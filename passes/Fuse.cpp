@@ -1,7 +1,8 @@
 //===- Fuse.cpp - raise exported op chains to the dialect's fused ops -----===//
 //
 // torch.onnx.export spells RMSNorm, SiLU and GELU as chains of elementwise
-// ops, each a pass over memory, and attention as two products around a
+// ops, each a pass over memory, rotary embeddings as slices, a negation,
+// a concat and two products, and attention as two products around a
 // softmax that materializes every score. This pass finds those chains and replaces
 // each with the one op that a backend runs as a single fused kernel (and
 // that later passes split and differentiate as a unit). Only exact shapes
@@ -464,12 +465,89 @@ struct FuseAttention : OpRewritePattern<MatmulOp> {
   }
 };
 
+/// Whether `v` is slice(x) of the half [from, from + D/2) of x's last axis,
+/// everything else whole, with step 1.
+bool isHalfSlice(Value v, Value x, bool upper) {
+  auto slice = def<SliceOp>(v);
+  if (!slice || slice.getX() != x)
+    return false;
+  auto type = x.getType().cast<RankedTensorType>();
+  int64_t rank = type.getRank(), d = type.getShape().back();
+  ArrayRef<int64_t> start = slice.getStart(), limit = slice.getLimit(),
+                    step = slice.getStep();
+  for (int64_t i = 0; i < rank; ++i) {
+    int64_t wantStart = i + 1 < rank ? 0 : (upper ? d / 2 : 0);
+    int64_t wantLimit = i + 1 < rank ? type.getDimSize(i) : (upper ? d : d / 2);
+    if (start[i] != wantStart || limit[i] != wantLimit || step[i] != 1)
+      return false;
+  }
+  return true;
+}
+
+/// x * cos + concat(-x[..., D/2:], x[..., :D/2]) * sin -> rotary(x, cos, sin)
+/// with cos and sin of shape [T, D] (x: [..., T, D]).
+struct FuseRotary : OpRewritePattern<AddOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(AddOp add,
+                                PatternRewriter &rewriter) const override {
+    auto type = add.getType().dyn_cast<RankedTensorType>();
+    if (!type || type.getRank() < 2 || type.getShape().back() % 2 != 0)
+      return failure();
+    Value x, cos, sin;
+    bool matched = eitherOrder(add, [&](Value direct, Value rotated) {
+      auto mulDirect = def<MulOp>(direct), mulRotated = def<MulOp>(rotated);
+      if (!mulDirect || !mulRotated)
+        return false;
+      // rotate_half(x) * sin, either operand order.
+      Value halfRotated;
+      if (!eitherOrder(mulRotated, [&](Value r, Value t) {
+            auto concat = def<ConcatOp>(r);
+            if (!concat || concat.getInputs().size() != 2 ||
+                concat.getAxis() != (uint64_t)type.getRank() - 1)
+              return false;
+            auto neg = def<NegOp>(concat.getInputs()[0]);
+            if (!neg)
+              return false;
+            Value upper = neg.getX(), lower = concat.getInputs()[1];
+            auto upperSlice = def<SliceOp>(upper);
+            if (!upperSlice)
+              return false;
+            Value source = upperSlice.getX();
+            if (!isHalfSlice(upper, source, true) ||
+                !isHalfSlice(lower, source, false))
+              return false;
+            halfRotated = source;
+            sin = t;
+            return true;
+          }))
+        return false;
+      // x * cos with the same x.
+      return eitherOrder(mulDirect, [&](Value a, Value c) {
+        if (a != halfRotated)
+          return false;
+        x = a;
+        cos = c;
+        return true;
+      });
+    });
+    if (!matched || x.getType() != type)
+      return failure();
+    auto table = RankedTensorType::get(type.getShape().take_back(2),
+                                       type.getElementType());
+    if (cos.getType() != table || sin.getType() != table)
+      return failure();
+    rewriter.replaceOpWithNewOp<RotaryOp>(add, type, x, cos, sin);
+    return success();
+  }
+};
+
 struct Fuse : mlir::cleave::impl::FuseBase<Fuse> {
   using FuseBase::FuseBase;
 
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<FuseMul, FuseAttention>(&getContext());
+    patterns.add<FuseMul, FuseAttention, FuseRotary>(&getContext());
     FrozenRewritePatternSet frozen(std::move(patterns));
     // The greedy driver also erases the chains' ops once unused (they are
     // Pure) and folds what it can.

@@ -34,10 +34,11 @@ def VerifyImported : Pass<"cleave-verify-imported", "ModuleOp"> {
 }
 
 def Fuse : Pass<"cleave-fuse", "ModuleOp"> {
-  let summary = "raises exported op chains to fused ops (attention, rms_norm, gelu, silu)";
+  let summary = "raises exported op chains to fused ops (attention, rotary, rms_norm, gelu, silu)";
   let description = [{
     `torch.onnx.export` spells RMSNorm, GELU (exact and tanh) and SiLU as
-    chains of elementwise ops, and attention as two products around a
+    chains of elementwise ops, rotary embeddings (rotate-half) as slices, a
+    negation, a concat and products, and attention as two products around a
     softmax (a constant causal mask becomes `causal`; another mask is kept).
     This pass replaces each such chain with the
     dialect's op, which a backend runs as one fused kernel and later passes

@@ -61,6 +61,9 @@ Status logSoftmaxKernel(const KernelArgs &a);
 Status layerNormKernel(const KernelArgs &a);
 Status rmsNormKernel(const KernelArgs &a);
 
+// rotary.cpp
+Status rotaryKernel(const KernelArgs &a);
+
 // attention.cpp
 Status attentionKernel(const KernelArgs &a);
 

@@ -65,6 +65,7 @@ const KernelEntry kKernels[] = {
     {"relu", reluKernel, 1, 1},
     {"reshape", reshapeKernel, 1, 1},
     {"rms_norm", rmsNormKernel, 2, 2},
+    {"rotary", rotaryKernel, 3, 3},
     {"rsqrt", rsqrtKernel, 1, 1},
     {"select", selectKernel, 3, 3},
     {"sigmoid", sigmoidKernel, 1, 1},

@@ -159,3 +159,33 @@ func.func @attention_probs_used(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>
   %o = cleave.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
   return %o, %p : tensor<1x2x4x8xf32>, tensor<1x2x4x4xf32>
 }
+
+// Llama's rotary embedding: x * cos + concat(-x[..., 8:], x[..., :8]) * sin.
+// CHECK-LABEL: func.func @rotary
+// CHECK-NEXT: %[[Y:.*]] = cleave.rotary %arg0, %arg1, %arg2 : (tensor<1x4x32x16xf32>, tensor<32x16xf32>, tensor<32x16xf32>) -> tensor<1x4x32x16xf32>
+// CHECK-NEXT: return %[[Y]]
+func.func @rotary(%x: tensor<1x4x32x16xf32>, %cos: tensor<32x16xf32>, %sin: tensor<32x16xf32>) -> tensor<1x4x32x16xf32> {
+  %0 = cleave.mul %x, %cos : (tensor<1x4x32x16xf32>, tensor<32x16xf32>) -> tensor<1x4x32x16xf32>
+  %1 = cleave.slice %x {limit = array<i64: 1, 4, 32, 16>, start = array<i64: 0, 0, 0, 8>, step = array<i64: 1, 1, 1, 1>} : tensor<1x4x32x16xf32> -> tensor<1x4x32x8xf32>
+  %2 = cleave.neg %1 : tensor<1x4x32x8xf32>
+  %3 = cleave.slice %x {limit = array<i64: 1, 4, 32, 8>, start = array<i64: 0, 0, 0, 0>, step = array<i64: 1, 1, 1, 1>} : tensor<1x4x32x16xf32> -> tensor<1x4x32x8xf32>
+  %4 = cleave.concat %2, %3 {axis = 3 : i64} : (tensor<1x4x32x8xf32>, tensor<1x4x32x8xf32>) -> tensor<1x4x32x16xf32>
+  %5 = cleave.mul %4, %sin : (tensor<1x4x32x16xf32>, tensor<32x16xf32>) -> tensor<1x4x32x16xf32>
+  %6 = cleave.add %0, %5 : (tensor<1x4x32x16xf32>, tensor<1x4x32x16xf32>) -> tensor<1x4x32x16xf32>
+  return %6 : tensor<1x4x32x16xf32>
+}
+
+// The halves swapped the other way round is not rotate_half: left alone.
+// CHECK-LABEL: func.func @not_rotary
+// CHECK-NOT: cleave.rotary
+// CHECK: return
+func.func @not_rotary(%x: tensor<1x4x32x16xf32>, %cos: tensor<32x16xf32>, %sin: tensor<32x16xf32>) -> tensor<1x4x32x16xf32> {
+  %0 = cleave.mul %x, %cos : (tensor<1x4x32x16xf32>, tensor<32x16xf32>) -> tensor<1x4x32x16xf32>
+  %1 = cleave.slice %x {limit = array<i64: 1, 4, 32, 8>, start = array<i64: 0, 0, 0, 0>, step = array<i64: 1, 1, 1, 1>} : tensor<1x4x32x16xf32> -> tensor<1x4x32x8xf32>
+  %2 = cleave.neg %1 : tensor<1x4x32x8xf32>
+  %3 = cleave.slice %x {limit = array<i64: 1, 4, 32, 16>, start = array<i64: 0, 0, 0, 8>, step = array<i64: 1, 1, 1, 1>} : tensor<1x4x32x16xf32> -> tensor<1x4x32x8xf32>
+  %4 = cleave.concat %2, %3 {axis = 3 : i64} : (tensor<1x4x32x8xf32>, tensor<1x4x32x8xf32>) -> tensor<1x4x32x16xf32>
+  %5 = cleave.mul %4, %sin : (tensor<1x4x32x16xf32>, tensor<32x16xf32>) -> tensor<1x4x32x16xf32>
+  %6 = cleave.add %0, %5 : (tensor<1x4x32x16xf32>, tensor<1x4x32x16xf32>) -> tensor<1x4x32x16xf32>
+  return %6 : tensor<1x4x32x16xf32>
+}
