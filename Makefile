@@ -22,7 +22,7 @@ check: build
 # The bad-input tests once more under AddressSanitizer and UBSan.
 asan: deps
 	@test -f build-asan/build.ninja || cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCLEAVE_ASAN=ON
-	cmake --build build-asan -j $(JOBS) --target cleave-compile cleave-opt
+	cmake --build build-asan -j $(JOBS) --target cleave-compile cleave-opt cleave-run
 	cd build-asan && ctest --output-on-failure -L bad-input
 
 demo: build
