@@ -4,6 +4,7 @@
 #include "runtime/cpu/Kernels.h"
 
 #include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/stubs/logging.h>
 #include <google/protobuf/wire_format_lite.h>
 
 #include <sys/stat.h>
@@ -703,10 +704,26 @@ Status cleave::runtime::parseProgram(const std::string &bytes,
                          " bytes, larger than a protobuf message may be");
   CLEAVE_CHECK(checkWireFormat(bytes, name));
   program.Clear();
-  if (!program.ParseFromString(bytes))
+  // Protobuf logs why a message does not parse (a string that is not
+  // UTF-8, say) to stderr; the reason belongs in our one-line error. Its log
+  // handler is a plain function, hence the thread-local.
+  static thread_local std::string parseLog;
+  parseLog.clear();
+  auto capture = [](google::protobuf::LogLevel level, const char *,
+                    int, const std::string &message) {
+    if (level >= google::protobuf::LOGLEVEL_ERROR && parseLog.empty())
+      parseLog = message;
+  };
+  google::protobuf::LogHandler *previous =
+      google::protobuf::SetLogHandler(capture);
+  bool parsed = program.ParseFromString(bytes);
+  google::protobuf::SetLogHandler(previous);
+  if (!parsed)
     return Status::error(name + ": not a cleave program: the protobuf data "
-                                "does not parse as a Program (a nested "
-                                "field is malformed)");
+                                "does not parse as a Program (" +
+                         (parseLog.empty() ? "a nested field is malformed"
+                                           : parseLog.substr(0, 200)) +
+                         ")");
   if (program.magic() != "cleave-program")
     return Status::error(name + ": not a cleave program: magic is '" +
                          program.magic().substr(0, 40) +

@@ -152,6 +152,21 @@ TEST(ProgramLoader, ForeignProtobuf) {
       << status.message();
 }
 
+TEST(ProgramLoader, InvalidUtf8SaysSo) {
+  TinyModel m = tinyLanguageModel();
+  m.b.p.mutable_tensors(5)->set_name("x\xff\xfe");
+  pb::Program program;
+  Status status = parseProgram(m.b.p.SerializeAsString(), "p.pb", program);
+  ASSERT_FALSE(status);
+  EXPECT_EQ(status.message().rfind(
+                "p.pb: not a cleave program: the protobuf data does not parse "
+                "as a Program (String field 'cleave.program.Tensor.name' "
+                "contains invalid UTF-8 data",
+                0),
+            0u)
+      << status.message();
+}
+
 TEST(ProgramLoader, WrongMagic) {
   TinyModel m = tinyLanguageModel();
   m.b.p.set_magic("onnx-model");

@@ -21,6 +21,7 @@
 #include <omp.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -43,7 +44,8 @@ const char *kUsage =
     "  --metrics FILE      one JSON object per step (JSON lines)\n"
     "  --forward-only      run only the forward functions (no backward, no\n"
     "                      optimizer); required for a program without backward\n"
-    "  --threads N         OpenMP threads per rank\n"
+    "  --threads N         OpenMP threads per rank (default: OMP_NUM_THREADS,\n"
+    "                      else the host's cores shared by its ranks)\n"
     "  --save-params FILE  after the last step, the full parameters as\n"
     "                      safetensors, keyed by ONNX initializer name\n"
     "  --help              this text\n";
@@ -280,8 +282,16 @@ Status start(const Communicator &comm, Startup &s) {
     if (!flags.saveParams.empty())
       CLEAVE_CHECK(checkWritable(flags.saveParams, "parameters"));
   }
-  if (flags.threads > 0)
+  if (flags.threads > 0) {
     omp_set_num_threads(flags.threads);
+  } else if (!std::getenv("OMP_NUM_THREADS")) {
+    // Ranks on one host share its cores; each taking all of them would
+    // oversubscribe the machine many times over.
+    const char *local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    int ranksHere = local ? std::atoi(local) : 1;
+    if (ranksHere > 1)
+      omp_set_num_threads(std::max(1, omp_get_num_procs() / ranksHere));
+  }
   return Status::ok();
 }
 
