@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <set>
@@ -311,8 +312,40 @@ void Runtime::markDead(int id) {
   liveBytes_ -= tensorBytes_[id];
 }
 
+/// Bytes of memory the kernel says a new allocation can still get
+/// (MemAvailable), or 0 when unknown.
+static uint64_t availableMemory() {
+  FILE *f = std::fopen("/proc/meminfo", "r");
+  if (!f)
+    return 0;
+  char line[256];
+  unsigned long long kib = 0;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1)
+      break;
+  std::fclose(f);
+  return uint64_t(kib) * 1024;
+}
+
 Status Runtime::allocateArenas() {
   long page = sysconf(_SC_PAGESIZE);
+  // The arenas are reserved lazily (MAP_NORESERVE): a plan larger than the
+  // machine would otherwise fail much later, killed by the OOM killer while
+  // initializing parameters. Refuse it up front, saying what it needs.
+  uint64_t planned = 0;
+  for (const pb::Buffer &buffer : program_.buffers())
+    if (buffer.space() == pb::DEVICE || buffer.space() == pb::HOST)
+      planned += buffer.size_bytes();
+  uint64_t available = availableMemory();
+  if (available && planned > available) {
+    char text[256];
+    std::snprintf(text, sizeof text,
+                  "the program needs %.2f GiB of memory (its plan), but this "
+                  "machine has %.2f GiB available; compile for more ranks "
+                  "(pipeline or tensor parallelism) or a smaller batch",
+                  planned / 1073741824.0, available / 1073741824.0);
+    return Status::error(text);
+  }
   for (int b = 0; b < program_.buffers_size(); ++b) {
     const pb::Buffer &buffer = program_.buffers(b);
     uint64_t alignment = std::max<uint64_t>(64, buffer.alignment());
