@@ -609,6 +609,8 @@ void checkTranspose(const Buf &x, const std::vector<int64_t> &perm) {
 
 TEST(CpuMovement, Transpose) {
   checkTranspose(random(DType::F32, {70, 45}), {1, 0});
+  checkTranspose(random(DType::F32, {200, 136}), {1, 0}); // whole 8x8 blocks
+  checkTranspose(random(DType::I32, {3, 67, 131}), {0, 2, 1});
   checkTranspose(random(DType::F32, {2, 9, 4, 16}), {0, 2, 1, 3});  // heads
   checkTranspose(random(DType::F32, {2, 4, 33, 16}), {0, 1, 3, 2}); // k^T
   checkTranspose(random(DType::F32, {3, 4, 5}), {2, 0, 1});

@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <limits>
 
+#include <omp.h>
+
 using namespace cleave::runtime;
 using namespace cleave::runtime::test;
 
@@ -67,6 +69,61 @@ TEST(CpuMatmul, Shapes) {
   checkMatmul({0, 5}, {5, 4}, {0, 4});
   checkMatmul({2, 200, 300}, {2, 300, 100}, {2, 200, 100}); // threaded
   checkMatmul({64, 3, 3}, {64, 3, 3}, {64, 3, 3});          // many small
+}
+
+TEST(CpuMatmul, ThreadGrids) {
+  // The split over threads, for thread counts this machine may not have.
+  int saved = omp_get_max_threads();
+  for (int threads : {3, 6, 16}) {
+    omp_set_num_threads(threads);
+    checkMatmul({300, 200}, {200, 500}, {300, 500});
+    checkMatmul({1000, 64}, {64, 40}, {1000, 40});   // narrow
+    checkMatmul({20, 300}, {300, 1000}, {20, 1000}); // short
+    checkMatmul({3, 100, 64}, {3, 64, 100}, {3, 100, 100});
+  }
+  omp_set_num_threads(saved);
+}
+
+TEST(CpuMatmul, TransposedOperands) {
+  // transpose_lhs / transpose_rhs read an operand as its transpose over the
+  // last two dimensions.
+  for (auto [tl, tr] : std::vector<std::pair<int, int>>{{0, 1}, {1, 0}, {1, 1}})
+    for (auto [batched, rhsBatched] : std::vector<std::pair<bool, bool>>{
+             {false, false}, {true, false}, {true, true}}) {
+      SCOPED_TRACE("transpose " + std::to_string(tl) + std::to_string(tr) +
+                   (batched ? " batched" : "") + (rhsBatched ? " rhs" : ""));
+      int64_t m = 37, k = 50, n = 300;
+      Shape ls = tl ? Shape{k, m} : Shape{m, k};
+      Shape rs = tr ? Shape{n, k} : Shape{k, n};
+      Shape os{m, n};
+      if (batched) {
+        ls.insert(ls.begin(), 2);
+        os.insert(os.begin(), 2);
+      }
+      if (rhsBatched)
+        rs.insert(rs.begin(), 2);
+      Buf l = random(DType::F32, ls, -1, 1, 3),
+          r = random(DType::F32, rs, -1, 1, 4);
+      Buf out = make(DType::F32, os);
+      RUN_OK("matmul",
+             {{"transpose_lhs", intA(tl)}, {"transpose_rhs", intA(tr)}},
+             {&l, &r}, out);
+      // The reference on explicitly transposed copies.
+      auto transposed = [](const Buf &b) {
+        Shape s = b.shape;
+        std::swap(s[s.size() - 1], s[s.size() - 2]);
+        Buf t = make(b.dtype, s);
+        int64_t rows = b.shape[b.shape.size() - 2], cols = b.shape.back();
+        for (int64_t i = 0; i < b.size(); ++i) {
+          int64_t batch = i / (rows * cols), rc = i % (rows * cols);
+          int64_t row = rc / cols, col = rc % cols;
+          t.set(batch * rows * cols + col * rows + row, b.at(i));
+        }
+        return t;
+      };
+      Buf lp = tl ? transposed(l) : l, rp = tr ? transposed(r) : r;
+      expectAll(out, matmulRef(lp, rp, os), 1e-5, 1e-5 * std::sqrt(double(k)));
+    }
 }
 
 TEST(CpuMatmul, OtherFloatTypes) {
