@@ -11,14 +11,19 @@ cross_entropy(embedding(wte, ids) @ head.weight + head.bias, targets), vocab
 "normal:0.02", head.bias "zeros".  With --ranks N the programs are data
 parallel: rank r takes samples [r*M*S, (r+1)*M*S) of a global batch of
 N*M*S, so N ranks of M microbatches see the same batch as one rank of N*M.
-Every program also holds the parameters that test the collectives:
-  counter   [1], "ones"; the optimizer all-reduces it (SUM over "data") in
-            place, so after k steps it is N**k
-  shard     [2N] "normal:1.0", each rank holding its slice [2r, 2r+2), so
-            --save-params assembles the full tensor from N ranks
-  gathered  [2N] (an optimizer all-gather of `shard`; not a parameter)
---train adds a backward function (a gradient accumulation) and the optimizer
-(otherwise the program has only its forward and needs --forward-only).
+Every program also holds the parameters that test the communication; with
+--train the optimizer (once per step) sets them, over the group "data":
+  counter    [1], "ones"; all-reduced (SUM) in place: N**k after k steps
+  shard      [2N] "normal:1.0", each rank holding its slice [2r, 2r+2), so
+             --save-params assembles the full tensor from N ranks
+  scattered  [2N], each rank its slice: reduce-scatter (SUM) of the
+             all-gather of `shard`, so N * shard
+  average    [2]: all-reduce (MEAN) of a copy of the rank's shard slice
+  broadcast  [2]: a copy of the rank's shard slice broadcast from rank 0
+  mailbox    [2], zeros: rank N-1 receives rank 0's shard slice (N > 1)
+--save-params keeps the last rank's copy of a parameter every rank holds
+whole, so these show what rank N-1 ended with.  Without --train the program
+has only its forward and needs --forward-only.
 --fail-rank R gives rank R an embedding of 4 rows, so its first kernel fails
 on any byte token >= 4 while the other ranks wait in a collective.
 --magic / --version write a program that the loader must refuse.
@@ -109,6 +114,12 @@ def build(pb, rank, a, wte_bytes):
     shard, prm = param("shard", [2], generator="normal:1.0")
     prm.full_shape[:] = [2 * a.ranks]
     prm.slice_start[:] = [2 * rank]
+    scattered, prm = param("scattered", [2], generator="zeros")
+    prm.full_shape[:] = [2 * a.ranks]
+    prm.slice_start[:] = [2 * rank]
+    average, _ = param("average", [2], generator="zeros")
+    broadcast, _ = param("broadcast", [2], generator="zeros")
+    mailbox, _ = param("mailbox", [2], generator="zeros")
 
     ids, _ = b.tensor([S, T], pb.I64, pb.IO, "idx")
     tgt, _ = b.tensor([S, T], pb.I64, pb.IO, "targets")
@@ -152,7 +163,28 @@ def build(pb, rank, a, wte_bytes):
         g.kind, g.group = pb.ALL_GATHER, 0
         g.inputs.append(shard)
         g.outputs.append(gathered)
+        rs = opt.body.add().collective
+        rs.kind, rs.group, rs.reduce = pb.REDUCE_SCATTER, 0, pb.SUM
+        rs.inputs.append(gathered)
+        rs.outputs.append(scattered)
         opt.body.add().free.tensor = gathered
+        for target in (average, broadcast):
+            copy = opt.body.add().copy
+            copy.source, copy.destination = shard, target
+        mean = opt.body.add().collective
+        mean.kind, mean.group, mean.reduce = pb.ALL_REDUCE, 0, pb.MEAN
+        mean.inputs.append(average)
+        mean.outputs.append(average)
+        bc = opt.body.add().collective
+        bc.kind, bc.group, bc.root = pb.BROADCAST, 0, 0
+        bc.inputs.append(broadcast)
+        bc.outputs.append(broadcast)
+        opt.body.add().event.id = 1
+        last = a.ranks - 1
+        if last > 0 and rank in (0, last):
+            sr = opt.body.add().send_recv
+            sr.send, sr.peer, sr.tag = rank == 0, last - rank, 7
+            sr.tensor = shard if rank == 0 else mailbox
         functions = [s for mb in range(M) for s in ((0, mb), (1, mb))] + [(2, -1)]
     for fn, mb in functions:
         b.p.schedule.add(function=fn, microbatch=mb)
