@@ -751,13 +751,14 @@ Status cleave::runtime::loadProgram(const std::string &path,
                          std::strerror(errno));
   if (S_ISDIR(st.st_mode))
     return Status::error(path + ": a folder, not a program file");
+  if (!S_ISREG(st.st_mode))
+    return Status::error(path + ": not a program file (not a regular file)");
   std::ifstream in(path, std::ios::binary);
   if (!in)
     return Status::error(path + ": cannot open the program: " +
                          std::strerror(errno));
-  std::string bytes((std::istreambuf_iterator<char>(in)),
-                    std::istreambuf_iterator<char>());
-  if (in.bad())
+  std::string bytes(static_cast<size_t>(st.st_size), '\0');
+  if (!in.read(&bytes[0], std::streamsize(bytes.size())))
     return Status::error(path + ": reading the program failed");
   CLEAVE_CHECK(parseProgram(bytes, path, program));
   return validateProgram(program, path, directoryOf(path));

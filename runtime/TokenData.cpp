@@ -2,6 +2,8 @@
 
 #include "runtime/TokenData.h"
 
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -35,13 +37,19 @@ bool isTokenType(DType dtype) {
 } // namespace
 
 Status TokenData::read(const std::string &path, TokenData &out) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0)
+    return Status::error(path + ": cannot open the token file: " +
+                         std::strerror(errno));
+  if (!S_ISREG(st.st_mode))
+    return Status::error(path + ": not a token file (not a regular file)");
   std::ifstream in(path, std::ios::binary);
   if (!in)
     return Status::error(path + ": cannot open the token file: " +
                          std::strerror(errno));
-  std::vector<unsigned char> raw((std::istreambuf_iterator<char>(in)),
-                                 std::istreambuf_iterator<char>());
-  if (in.bad())
+  // One read of the whole file: token shards are hundreds of megabytes.
+  std::vector<unsigned char> raw(static_cast<size_t>(st.st_size));
+  if (!in.read(reinterpret_cast<char *>(raw.data()), std::streamsize(raw.size())))
     return Status::error(path + ": reading the token file failed");
   if (raw.empty())
     return Status::error(path + ": the token file is empty");

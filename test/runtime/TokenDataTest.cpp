@@ -64,6 +64,9 @@ TEST(TokenData, Errors) {
   ASSERT_FALSE(missing);
   EXPECT_EQ(missing.message(), "/nonexistent/tokens.bin: cannot open the "
                                "token file: No such file or directory");
+  Status folder = TokenData::read("/tmp", data);
+  ASSERT_FALSE(folder);
+  EXPECT_EQ(folder.message(), "/tmp: not a token file (not a regular file)");
   EXPECT_EQ(readError(""), "tokens.bin: the token file is empty");
   EXPECT_EQ(readError("abc"),
             "tokens.bin: 3 bytes, an odd size for a file of uint16 tokens");
