@@ -314,7 +314,7 @@ TEST(CpuSoftmax, AxesAndTypes) {
                                                 {{6, 300}, 0},
                                                 {{2, 3, 600}, -2},
                                                 {{1}, 0}}) {
-      if (t != DType::F32 && shape[1] == 50257)
+      if (t != DType::F32 && shape.size() > 1 && shape[1] == 50257)
         continue;
       Buf x = random(t, shape, -8, 8, 7);
       int64_t ax = axis < 0 ? axis + int64_t(shape.size()) : axis;
