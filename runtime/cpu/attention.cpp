@@ -3,15 +3,19 @@
 // softmax(q k^T * scale [+ mask]) v for q [B, H, Tq, D], k [B, Hkv, Tk, D],
 // v [B, Hkv, Tk, Dv]; query head h reads key/value head h / (H / Hkv)
 // (grouped-query attention). The keys are first transposed to [D, Tk] per
-// head (in float), once for all query heads that share them. One OpenMP
-// work item is then a (batch, head, block of 32 query rows); four query
-// rows are computed together, as GEMM-like 4 x 16 register tiles over the
-// transposed keys and then over the values. Only four rows of scores exist at a
-// time (no [Tq, Tk] tensor): scores, row max, exp and sum, then the weighted
-// sum of value rows. With `causal`, key j > i is never computed (top-left
-// aligned, as the op defines). A mask broadcast to [B, H, Tq, Tk] is read in
-// place: a bool mask keeps true entries, a float mask is added. A row with
-// every key masked gives NaN, as softmax over -inf does.
+// head (in float), once for all query heads that share them. One OpenMP work
+// item is then a (batch, head, block of 32 query rows); four query rows are
+// computed together, as GEMM-like 4 x 16 register tiles over the transposed
+// keys and then over the values. Only four rows of scores exist at a time
+// (no [Tq, Tk] tensor): scores, row max, exp and sum, then the weighted sum
+// of value rows.
+//
+// With `causal`, key j > i is never computed (top-left aligned, as the op
+// defines), nor are the keys a mask removes at the end of a row, so a causal
+// mask given as a tensor costs what `causal` does. A mask broadcast to
+// [B, H, Tq, Tk] is read in place: a bool mask keeps true entries, a float
+// mask is added. A row with every key masked gives NaN, as softmax over -inf
+// does.
 //
 //===----------------------------------------------------------------------===//
 
@@ -44,6 +48,25 @@ CLEAVE_ALWAYS_INLINE void applyMask(const M *mask, int64_t stride,
     for (int64_t j = 0; j < n; ++j)
       scores[j] += float(load(mask[j * stride]));
   }
+}
+
+/// One past the last key of [0, end) that the mask row keeps: a causal
+/// mask given as a tensor (a bool lower triangle, or -inf above the
+/// diagonal) then costs what `causal` does.
+template <typename M>
+CLEAVE_ALWAYS_INLINE int64_t unmaskedEnd(const M *mask, int64_t stride,
+                                         int64_t end) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  while (end > 0) {
+    if constexpr (std::is_same_v<M, Bool>) {
+      if (mask[(end - 1) * stride])
+        break;
+    } else if (float(load(mask[(end - 1) * stride])) != ninf) {
+      break;
+    }
+    --end;
+  }
+  return end;
 }
 
 /// Keys transposed to [B * Hkv, D, ld] floats (ld: Tk rounded up to a
@@ -174,6 +197,9 @@ attendBlock(const AttentionShape &s, const T *q, const float *kt, int64_t ld,
       for (int64_t p = 0; p < s.d; ++p)
         qrow[r * s.d + p] = float(load(qi[p])) * scale;
       end[r] = causal ? std::min(i + 1, s.tk) : s.tk;
+      if (mask) // keys masked out at the end of the row are never computed
+        end[r] =
+            unmaskedEnd(mask + b * s.mb + h * s.mh + i * s.mi, s.mj, end[r]);
       if (r < rows)
         keys = std::max(keys, end[r]);
     }

@@ -485,7 +485,9 @@ struct AttentionCase {
   const char *name;
   int64_t b, h, hkv, tq, tk, d, dv;
   bool causal;
-  int mask; // 0 none, 1 bool [1, 1, Tq, Tk], 2 float [B, 1, 1, Tk], 3 bool [Tk]
+  // 0 none, 1 bool [1, 1, Tq, Tk], 2 float [B, 1, 1, Tk], 3 bool [Tk],
+  // 4 bool lower triangle [Tq, Tk], 5 float -inf above the diagonal.
+  int mask;
 };
 
 void checkAttention(const AttentionCase &c, DType t = DType::F32) {
@@ -503,6 +505,13 @@ void checkAttention(const AttentionCase &c, DType t = DType::F32) {
   } else if (c.mask == 3) {
     mask = random(DType::Bool, {c.tk}, 0, 2, 25);
     mask.set(0, 1);
+  } else if (c.mask == 4 || c.mask == 5) {
+    // A causal mask as a tensor: bool lower triangle, or -inf above it.
+    bool additive = c.mask == 5;
+    mask = make(additive ? DType::F32 : DType::Bool, {c.tq, c.tk});
+    for (int64_t i = 0; i < c.tq; ++i)
+      for (int64_t j = 0; j < c.tk; ++j)
+        mask.set(i * c.tk + j, additive ? (j <= i ? 0.0 : -kInf) : j <= i);
   }
   double scale = 1 / std::sqrt(double(c.d));
   Attributes attrs{{"scale", floatA(scale)}};
@@ -532,6 +541,8 @@ TEST(CpuAttention, Cases) {
       {"cross", 2, 2, 2, 5, 11, 16, 24, false, 0},
       {"cross causal", 1, 2, 1, 11, 5, 16, 16, true, 0},
       {"one key", 1, 1, 1, 3, 1, 4, 4, false, 0},
+      {"causal bool tensor", 2, 4, 2, 45, 45, 16, 16, false, 4},
+      {"causal additive tensor", 1, 4, 4, 45, 45, 16, 16, false, 5},
   };
   for (const auto &c : cases)
     checkAttention(c);
