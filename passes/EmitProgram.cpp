@@ -297,7 +297,7 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
       auto type = arg.getType().cast<RankedTensorType>();
       bool tokenLike = type.getElementType().isa<IntegerType>() &&
                        !type.getElementType().isInteger(1) &&
-                       type.getRank() == 2;
+                       type.getRank() == 2 && type.getNumElements() > 0;
       if (tokenLike && integerArgs < 2) {
         binding->set_role(integerArgs == 0 ? pb::TOKENS : pb::TARGETS);
         if (integerArgs == 0) {

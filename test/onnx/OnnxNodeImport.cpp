@@ -26,7 +26,8 @@
 #include "ir/CleaveOps.h"
 #include "passes/Passes.h"
 #include "program.pb.h"
-#include "runtime/cpu/Kernels.h"
+#include "runtime/Executor.h"
+#include "runtime/ProgramLoader.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
@@ -251,21 +252,6 @@ double loadElement(const char *base, pb::DType dtype, int64_t i) {
   }
 }
 
-rt::AttrValue convertAttribute(const pb::Attribute &a) {
-  rt::AttrValue v;
-  switch (a.value_case()) {
-  case pb::Attribute::kI: v.kind = rt::AttrValue::Kind::Int; v.i = a.i(); break;
-  case pb::Attribute::kF: v.kind = rt::AttrValue::Kind::Float; v.f = a.f(); break;
-  case pb::Attribute::kS: v.kind = rt::AttrValue::Kind::String; v.s = a.s(); break;
-  case pb::Attribute::kInts:
-    v.kind = rt::AttrValue::Kind::Ints;
-    v.ints.assign(a.ints().values().begin(), a.ints().values().end());
-    break;
-  default: break;
-  }
-  return v;
-}
-
 /// Compiles the imported module to a program in a fresh folder, runs its
 /// forward function once on the CPU backend with the test's inputs, and
 /// compares every output with the expected one (ONNX's tolerance). Returns
@@ -284,46 +270,29 @@ std::string compileAndRun(mlir::ModuleOp module, StringRef testDir,
   if (failed(pm.run(module)))
     return "compiling to a program failed";
 
-  SmallString<128> programPath(dir), paramsPath(dir);
+  // Run it with the runtime cleave-run uses. The node tests feed their
+  // inputs from files, not a token stream: every input binding is made
+  // OTHER and filled here after initialize().
+  SmallString<128> programPath(dir);
   sys::path::append(programPath, "rank-0.pb");
-  sys::path::append(paramsPath, "params.bin");
   pb::Program program;
-  {
-    std::ifstream in(programPath.c_str(), std::ios::binary);
-    if (!program.ParseFromIstream(&in))
-      return "cannot read back the program";
-  }
-  const pb::Buffer &buffer = program.buffers(0);
-  size_t arenaBytes = std::max<uint64_t>(buffer.size_bytes(), 64);
-  std::unique_ptr<char, decltype(&std::free)> arena(
-      static_cast<char *>(std::aligned_alloc(64, (arenaBytes + 63) / 64 * 64)),
-      &std::free);
-  std::memset(arena.get(), 0, arenaBytes);
-  auto refOf = [&](int id) {
-    rt::TensorRef ref;
-    if (id < 0)
-      return ref;
-    const pb::Tensor &t = program.tensors(id);
-    ref.data = arena.get() + t.offset();
-    ref.shape.assign(t.shape().begin(), t.shape().end());
-    ref.dtype = static_cast<rt::DType>(t.dtype());
-    return ref;
+  rt::Status status = rt::loadProgram(programPath.str().str(), program);
+  if (!status.isOk())
+    return "cannot read back the program: " + status.message();
+  // (Validated by loadProgram; OTHER asks less of a binding than TOKENS.)
+  for (pb::Binding &b : *program.mutable_inputs())
+    b.set_role(pb::OTHER);
+  rt::Communicator world;
+  rt::RunOptions options;
+  options.forwardOnly = true;
+  rt::Runtime runtime(program, dir.str().str(), world, options);
+  status = runtime.initialize();
+  if (!status.isOk())
+    return "initialize: " + status.message();
+  auto dataOf = [&](int id) {
+    return static_cast<char *>(runtime.tensor(id).data);
   };
-  for (const pb::Tensor &t : program.tensors())
-    if (!t.data().empty())
-      std::memcpy(arena.get() + t.offset(), t.data().data(), t.data().size());
-  if (program.parameters_size()) {
-    std::ifstream params(paramsPath.c_str(), std::ios::binary);
-    for (const pb::Parameter &p : program.parameters()) {
-      if (!p.has_file())
-        return "parameter '" + p.name() + "' has no data";
-      params.seekg(p.file().offset());
-      params.read(arena.get() + program.tensors(p.tensor()).offset(),
-                  p.file().size_bytes());
-      if (!params)
-        return "cannot read parameter '" + p.name() + "'";
-    }
-  }
+
   // Inputs by graph input name; their data file is input_<k>.pb with k the
   // position among the graph inputs that are not initializers.
   StringSet<> initializers;
@@ -353,41 +322,27 @@ std::string compileAndRun(mlir::ModuleOp module, StringRef testDir,
       return "cannot read input '" + b.name() + "': " +
              toString(value.takeError());
     const pb::Tensor &t = program.tensors(b.tensor());
-    if (value->numElements() != refOf(b.tensor()).numElements())
+    if (value->numElements() != runtime.tensor(b.tensor()).numElements())
       return formatv("input '{0}' has {1} elements in the test data, but "
                      "the program's tensor has {2}",
                      b.name(), value->numElements(),
-                     refOf(b.tensor()).numElements())
+                     runtime.tensor(b.tensor()).numElements())
           .str();
     // ONNX 1.12's test data stores bfloat16 as its uint16 bits.
     bool bits = t.dtype() == pb::BF16 && value->dtype() == cleave::DType::U16;
     for (int64_t i = 0; i < value->numElements(); ++i)
-      storeElement(arena.get() + t.offset(), bits ? pb::U16 : t.dtype(), i,
-                   *value);
+      storeElement(dataOf(b.tensor()), bits ? pb::U16 : t.dtype(), i, *value);
   }
-  for (const pb::Instruction &inst : program.functions(0).body()) {
-    if (!inst.has_kernel())
-      continue;
-    const pb::Kernel &kernel = inst.kernel();
-    std::vector<rt::TensorRef> ins, outs;
-    for (int id : kernel.inputs())
-      ins.push_back(refOf(id));
-    for (int id : kernel.outputs())
-      outs.push_back(refOf(id));
-    rt::Attributes attrs;
-    for (const auto &[key, value] : kernel.attributes())
-      attrs[key] = convertAttribute(value);
-    rt::Status status = rt::runCpuKernel(kernel.op(), attrs, ins, outs);
-    if (!status.isOk())
-      return "kernel '" + kernel.op() + "' of node '" + kernel.location() +
-             "': " + status.message();
-  }
+  rt::StepResult result;
+  status = runtime.runStep(0, /*data=*/nullptr, result);
+  if (!status.isOk())
+    return status.message();
   for (auto [i, b] : llvm::enumerate(program.outputs())) {
     auto expected = readTensorFile(tensorFile(testDir, "output", i));
     if (!expected)
       return "cannot read output " + std::to_string(i);
     const pb::Tensor &t = program.tensors(b.tensor());
-    const char *base = arena.get() + t.offset();
+    const char *base = dataOf(b.tensor());
     bool bits = t.dtype() == pb::BF16 &&
                 expected->dtype() == cleave::DType::U16;
     for (int64_t e = 0; e < expected->numElements(); ++e) {
