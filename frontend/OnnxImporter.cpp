@@ -192,8 +192,7 @@ FailureOr<Type> Importer::elementType(DType dtype, Location loc,
   }
 }
 
-/// The ONNX element type of an MLIR element type.
-static DType dtypeOf(Type type) {
+auto ::cleave::dtypeOf(mlir::Type type) -> DType {
   if (type.isF32()) return DType::F32;
   if (type.isF16()) return DType::F16;
   if (type.isBF16()) return DType::BF16;
@@ -210,6 +209,7 @@ static DType dtypeOf(Type type) {
   }
   return DType::Undefined;
 }
+using ::cleave::dtypeOf;
 
 Value Importer::materialize(const HostTensor &t, Location loc) {
   Type element = *elementType(t.dtype(), loc, "constant");

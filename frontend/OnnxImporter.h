@@ -42,6 +42,9 @@ struct ImportOptions {
   std::string functionName = "forward";
 };
 
+/// The ONNX element type of an MLIR element type (Undefined if none).
+DType dtypeOf(mlir::Type type);
+
 /// The ONNX ops the importer maps into the dialect (not counting those it
 /// only evaluates at compile time), sorted, for messages and tests.
 const std::vector<std::string> &supportedOnnxOps();

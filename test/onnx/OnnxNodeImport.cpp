@@ -149,26 +149,6 @@ std::string tensorFile(StringRef testDir, StringRef kind, int index) {
   return std::string(p);
 }
 
-/// The ONNX element type of an MLIR element type (Undefined if none).
-cleave::DType dtypeOf(mlir::Type type) {
-  using cleave::DType;
-  if (type.isF32()) return DType::F32;
-  if (type.isF16()) return DType::F16;
-  if (type.isBF16()) return DType::BF16;
-  if (type.isF64()) return DType::F64;
-  if (type.isInteger(1)) return DType::Bool;
-  if (auto i = type.dyn_cast<mlir::IntegerType>()) {
-    bool u = i.isUnsigned();
-    switch (i.getWidth()) {
-    case 8: return u ? DType::U8 : DType::I8;
-    case 16: return u ? DType::U16 : DType::I16;
-    case 32: return u ? DType::U32 : DType::I32;
-    case 64: return u ? DType::U64 : DType::I64;
-    }
-  }
-  return DType::Undefined;
-}
-
 /// Compares a folded constant result with the expected output, within the
 /// tolerance of ONNX's own backend test runner (rtol 1e-3, atol 1e-7);
 /// returns a message on mismatch.
@@ -500,7 +480,7 @@ TestResult runTest(StringRef testDir) {
       declared =
           static_cast<cleave::DType>(outputType.tensor_type().elem_type());
     if (type.getShape() != expected->shape() ||
-        dtypeOf(type.getElementType()) != declared) {
+        cleave::dtypeOf(type.getElementType()) != declared) {
       std::string s;
       raw_string_ostream os(s);
       os << what << " has type " << type << ", expected "
