@@ -83,42 +83,6 @@ void forEachSliceRun(const RepeatedField<int64_t> &full,
   }
 }
 
-/// Stores `v` as element `i` of `data` of type `dtype`.
-void storeValue(void *data, DType dtype, int64_t i, double v) {
-  switch (dtype) {
-  case DType::F32: static_cast<float *>(data)[i] = float(v); break;
-  case DType::F64: static_cast<double *>(data)[i] = v; break;
-  case DType::F16:
-    static_cast<cpu::Half *>(data)[i] = cpu::floatToHalf(float(v));
-    break;
-  case DType::BF16:
-    static_cast<cpu::BFloat16 *>(data)[i] = cpu::floatToBf16(float(v));
-    break;
-  case DType::I64: static_cast<int64_t *>(data)[i] = int64_t(v); break;
-  case DType::I32: static_cast<int32_t *>(data)[i] = int32_t(v); break;
-  case DType::I16: static_cast<int16_t *>(data)[i] = int16_t(v); break;
-  case DType::I8: static_cast<int8_t *>(data)[i] = int8_t(v); break;
-  case DType::U8: case DType::Bool:
-    static_cast<uint8_t *>(data)[i] = uint8_t(v);
-    break;
-  case DType::U16: static_cast<uint16_t *>(data)[i] = uint16_t(v); break;
-  case DType::U32: static_cast<uint32_t *>(data)[i] = uint32_t(v); break;
-  case DType::U64: static_cast<uint64_t *>(data)[i] = uint64_t(v); break;
-  case DType::Undefined: break;
-  }
-}
-
-/// A floating-point scalar (the loss) as a double.
-double loadScalar(const TensorRef &t) {
-  switch (t.dtype) {
-  case DType::F32: return *t.as<float>();
-  case DType::F64: return *t.as<double>();
-  case DType::F16: return cpu::halfToFloat(*t.as<cpu::Half>());
-  case DType::BF16: return cpu::bf16ToFloat(*t.as<cpu::BFloat16>());
-  default: return std::nan("");
-  }
-}
-
 AttrValue convertAttribute(const pb::Attribute &a) {
   AttrValue v;
   switch (a.value_case()) {
@@ -428,14 +392,14 @@ Status Runtime::initializeParameter(const pb::Parameter &param) {
     std::memset(out, 0, t.sizeBytes());
   } else if (generator == "ones") {
     for (int64_t i = 0, n = t.numElements(); i < n; ++i)
-      storeValue(out, t.dtype, i, 1.0);
+      storeElement(out, t.dtype, i, 1.0);
   } else if (generator.compare(0, 7, "normal:") == 0) {
     double stddev = std::strtod(generator.c_str() + 7, nullptr);
     forEachSliceRun(param.full_shape(), param.slice_start(),
                     param.slice_size(),
                     [&](int64_t fullIndex, int64_t sliceIndex, int64_t count) {
                       for (int64_t e = 0; e < count; ++e)
-                        storeValue(out, t.dtype, sliceIndex + e,
+                        storeElement(out, t.dtype, sliceIndex + e,
                                    stddev * generatedNormal(param.seed(),
                                                             param.name(),
                                                             fullIndex + e));
@@ -678,7 +642,7 @@ Status Runtime::runStep(int64_t step, const TokenData *data,
           "): " + status.message());
     flops += fn.flops;
     for (int id : fn.losses) {
-      lossSum += loadScalar(tensors_[id]);
+      lossSum += loadElement(tensors_[id].data, tensors_[id].dtype, 0);
       lossCount += 1;
     }
   }

@@ -34,6 +34,14 @@ enum class DType : int {
 size_t dtypeSize(DType dtype);
 const char *dtypeName(DType dtype);
 
+/// Element `i` of `data`, of element type `dtype`, as a double (16-bit
+/// floats widened; NaN for Undefined).
+double loadElement(const void *data, DType dtype, int64_t i);
+/// Stores `v` as element `i` of `data`: floats rounded to the type
+/// (16-bit ones to nearest even through float), integers converted as C
+/// converts a double.
+void storeElement(void *data, DType dtype, int64_t i, double v);
+
 struct TensorRef {
   void *data = nullptr; // null: an absent optional operand
   std::vector<int64_t> shape;

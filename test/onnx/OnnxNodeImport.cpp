@@ -184,52 +184,20 @@ std::string compareConstant(mlir::DenseElementsAttr attr,
 namespace rt = cleave::runtime;
 namespace pb = cleave::program;
 
-/// Element `i` of `t` stored into runtime memory of element type `dtype`.
+/// Element `i` of `t` stored into runtime memory of element type `dtype`;
+/// integers exactly (the runtime's storeElement goes through a double).
 void storeElement(char *base, pb::DType dtype, int64_t i,
                   const cleave::HostTensor &t) {
-  auto half = [&](const fltSemantics &sem) {
-    bool lost;
-    APFloat v(t.getDouble(i));
-    v.convert(sem, APFloat::rmNearestTiesToEven, &lost);
-    uint16_t bits = v.bitcastToAPInt().getZExtValue();
-    std::memcpy(base + 2 * i, &bits, 2);
-  };
-  switch (dtype) {
-  case pb::F32: { float v = t.getDouble(i); std::memcpy(base + 4 * i, &v, 4); return; }
-  case pb::F64: { double v = t.getDouble(i); std::memcpy(base + 8 * i, &v, 8); return; }
-  case pb::F16: return half(APFloat::IEEEhalf());
-  case pb::BF16: return half(APFloat::BFloat());
-  case pb::BOOL: base[i] = t.getInt(i) != 0; return;
-  default: break;
-  }
+  auto type = static_cast<rt::DType>(dtype);
+  bool floating = dtype == pb::F32 || dtype == pb::F64 || dtype == pb::F16 ||
+                  dtype == pb::BF16;
+  if (floating || dtype == pb::BOOL)
+    return rt::storeElement(base, type, i,
+                            floating ? t.getDouble(i)
+                                     : double(t.getInt(i) != 0));
   int64_t v = t.isFloating() ? (int64_t)t.getDouble(i) : t.getInt(i);
-  size_t n = rt::dtypeSize(static_cast<rt::DType>(dtype));
+  size_t n = rt::dtypeSize(type);
   std::memcpy(base + n * i, &v, n); // little-endian: the low bytes
-}
-
-/// Element `i` of runtime memory of element type `dtype`, as a double.
-double loadElement(const char *base, pb::DType dtype, int64_t i) {
-  auto half = [&](const fltSemantics &sem) {
-    uint16_t bits;
-    std::memcpy(&bits, base + 2 * i, 2);
-    return APFloat(sem, APInt(16, bits)).convertToDouble();
-  };
-  switch (dtype) {
-  case pb::F32: { float v; std::memcpy(&v, base + 4 * i, 4); return v; }
-  case pb::F64: { double v; std::memcpy(&v, base + 8 * i, 8); return v; }
-  case pb::F16: return half(APFloat::IEEEhalf());
-  case pb::BF16: return half(APFloat::BFloat());
-  case pb::BOOL: return base[i] != 0;
-  case pb::I8: return (int8_t)base[i];
-  case pb::U8: return (uint8_t)base[i];
-  case pb::I16: { int16_t v; std::memcpy(&v, base + 2 * i, 2); return v; }
-  case pb::U16: { uint16_t v; std::memcpy(&v, base + 2 * i, 2); return v; }
-  case pb::I32: { int32_t v; std::memcpy(&v, base + 4 * i, 4); return v; }
-  case pb::U32: { uint32_t v; std::memcpy(&v, base + 4 * i, 4); return v; }
-  case pb::I64: { int64_t v; std::memcpy(&v, base + 8 * i, 8); return (double)v; }
-  case pb::U64: { uint64_t v; std::memcpy(&v, base + 8 * i, 8); return (double)v; }
-  default: return NAN;
-  }
 }
 
 /// Compiles the imported module to a program in a fresh folder, runs its
@@ -326,7 +294,8 @@ std::string compileAndRun(mlir::ModuleOp module, StringRef testDir,
     bool bits = t.dtype() == pb::BF16 &&
                 expected->dtype() == cleave::DType::U16;
     for (int64_t e = 0; e < expected->numElements(); ++e) {
-      double got = loadElement(base, bits ? pb::U16 : t.dtype(), e);
+      double got = rt::loadElement(
+          base, static_cast<rt::DType>(bits ? pb::U16 : t.dtype()), e);
       double want = expected->isFloating() ? expected->getDouble(e)
                                            : (double)expected->getInt(e);
       bool same = got == want || (std::isnan(got) && std::isnan(want)) ||
