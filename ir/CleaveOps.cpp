@@ -200,8 +200,10 @@ LogicalResult MatmulOp::inferReturnTypes(
     MLIRContext *context, std::optional<Location> loc, ValueRange operands,
     DictionaryAttr attributes, RegionRange regions,
     SmallVectorImpl<Type> &inferred) {
+  Adaptor adaptor(operands, attributes);
   auto lhs = tensorType(operands[0]);
   auto rhs = tensorType(operands[1]);
+  bool transLhs = adaptor.getTransposeLhs(), transRhs = adaptor.getTransposeRhs();
   if (lhs.getRank() < 2 || rhs.getRank() < 2)
     return emitOptional(loc, "operands must have rank 2 or more, got " +
                                  shapeString(lhs.getShape()) + " and " +
@@ -212,8 +214,12 @@ LogicalResult MatmulOp::inferReturnTypes(
                                            lhs.getElementType(),
                                            rhs.getElementType())
                                  .str());
-  int64_t k = lhs.getShape().back();
-  int64_t rhsK = rhs.getShape()[rhs.getRank() - 2];
+  int64_t lhsRows = lhs.getDimSize(lhs.getRank() - 2);
+  int64_t lhsCols = lhs.getShape().back();
+  int64_t rhsRows = rhs.getDimSize(rhs.getRank() - 2);
+  int64_t rhsCols = rhs.getShape().back();
+  int64_t k = transLhs ? lhsRows : lhsCols;
+  int64_t rhsK = transRhs ? rhsCols : rhsRows;
   if (k != rhsK)
     return emitOptional(loc, llvm::formatv("contracting dimensions differ: "
                                            "{0} has K = {1}, {2} has K = {3}",
@@ -228,8 +234,8 @@ LogicalResult MatmulOp::inferReturnTypes(
                                  shapeString(rhs.getShape()) +
                                  " do not broadcast");
   SmallVector<int64_t> shape = *batch;
-  shape.push_back(lhs.getShape()[lhs.getRank() - 2]);
-  shape.push_back(rhs.getShape().back());
+  shape.push_back(transLhs ? lhsCols : lhsRows);
+  shape.push_back(transRhs ? rhsRows : rhsCols);
   inferred.push_back(RankedTensorType::get(shape, lhs.getElementType()));
   return success();
 }

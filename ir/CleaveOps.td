@@ -263,14 +263,20 @@ def Cleave_MatmulOp : Cleave_Op<"matmul", [Pure,
     `lhs[..., M, K] x rhs[..., K, N] -> [..., M, N]`. Both operands have rank
     two or more; leading (batch) dimensions broadcast as numpy's `matmul`.
     This is the op tensor parallelism splits along `N` (column parallel) or
-    `K` (row parallel).
+    `K` (row parallel). `transpose_lhs` / `transpose_rhs` read that operand
+    as its transpose over the last two dimensions (`lhs: [..., K, M]`,
+    `rhs: [..., N, K]`), which is how the backward pass and a weight stored
+    as `[out, in]` use a product without a transpose kernel.
 
     ```mlir
     %y = cleave.matmul %x, %w
         : (tensor<2x8x64xf32>, tensor<64x192xf32>) -> tensor<2x8x192xf32>
+    %dw = cleave.matmul %x, %dy {transpose_lhs}
+        : (tensor<16x64xf32>, tensor<16x192xf32>) -> tensor<64x192xf32>
     ```
   }];
-  let arguments = (ins Cleave_FloatTensor:$lhs, Cleave_FloatTensor:$rhs);
+  let arguments = (ins Cleave_FloatTensor:$lhs, Cleave_FloatTensor:$rhs,
+                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
   let results = (outs Cleave_FloatTensor:$result);
   let assemblyFormat =
       "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
@@ -602,5 +608,353 @@ def Cleave_ConcatOp : Cleave_Op<"concat", [Pure,
   let assemblyFormat =
       "$inputs attr-dict `:` functional-type(operands, results)";
 }
+
+//===----------------------------------------------------------------------===//
+// Gradients (cleave-autodiff writes these)
+//===----------------------------------------------------------------------===//
+
+class Cleave_ActivationGradOp<string mnemonic, string forward>
+    : Cleave_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+  let summary = "gradient of `cleave." # forward # "`";
+  let description = [{
+    `dx = dy * d}] # forward # [{(x)/dx`, elementwise, from the forward
+    op's input `x` and the gradient `dy` of its result.
+
+    ```mlir
+    %dx = cleave.}] # mnemonic # [{ %x, %dy : tensor<2x8x256xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_FloatTensor:$x, Cleave_FloatTensor:$dy);
+  let results = (outs Cleave_FloatTensor:$result);
+  let assemblyFormat = "$x `,` $dy attr-dict `:` type($x)";
+}
+
+def Cleave_SiluGradOp : Cleave_ActivationGradOp<"silu_grad", "silu">;
+
+def Cleave_GeluGradOp : Cleave_ActivationGradOp<"gelu_grad", "gelu"> {
+  let arguments = (ins Cleave_FloatTensor:$x, Cleave_FloatTensor:$dy,
+                       DefaultValuedStrAttr<StrAttr, "none">:$approximate);
+  let hasVerifier = 1;
+}
+
+class Cleave_SoftmaxLikeGradOp<string mnemonic, string forward, string formula>
+    : Cleave_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+  let summary = "gradient of `cleave." # forward # "`";
+  let description = [{
+    From the forward op's result `y` and its gradient `dy`:
+    `}] # formula # [{`, the sum along `axis`.
+
+    ```mlir
+    %dx = cleave.}] # mnemonic # [{ %y, %dy {axis = 3 : i64} : tensor<2x4x8x8xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_FloatTensor:$y, Cleave_FloatTensor:$dy,
+                       I64Attr:$axis);
+  let results = (outs Cleave_FloatTensor:$result);
+  let assemblyFormat = "$y `,` $dy attr-dict `:` type($y)";
+  let hasVerifier = 1;
+}
+
+def Cleave_SoftmaxGradOp : Cleave_SoftmaxLikeGradOp<"softmax_grad", "softmax",
+    "dx = y * (dy - sum(dy * y))">;
+def Cleave_LogSoftmaxGradOp : Cleave_SoftmaxLikeGradOp<"log_softmax_grad",
+    "log_softmax", "dx = dy - exp(y) * sum(dy)">;
+
+def Cleave_LayerNormGradOp : Cleave_Op<"layer_norm_grad", [Pure]> {
+  let summary = "gradient of `cleave.layer_norm`";
+  let description = [{
+    From the gradient `dy` of a layer norm's result, its input `x` and its
+    optional `scale` (absent: 1), gives `dx`, and the gradients of the scale
+    and the bias (`x.shape[axis:]`, summed over the leading dimensions; both
+    are produced whether or not the forward op had them). Mean and variance
+    are recomputed from `x`.
+
+    ```mlir
+    %dx, %dg, %db = cleave.layer_norm_grad %dy, %x scale %g {axis = 2 : i64, epsilon = 1.0e-05 : f32}
+        : (tensor<2x8x64xf32>, tensor<2x8x64xf32>, tensor<64xf32>)
+        -> (tensor<2x8x64xf32>, tensor<64xf32>, tensor<64xf32>)
+    ```
+  }];
+  let arguments = (ins Cleave_FloatTensor:$dy, Cleave_FloatTensor:$x,
+                       Optional<Cleave_FloatTensor>:$scale,
+                       I64Attr:$axis, F32Attr:$epsilon);
+  let results = (outs Cleave_FloatTensor:$dx, Cleave_FloatTensor:$dscale,
+                      Cleave_FloatTensor:$dbias);
+  let assemblyFormat = [{
+    $dy `,` $x (`scale` $scale^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Cleave_RmsNormGradOp : Cleave_Op<"rms_norm_grad", [Pure]> {
+  let summary = "gradient of `cleave.rms_norm`";
+  let description = [{
+    From the gradient `dy` of an RMS norm's result, its input `x` and its
+    `scale`, gives `dx` and `dscale` (`x.shape[axis:]`, summed over the
+    leading dimensions). The root mean square is recomputed from `x`.
+
+    ```mlir
+    %dx, %dg = cleave.rms_norm_grad %dy, %x, %g {axis = 2 : i64, epsilon = 1.0e-05 : f32}
+        : (tensor<2x8x64xf32>, tensor<2x8x64xf32>, tensor<64xf32>)
+        -> (tensor<2x8x64xf32>, tensor<64xf32>)
+    ```
+  }];
+  let arguments = (ins Cleave_FloatTensor:$dy, Cleave_FloatTensor:$x,
+                       Cleave_FloatTensor:$scale, I64Attr:$axis,
+                       F32Attr:$epsilon);
+  let results = (outs Cleave_FloatTensor:$dx, Cleave_FloatTensor:$dscale);
+  let assemblyFormat =
+      "$dy `,` $x `,` $scale attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Cleave_AttentionGradOp : Cleave_Op<"attention_grad", [Pure]> {
+  let summary = "gradient of `cleave.attention`";
+  let description = [{
+    From the gradient `dy` of an attention's result and its operands (same
+    `scale`, `causal` and optional `mask`), gives `dq`, `dk` and `dv`. The
+    attention probabilities are recomputed (flash-attention style), never
+    stored. With grouped-query attention `dk` and `dv` sum the gradients of
+    the query heads that share each key/value head. The mask gets no
+    gradient.
+
+    ```mlir
+    %dq, %dk, %dv = cleave.attention_grad %dy, %q, %k, %v {causal, scale = 0.125 : f32}
+        : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>,
+           tensor<2x2x8x16xf32>)
+        -> (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>)
+    ```
+  }];
+  let arguments = (ins Cleave_FloatTensor:$dy, Cleave_FloatTensor:$q,
+                       Cleave_FloatTensor:$k, Cleave_FloatTensor:$v,
+                       Optional<Cleave_Tensor>:$mask, F32Attr:$scale,
+                       UnitAttr:$causal);
+  let results = (outs Cleave_FloatTensor:$dq, Cleave_FloatTensor:$dk,
+                      Cleave_FloatTensor:$dv);
+  let assemblyFormat = [{
+    $dy `,` $q `,` $k `,` $v (`mask` $mask^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Cleave_EmbeddingGradOp : Cleave_Op<"embedding_grad", [Pure]> {
+  let summary = "gradient of `cleave.embedding`: scatter-add into the table";
+  let description = [{
+    `dtable[ids[i], :] += dy[i, :]` for every index `i` of `ids`, into a
+    zeroed `[V, D]` table (the result type gives `V`).
+
+    ```mlir
+    %dw = cleave.embedding_grad %dy, %idx
+        : (tensor<2x8x64xf32>, tensor<2x8xi64>) -> tensor<256x64xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_FloatTensor:$dy, Cleave_IndexTensor:$ids);
+  let results = (outs Cleave_FloatTensor:$result);
+  let assemblyFormat =
+      "$dy `,` $ids attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Cleave_GatherGradOp : Cleave_Op<"gather_grad", [Pure]> {
+  let summary = "gradient of `cleave.gather`: scatter-add along one axis";
+  let description = [{
+    The gradient of `data` (the result type) from the gradient `dy` of a
+    gather's result: every slice of `dy` is added to the slice of `data`
+    its index picked (negative indices count from the end); the rest is
+    zero.
+
+    ```mlir
+    %dd = cleave.gather_grad %dy, %i {axis = 1 : i64}
+        : (tensor<2x3x64xf32>, tensor<3xi64>) -> tensor<2x8x64xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_FloatTensor:$dy, Cleave_IndexTensor:$indices,
+                       I64Attr:$axis);
+  let results = (outs Cleave_FloatTensor:$result);
+  let assemblyFormat =
+      "$dy `,` $indices attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Cleave_SoftmaxCrossEntropyGradOp
+    : Cleave_Op<"softmax_cross_entropy_grad", [Pure]> {
+  let summary = "gradient of `cleave.softmax_cross_entropy`";
+  let description = [{
+    From the gradient `dloss` of the loss (a scalar for `mean` and `sum`,
+    `[N, d...]` for `none`), the logits `input` and the `target`, gives the
+    gradient of the logits: `(softmax(input) - onehot(target)) * dloss`,
+    divided by the number of counted targets for `mean`; zero for targets
+    equal to `ignore_index`.
+
+    ```mlir
+    %dl = cleave.softmax_cross_entropy_grad %dloss, %logits, %t {reduction = #cleave.reduction<mean>}
+        : (tensor<f32>, tensor<16x256xf32>, tensor<16xi64>) -> tensor<16x256xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_FloatTensor:$dloss, Cleave_FloatTensor:$input,
+                       Cleave_IndexTensor:$target,
+                       Cleave_LossReductionAttr:$reduction,
+                       OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs Cleave_FloatTensor:$result);
+  let assemblyFormat =
+      "$dloss `,` $input `,` $target attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Cleave_NllLossGradOp : Cleave_Op<"nll_loss_grad", [Pure]> {
+  let summary = "gradient of `cleave.nll_loss`";
+  let description = [{
+    The gradient of the log-probabilities (the result type, `[N, C, d...]`):
+    `-dloss` at each counted target's class, divided by the number of
+    counted targets for `mean`; zero elsewhere.
+
+    ```mlir
+    %dl = cleave.nll_loss_grad %dloss, %t {reduction = #cleave.reduction<mean>}
+        : (tensor<f32>, tensor<16xi64>) -> tensor<16x256xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_FloatTensor:$dloss, Cleave_IndexTensor:$target,
+                       Cleave_LossReductionAttr:$reduction,
+                       OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs Cleave_FloatTensor:$result);
+  let assemblyFormat =
+      "$dloss `,` $target attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Cleave_SliceGradOp : Cleave_Op<"slice_grad", [Pure]> {
+  let summary = "gradient of `cleave.slice`: the slice placed in zeros";
+  let description = [{
+    A tensor of the slice's input type (the result type), zero except at
+    the positions the slice took (same `start`, `limit`, `step`), which
+    hold `dy`.
+
+    ```mlir
+    %dx = cleave.slice_grad %dy {start = array<i64: 0, 0, 64>,
+                                 limit = array<i64: 2, 8, 128>,
+                                 step = array<i64: 1, 1, 1>}
+        : tensor<2x8x64xf32> -> tensor<2x8x192xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_FloatTensor:$dy, DenseI64ArrayAttr:$start,
+                       DenseI64ArrayAttr:$limit, DenseI64ArrayAttr:$step);
+  let results = (outs Cleave_FloatTensor:$result);
+  let assemblyFormat = "$dy attr-dict `:` type($dy) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Training state and the optimizer
+//===----------------------------------------------------------------------===//
+
+def Cleave_AccumulateGradOp : Cleave_Op<"accumulate_grad", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "adds a gradient to a parameter's gradient buffer";
+  let description = [{
+    Every parameter has one gradient buffer of its type, zeroed at the start
+    of each step; this op adds `grad` to it. A parameter read in several
+    places (a tied embedding and head), or by several microbatches,
+    accumulates all of them.
+
+    ```mlir
+    cleave.accumulate_grad @"transformer.wte.weight", %dw : tensor<256x64xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$name,
+                       Arg<Cleave_FloatTensor, "", [MemRead, MemWrite]>:$grad);
+  let assemblyFormat = "$name `,` $grad attr-dict `:` type($grad)";
+}
+
+def Cleave_GetGradOp : Cleave_Op<"get_grad", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "reads a parameter's accumulated gradient";
+  let description = [{
+    The gradient buffer of a `cleave.parameter` (see `cleave.accumulate_grad`),
+    read in the optimizer function.
+
+    ```mlir
+    %g = cleave.get_grad @"transformer.wte.weight" : tensor<256x64xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$name);
+  let results = (outs Res<Cleave_FloatTensor, "", [MemRead]>:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+}
+
+def Cleave_SumSquaresOp : Cleave_Op<"sum_squares", [Pure]> {
+  let summary = "sum of the squares of every element of every operand";
+  let description = [{
+    `sum_i sum_j x_i[j]^2`, accumulated in double precision: the square of
+    the global gradient norm that `clip_grad_norm_` clips by.
+
+    ```mlir
+    %n2 = cleave.sum_squares %g0, %g1 : (tensor<256x64xf32>, tensor<64xf32>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Variadic<Cleave_FloatTensor>:$inputs);
+  let results = (outs 0DTensorOf<[F32]>:$result);
+  let assemblyFormat =
+      "$inputs attr-dict `:` functional-type(operands, results)";
+}
+
+defvar Cleave_ScheduleDoc = [{
+    `step` holds the 1-based number of this optimizer step. The learning
+    rate of step `s` (0-based `i = s - 1`) is `lr * (i + 1) / warmup_steps`
+    while `i < warmup_steps`; then, when `decay_steps > warmup_steps`,
+    `min_lr + (lr - min_lr) * (1 + cos(pi * p)) / 2` with
+    `p = min(1, (i - warmup_steps) / (decay_steps - warmup_steps))`; else
+    `lr`. With `sum_squares` (the global sum of squared gradients) and
+    `max_norm > 0` the gradient is first multiplied by
+    `min(1, max_norm / (sqrt(sum_squares) + 1e-6))`, as `clip_grad_norm_`.
+    `weight_decay` applies as given; the compiler gives 0 to parameters of
+    fewer than two dimensions.
+}];
+
+class Cleave_OptimizerOp<string mnemonic, string what, dag extraArguments,
+                         string update, string example>
+    : Cleave_Op<mnemonic, [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = what # " update of one parameter, in place";
+  let description = update # Cleave_ScheduleDoc # [{
+
+    ```mlir
+    }] # example # [{
+    ```
+  }];
+  let arguments = !con((ins FlatSymbolRefAttr:$name, Cleave_FloatTensor:$grad,
+                       0DTensorOf<[I64]>:$step,
+                       Optional<0DTensorOf<[F32]>>:$sum_squares,
+                       F64Attr:$lr, DefaultValuedAttr<F64Attr, "0.0">:$weight_decay,
+                       DefaultValuedAttr<F64Attr, "0.0">:$max_norm,
+                       DefaultValuedAttr<I64Attr, "0">:$warmup_steps,
+                       DefaultValuedAttr<I64Attr, "0">:$decay_steps,
+                       DefaultValuedAttr<F64Attr, "0.0">:$min_lr),
+                       extraArguments);
+  let assemblyFormat = [{
+    $name `,` $grad `,` $step (`norm` $sum_squares^ `:` type($sum_squares))?
+    attr-dict `:` type($grad) `,` type($step)
+  }];
+  let hasVerifier = 1;
+}
+
+def Cleave_AdamWOp : Cleave_OptimizerOp<"adamw", "AdamW",
+    (ins DefaultValuedAttr<F64Attr, "0.9">:$beta1,
+         DefaultValuedAttr<F64Attr, "0.999">:$beta2,
+         DefaultValuedAttr<F64Attr, "1.0e-8">:$eps), [{
+    `torch.optim.AdamW`'s update of the parameter from its gradient `grad`,
+    with two state tensors of the parameter's type (the first and second
+    moments, zero at the start) that the memory plan places:
+    `p *= 1 - lr * weight_decay; m = b1 m + (1 - b1) g;
+    v = b2 v + (1 - b2) g^2; p -= lr / (1 - b1^s) * m / (sqrt(v) / sqrt(1 - b2^s) + eps)`.
+  }], [{cleave.adamw @"h.0.attn.c_attn.weight", %g, %step norm %n2 : tensor<f32>
+        {lr = 1.0e-03, beta1 = 0.9, beta2 = 0.95, weight_decay = 0.1, max_norm = 1.0}
+        : tensor<64x192xf32>, tensor<i64>}]>;
+
+def Cleave_SgdOp : Cleave_OptimizerOp<"sgd", "SGD with momentum",
+    (ins DefaultValuedAttr<F64Attr, "0.0">:$momentum), [{
+    `torch.optim.SGD`'s update (no dampening, not Nesterov):
+    `g += weight_decay * p`; with momentum, one state tensor `b` (`b = g` at
+    step 1, else `b = momentum * b + g`) and `g = b`; `p -= lr * g`.
+  }], [{cleave.sgd @"fc.weight", %g, %step {lr = 0.1, momentum = 0.9}
+        : tensor<64x64xf32>, tensor<i64>}]>;
 
 #endif // CLEAVE_OPS_TD

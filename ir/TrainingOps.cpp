@@ -1,0 +1,222 @@
+//===- TrainingOps.cpp - verifiers of the gradient and optimizer ops ------===//
+//
+// The ops cleave-autodiff and cleave-optimizer write (ir/CleaveOps.td,
+// "Gradients" and "Training state and the optimizer"): each verifier checks
+// that a gradient has the type of what it is the gradient of, so a wrong
+// rule fails at the op that it built.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ir/CleaveOps.h"
+
+using namespace mlir;
+using namespace mlir::cleave;
+
+namespace {
+
+RankedTensorType typeOf(Value v) {
+  return v.getType().cast<RankedTensorType>();
+}
+
+/// `what` must have type `expected`.
+LogicalResult expectType(Operation *op, StringRef what, Type found,
+                         Type expected) {
+  if (found == expected)
+    return success();
+  return op->emitOpError() << what << " must be " << expected << ", got "
+                           << found;
+}
+
+LogicalResult expectAxis(Operation *op, int64_t axis, int64_t rank) {
+  if (axis >= 0 && axis < rank)
+    return success();
+  return op->emitOpError() << "axis " << axis << " is out of range for rank "
+                           << rank;
+}
+
+/// The parameter `name` refers to, with a type equal to `type`.
+LogicalResult verifyParameterUse(Operation *op, FlatSymbolRefAttr name,
+                                 Type type, SymbolTableCollection &symbols) {
+  auto param = symbols.lookupNearestSymbolFrom<ParameterOp>(op, name);
+  if (!param)
+    return op->emitOpError() << "no cleave.parameter named " << name;
+  if (param.getType() != type)
+    return op->emitOpError() << "gradient type " << type
+                             << " differs from the type of parameter " << name
+                             << ", " << param.getType();
+  return success();
+}
+
+/// The learning-rate schedule and clipping attributes of an optimizer op.
+template <typename OptimizerOp> LogicalResult verifyOptimizer(OptimizerOp op) {
+  if (!(op.getLr().convertToDouble() >= 0))
+    return op.emitOpError() << "lr must be non-negative";
+  if (!(op.getMaxNorm().convertToDouble() >= 0))
+    return op.emitOpError() << "max_norm must be non-negative (0: off)";
+  if (static_cast<int64_t>(op.getWarmupSteps()) < 0 ||
+      static_cast<int64_t>(op.getDecaySteps()) < 0)
+    return op.emitOpError() << "warmup_steps and decay_steps must be "
+                               "non-negative";
+  if (op.getMaxNorm().convertToDouble() > 0 && !op.getSumSquares())
+    return op.emitOpError() << "max_norm needs the global sum of squares "
+                               "(`norm %s`)";
+  return success();
+}
+
+} // namespace
+
+LogicalResult GeluGradOp::verify() {
+  if (getApproximate() != "none" && getApproximate() != "tanh")
+    return emitOpError() << "approximate must be \"none\" or \"tanh\", got \""
+                         << getApproximate() << "\"";
+  return success();
+}
+
+LogicalResult SoftmaxGradOp::verify() {
+  return expectAxis(*this, getAxis(), typeOf(getY()).getRank());
+}
+
+LogicalResult LogSoftmaxGradOp::verify() {
+  return expectAxis(*this, getAxis(), typeOf(getY()).getRank());
+}
+
+/// dy, x and dx of one type; the parameter gradients x.shape[axis:].
+static LogicalResult verifyNormGrad(Operation *op, Value dy, Value x,
+                                    Value scale, int64_t axis,
+                                    ValueRange paramGrads) {
+  auto xType = typeOf(x);
+  if (failed(expectType(op, "dy", dy.getType(), xType)) ||
+      failed(expectType(op, "dx", op->getResult(0).getType(), xType)) ||
+      failed(expectAxis(op, axis, xType.getRank())))
+    return failure();
+  auto paramType = RankedTensorType::get(xType.getShape().drop_front(axis),
+                                         xType.getElementType());
+  if (scale && failed(expectType(op, "scale", scale.getType(), paramType)))
+    return failure();
+  for (Value grad : paramGrads)
+    if (failed(expectType(op, "a parameter gradient", grad.getType(),
+                          paramType)))
+      return failure();
+  return success();
+}
+
+LogicalResult LayerNormGradOp::verify() {
+  return verifyNormGrad(*this, getDy(), getX(), getScale(), getAxis(),
+                        {getDscale(), getDbias()});
+}
+
+LogicalResult RmsNormGradOp::verify() {
+  return verifyNormGrad(*this, getDy(), getX(), getScale(), getAxis(),
+                        {getDscale()});
+}
+
+LogicalResult AttentionGradOp::verify() {
+  auto q = typeOf(getQ()), k = typeOf(getK()), v = typeOf(getV());
+  if (q.getRank() != 4 || k != v || k.getRank() != 4)
+    return emitOpError() << "q must be [B, H, Tq, D] and k, v one type "
+                            "[B, Hkv, Tk, D], got "
+                         << q << ", " << k << ", " << v;
+  if (failed(expectType(*this, "dy", getDy().getType(), q)) ||
+      failed(expectType(*this, "dq", getDq().getType(), q)) ||
+      failed(expectType(*this, "dk", getDk().getType(), k)) ||
+      failed(expectType(*this, "dv", getDv().getType(), v)))
+    return failure();
+  return success();
+}
+
+LogicalResult EmbeddingGradOp::verify() {
+  auto dy = typeOf(getDy()), ids = typeOf(getIds()),
+       table = typeOf(getResult());
+  if (table.getRank() != 2 || dy.getRank() != ids.getRank() + 1 ||
+      dy.getShape().drop_back() != ids.getShape() ||
+      dy.getShape().back() != table.getDimSize(1) ||
+      dy.getElementType() != table.getElementType())
+    return emitOpError() << "dy must be [ids..., D] and the result [V, D], got "
+                         << dy << ", ids " << ids << " and " << table;
+  return success();
+}
+
+LogicalResult GatherGradOp::verify() {
+  auto data = typeOf(getResult());
+  int64_t axis = getAxis();
+  if (failed(expectAxis(*this, axis, data.getRank())))
+    return failure();
+  SmallVector<int64_t> shape(data.getShape().take_front(axis));
+  llvm::append_range(shape, typeOf(getIndices()).getShape());
+  llvm::append_range(shape, data.getShape().drop_front(axis + 1));
+  return expectType(*this, "dy", getDy().getType(),
+                    RankedTensorType::get(shape, data.getElementType()));
+}
+
+/// dloss has the loss's type: the loss of `input` and `target` reduced by
+/// `reduction`.
+static LogicalResult verifyLossGrad(Operation *op, Value dloss, Value input,
+                                    Value target, Type inputType,
+                                    LossReduction reduction) {
+  SmallVector<Type> loss;
+  if (failed(inferLossResult(op->getLoc(), input, target, reduction, loss)))
+    return failure();
+  if (failed(expectType(op, "dloss", dloss.getType(), loss.front())))
+    return failure();
+  return expectType(op, "the result", op->getResult(0).getType(), inputType);
+}
+
+LogicalResult SoftmaxCrossEntropyGradOp::verify() {
+  return verifyLossGrad(*this, getDloss(), getInput(), getTarget(),
+                        getInput().getType(), getReduction());
+}
+
+LogicalResult NllLossGradOp::verify() {
+  return verifyLossGrad(*this, getDloss(), getResult(), getTarget(),
+                        getResult().getType(), getReduction());
+}
+
+LogicalResult SliceGradOp::verify() {
+  auto x = typeOf(getResult());
+  auto start = getStart(), limit = getLimit(), step = getStep();
+  int64_t rank = x.getRank();
+  if ((int64_t)start.size() != rank || (int64_t)limit.size() != rank ||
+      (int64_t)step.size() != rank)
+    return emitOpError() << "start, limit and step need one entry per "
+                            "dimension of "
+                         << x;
+  SmallVector<int64_t> shape;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (step[d] == 0)
+      return emitOpError() << "step " << d << " is zero";
+    int64_t span = limit[d] - start[d];
+    int64_t n = step[d] > 0 ? (span + step[d] - 1) / step[d]
+                            : (-span - step[d] - 1) / -step[d];
+    shape.push_back(std::max<int64_t>(0, n));
+  }
+  return expectType(*this, "dy", getDy().getType(),
+                    RankedTensorType::get(shape, x.getElementType()));
+}
+
+LogicalResult
+AccumulateGradOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyParameterUse(*this, getNameAttr(), getGrad().getType(), symbols);
+}
+
+LogicalResult GetGradOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyParameterUse(*this, getNameAttr(), getResult().getType(),
+                            symbols);
+}
+
+LogicalResult AdamWOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyParameterUse(*this, getNameAttr(), getGrad().getType(), symbols);
+}
+
+LogicalResult SgdOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyParameterUse(*this, getNameAttr(), getGrad().getType(), symbols);
+}
+
+LogicalResult AdamWOp::verify() {
+  double b1 = getBeta1().convertToDouble(), b2 = getBeta2().convertToDouble();
+  if (!(b1 >= 0 && b1 < 1 && b2 >= 0 && b2 < 1))
+    return emitOpError() << "beta1 and beta2 must be in [0, 1), got " << b1
+                         << " and " << b2;
+  return verifyOptimizer(*this);
+}
+
+LogicalResult SgdOp::verify() { return verifyOptimizer(*this); }
