@@ -19,6 +19,8 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "mlir/IR/SymbolTable.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
@@ -141,6 +143,15 @@ int64_t intFrom(DictionaryAttr dict, StringRef key) {
   return 0;
 }
 
+pb::FunctionKind kindOf(func::FuncOp func) {
+  auto kind = func->getAttrOfType<StringAttr>("cleave.kind");
+  if (kind && kind.getValue() == "backward")
+    return pb::BACKWARD;
+  if (kind && kind.getValue() == "optimizer")
+    return pb::OPTIMIZER;
+  return pb::FORWARD;
+}
+
 struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
   using EmitProgramBase::EmitProgramBase;
 
@@ -149,25 +160,51 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
       signalPassFailure();
   }
 
+  pb::Program program;
+  llvm::DenseMap<Value, int> tensorOf;
+  llvm::StringMap<int> paramTensor, gradTensor;
+  llvm::DenseSet<int> activationTensors;
+  int64_t microbatchSize = 0, seqLen = 0;
+  int integerArgs = 0;
+
+  FailureOr<int> addTensor(Type type, int64_t offset, pb::Category category,
+                           StringRef name, Operation *where) {
+    auto tensor = type.dyn_cast<RankedTensorType>();
+    if (!tensor || !tensor.hasStaticShape())
+      return where->emitError() << "cannot emit " << type
+                                << ": not a static tensor";
+    auto dtype = dtypeOf(tensor.getElementType(), where);
+    if (failed(dtype))
+      return failure();
+    pb::Tensor *t = program.add_tensors();
+    t->set_buffer(0);
+    t->set_offset(offset);
+    for (int64_t d : tensor.getShape())
+      t->add_shape(d);
+    t->set_dtype(*dtype);
+    t->set_category(category);
+    t->set_name(name.str());
+    if (category == pb::ACTIVATIONS)
+      activationTensors.insert(program.tensors_size() - 1);
+    return program.tensors_size() - 1;
+  }
+
   LogicalResult emit() {
     ModuleOp module = getOperation();
     if (outputDir.empty())
       return module.emitError()
              << "cleave-emit-program needs output-dir=FOLDER";
     auto funcs = llvm::to_vector(module.getOps<func::FuncOp>());
-    if (funcs.size() != 1)
-      return module.emitError() << "cleave-emit-program expects one function "
-                                   "(one rank's forward), found "
-                                << funcs.size();
-    func::FuncOp func = funcs.front();
-    auto memory = func->getAttrOfType<DictionaryAttr>("cleave.memory");
+    if (funcs.empty())
+      return module.emitError() << "cleave-emit-program: the module has no "
+                                   "function to run";
+    auto memory = module->getAttrOfType<DictionaryAttr>("cleave.memory");
     if (!memory)
-      return func.emitError()
-             << "the function has no memory plan; run cleave-memory-plan first";
+      return module.emitError()
+             << "the module has no memory plan; run cleave-memory-plan first";
     if (microbatches < 1)
       return module.emitError() << "microbatches must be at least 1";
 
-    pb::Program program;
     program.set_magic("cleave-program");
     program.set_version(pb::VERSION_CURRENT);
     if (auto file = module.getLoc().dyn_cast<FileLineColLoc>())
@@ -198,29 +235,59 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
     plan->set_constants(intFrom(memory, "constants"));
     plan->set_io(intFrom(memory, "io"));
 
-    // Tensors for values, in definition order.
-    llvm::DenseMap<Value, int> tensorOf;
-    auto addTensor = [&](Type type, int64_t offset, pb::Category category,
-                         StringRef name, Operation *where) -> FailureOr<int> {
-      auto tensor = type.dyn_cast<RankedTensorType>();
-      if (!tensor || !tensor.hasStaticShape())
-        return where->emitError() << "cannot emit " << type
-                                  << ": not a static tensor";
-      auto dtype = dtypeOf(tensor.getElementType(), where);
-      if (failed(dtype))
+    if (failed(emitParameters(module)))
+      return failure();
+    llvm::DenseMap<Operation *, int> functionIndex;
+    for (func::FuncOp func : funcs) {
+      functionIndex[func] = program.functions_size();
+      if (failed(emitFunction(func)))
         return failure();
-      pb::Tensor *t = program.add_tensors();
-      t->set_buffer(0);
-      t->set_offset(offset);
-      for (int64_t d : tensor.getShape())
-        t->add_shape(d);
-      t->set_dtype(*dtype);
-      t->set_category(category);
-      t->set_name(name.str());
-      return program.tensors_size() - 1;
-    };
+    }
 
-    // Parameters, their data in params.bin.
+    pb::Batch *batch = program.mutable_batch();
+    batch->set_microbatch_size(microbatchSize);
+    batch->set_microbatches(microbatches);
+    batch->set_seq_len(seqLen);
+    batch->set_first_sample(0);
+    int64_t global = globalBatch ? globalBatch : microbatchSize * microbatches;
+    if (global != microbatchSize * microbatches)
+      return module.emitError()
+             << "global batch " << global << " is not "
+             << static_cast<int64_t>(microbatches)
+             << " microbatches of " << microbatchSize << " samples";
+    batch->set_global_batch(global);
+
+    // The schedule: each microbatch's forward and its backward, then the
+    // optimizer once per step.
+    auto addStep = [&](int function, int64_t mb) {
+      pb::Step *step = program.add_schedule();
+      step->set_function(function);
+      step->set_microbatch(mb);
+    };
+    for (int64_t mb = 0; mb < microbatches; ++mb)
+      for (func::FuncOp func : funcs) {
+        if (kindOf(func) != pb::FORWARD)
+          continue;
+        addStep(functionIndex[func], mb);
+        if (auto bw = func->getAttrOfType<FlatSymbolRefAttr>("cleave.backward"))
+          if (auto backward =
+                  SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(func, bw))
+            addStep(functionIndex[backward], mb);
+      }
+    for (func::FuncOp func : funcs)
+      if (kindOf(func) == pb::OPTIMIZER)
+        addStep(functionIndex[func], -1);
+
+    SmallString<256> programPath(outputDir);
+    llvm::sys::path::append(programPath, "rank-0.pb");
+    std::ofstream out(programPath.c_str(), std::ios::binary);
+    if (!out || !program.SerializeToOstream(&out))
+      return module.emitError() << "cannot write '" << programPath << "'";
+    return writePlan(program, module);
+  }
+
+  /// Parameters (data in params.bin), their gradient buffers.
+  LogicalResult emitParameters(ModuleOp module) {
     SmallString<256> paramsPath(outputDir);
     llvm::sys::path::append(paramsPath, "params.bin");
     if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
@@ -230,7 +297,6 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
     if (!params)
       return module.emitError() << "cannot write '" << paramsPath << "'";
     uint64_t paramsOffset = 0;
-    llvm::StringMap<int> paramTensor;
     for (auto param : module.getOps<ParameterOp>()) {
       auto offset = param->getAttrOfType<IntegerAttr>("cleave.offset");
       if (!offset)
@@ -240,6 +306,13 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
       if (failed(id))
         return failure();
       paramTensor[param.getSymName()] = *id;
+      if (auto grad = param->getAttrOfType<IntegerAttr>("cleave.grad_offset")) {
+        auto g = addTensor(param.getType(), grad.getInt(), pb::GRADIENTS,
+                           (param.getSymName() + ".grad").str(), param);
+        if (failed(g))
+          return failure();
+        gradTensor[param.getSymName()] = *g;
+      }
       pb::Parameter *p = program.add_parameters();
       p->set_name(param.getSymName().str());
       p->set_tensor(*id);
@@ -271,77 +344,127 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
     params.close();
     if (!params)
       return module.emitError() << "writing '" << paramsPath << "' failed";
+    return success();
+  }
 
+  /// A forward function's arguments: the step's inputs. The first two
+  /// integer [batch, seq] arguments are the token ids and the targets.
+  LogicalResult bindInput(func::FuncOp func, BlockArgument arg) {
+    auto offset = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
+                                                     "cleave.offset");
+    if (!offset)
+      return func.emitError() << "argument " << arg.getArgNumber()
+                              << " has no planned offset";
+    auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                  "cleave.onnx_name");
+    auto role = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                  "cleave.role");
+    std::string argName =
+        name ? name.str()
+             : (role ? role.str() : "arg" + std::to_string(arg.getArgNumber()));
+    auto id = addTensor(arg.getType(), offset.getInt(), pb::IO, argName, func);
+    if (failed(id))
+      return failure();
+    tensorOf[arg] = *id;
+    pb::Binding *binding = program.add_inputs();
+    binding->set_name(argName);
+    binding->set_tensor(*id);
+    auto type = arg.getType().cast<RankedTensorType>();
+    if (role && role.getValue() == "step") {
+      if (type.getRank() != 0 || !type.getElementType().isInteger(64))
+        return func.emitError() << "the step argument must be tensor<i64>";
+      binding->set_role(pb::STEP);
+      return success();
+    }
+    bool tokenLike = type.getElementType().isa<IntegerType>() &&
+                     !type.getElementType().isInteger(1) &&
+                     type.getRank() == 2 && type.getNumElements() > 0;
+    if (!tokenLike || integerArgs >= 2) {
+      binding->set_role(pb::OTHER);
+      return success();
+    }
+    binding->set_role(integerArgs == 0 ? pb::TOKENS : pb::TARGETS);
+    if (integerArgs == 0) {
+      microbatchSize = type.getDimSize(0);
+      seqLen = type.getDimSize(1);
+    } else if (type.getShape() != ArrayRef<int64_t>{microbatchSize, seqLen}) {
+      return func.emitError()
+             << "the targets '" << argName << "' have shape " << type
+             << ", but the token ids are [" << microbatchSize << ", "
+             << seqLen << "]";
+    }
+    ++integerArgs;
+    return success();
+  }
+
+  /// The op's attributes, without the plan's and the symbol it updates.
+  LogicalResult addAttributes(Operation &op, pb::Kernel *kernel) {
+    for (NamedAttribute attr : op.getAttrs()) {
+      StringRef key = attr.getName().getValue();
+      if (key == "operand_segment_sizes" || key.startswith("cleave.") ||
+          attr.getValue().isa<SymbolRefAttr>())
+        continue;
+      pb::Attribute converted;
+      if (failed(convertAttribute(attr.getValue(), converted)))
+        return op.emitError() << "attribute '" << key
+                              << "' has a kind the runtime cannot read: "
+                              << attr.getValue();
+      (*kernel->mutable_attributes())[key.str()] = converted;
+    }
+    return success();
+  }
+
+  LogicalResult emitFunction(func::FuncOp func) {
+    pb::FunctionKind kind = kindOf(func);
+    pb::Function *fn = program.add_functions();
+    fn->set_name(func.getName().str());
+    fn->set_kind(kind);
+    if (func.isExternal())
+      return func.emitError() << "cannot emit a function without a body";
     Block &body = func.getBody().front();
-    // Inputs: the first two integer arguments are tokens and targets.
-    int64_t microbatchSize = 0, seqLen = 0;
-    int integerArgs = 0;
+
+    llvm::DenseSet<Value> freeable;
+    auto forwardName = func->getAttrOfType<FlatSymbolRefAttr>("cleave.forward");
     for (BlockArgument arg : body.getArguments()) {
-      auto offset = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
-                                                       "cleave.offset");
-      if (!offset)
-        return func.emitError() << "argument " << arg.getArgNumber()
-                                << " has no planned offset";
-      auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                    "cleave.onnx_name");
-      std::string argName =
-          name ? name.str() : "arg" + std::to_string(arg.getArgNumber());
-      auto id = addTensor(arg.getType(), offset.getInt(), pb::IO, argName,
-                          func);
-      if (failed(id))
-        return failure();
-      tensorOf[arg] = *id;
-      pb::Binding *binding = program.add_inputs();
-      binding->set_name(argName);
-      binding->set_tensor(*id);
-      auto type = arg.getType().cast<RankedTensorType>();
-      bool tokenLike = type.getElementType().isa<IntegerType>() &&
-                       !type.getElementType().isInteger(1) &&
-                       type.getRank() == 2 && type.getNumElements() > 0;
-      if (tokenLike && integerArgs < 2) {
-        binding->set_role(integerArgs == 0 ? pb::TOKENS : pb::TARGETS);
-        if (integerArgs == 0) {
-          microbatchSize = type.getDimSize(0);
-          seqLen = type.getDimSize(1);
-        } else if (type.getShape() !=
-                   ArrayRef<int64_t>{microbatchSize, seqLen}) {
-          return func.emitError()
-                 << "the targets '" << argName << "' have shape " << type
-                 << ", but the token ids are [" << microbatchSize << ", "
-                 << seqLen << "]";
-        }
-        ++integerArgs;
-      } else {
-        binding->set_role(pb::OTHER);
+      auto from = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
+                                                     "cleave.saved_from");
+      if (!from) {
+        if (failed(bindInput(func, arg)))
+          return failure();
+        continue;
       }
+      auto forward =
+          forwardName ? SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+                            func, forwardName)
+                      : func::FuncOp();
+      if (!forward || forward.isExternal() ||
+          from.getInt() >= forward.getBody().front().getTerminator()->getNumOperands())
+        return func.emitError() << "argument " << arg.getArgNumber()
+                                << " names no forward result";
+      Value source = forward.getBody().front().getTerminator()->getOperand(
+          from.getInt());
+      auto it = tensorOf.find(source);
+      if (it == tensorOf.end())
+        return func.emitError() << "the forward function " << forwardName
+                                << " must come before its backward";
+      tensorOf[arg] = it->second;
+      if (activationTensors.contains(it->second))
+        freeable.insert(arg);
     }
 
-    pb::Batch *batch = program.mutable_batch();
-    batch->set_microbatch_size(microbatchSize);
-    batch->set_microbatches(microbatches);
-    batch->set_seq_len(seqLen);
-    batch->set_first_sample(0);
-    int64_t global = globalBatch ? globalBatch : microbatchSize * microbatches;
-    if (global != microbatchSize * microbatches)
-      return module.emitError()
-             << "global batch " << global << " is not "
-             << static_cast<int64_t>(microbatches)
-             << " microbatches of " << microbatchSize << " samples";
-    batch->set_global_batch(global);
-
-    // The function body: one kernel per op, a free after each last use.
-    pb::Function *forward = program.add_functions();
-    forward->set_name(func.getName().str());
-    forward->set_kind(pb::FORWARD);
     llvm::DenseMap<Value, Operation *> lastUser;
     for (Operation &op : body)
       for (Value operand : op.getOperands())
         lastUser[operand] = &op;
-    llvm::DenseSet<Value> freeable;
+    for (Value arg : freeable)
+      if (!lastUser.count(arg))
+        fn->add_body()->mutable_free()->set_tensor(tensorOf.lookup(arg));
 
     for (Operation &op : body) {
       if (auto ret = dyn_cast<func::ReturnOp>(op)) {
         for (auto [index, v] : llvm::enumerate(ret.getOperands())) {
+          if (func.getResultAttr(index, "cleave.saved"))
+            continue;
           pb::Binding *binding = program.add_outputs();
           binding->set_tensor(tensorOf.lookup(v));
           auto name =
@@ -361,11 +484,38 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
         tensorOf[get.getResult()] = it->second;
         continue;
       }
+      if (auto get = dyn_cast<GetGradOp>(op)) {
+        auto it = gradTensor.find(get.getName());
+        if (it == gradTensor.end())
+          return get.emitError() << "parameter @" << get.getName()
+                                 << " has no planned gradient";
+        tensorOf[get.getResult()] = it->second;
+        continue;
+      }
+      std::string name = locationName(op.getLoc());
+      if (auto acc = dyn_cast<AccumulateGradOp>(op)) {
+        auto it = gradTensor.find(acc.getName());
+        if (it == gradTensor.end())
+          return acc.emitError() << "parameter @" << acc.getName()
+                                 << " has no planned gradient";
+        pb::Kernel *kernel = fn->add_body()->mutable_kernel();
+        kernel->set_op("accumulate_grad");
+        kernel->set_location(name);
+        kernel->add_inputs(tensorOf.lookup(acc.getGrad()));
+        kernel->add_outputs(it->second);
+        addFrees(op, fn, freeable, lastUser);
+        continue;
+      }
+      if (isa<AdamWOp, SgdOp>(op)) {
+        if (failed(emitUpdate(op, fn)))
+          return failure();
+        addFrees(op, fn, freeable, lastUser);
+        continue;
+      }
       auto offsets = op.getAttrOfType<DenseI64ArrayAttr>("cleave.offsets");
       if (!offsets || (int64_t)offsets.size() != op.getNumResults())
         return op.emitError() << "op has no planned offsets; run "
                                  "cleave-memory-plan first";
-      std::string name = locationName(op.getLoc());
       if (auto constant = dyn_cast<ConstantOp>(op)) {
         auto id = addTensor(constant.getType(), offsets[0], pb::CONSTANTS,
                             name, &op);
@@ -382,7 +532,7 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
         return op.emitError() << "op '" << op.getName()
                               << "' has no runtime kernel";
 
-      pb::Kernel *kernel = forward->add_body()->mutable_kernel();
+      pb::Kernel *kernel = fn->add_body()->mutable_kernel();
       kernel->set_op(op.getName().stripDialect().str());
       kernel->set_location(name);
       auto segments =
@@ -403,17 +553,8 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
         if (isa<AttentionOp>(op) && op.getNumOperands() == 3)
           kernel->add_inputs(-1); // no mask
       }
-      for (NamedAttribute attr : op.getAttrs()) {
-        StringRef key = attr.getName().getValue();
-        if (key == "operand_segment_sizes" || key.startswith("cleave."))
-          continue;
-        pb::Attribute converted;
-        if (failed(convertAttribute(attr.getValue(), converted)))
-          return op.emitError() << "attribute '" << key
-                                << "' has a kind the runtime cannot read: "
-                                << attr.getValue();
-        (*kernel->mutable_attributes())[key.str()] = converted;
-      }
+      if (failed(addAttributes(op, kernel)))
+        return failure();
       for (auto [result, offset] : llvm::zip(op.getResults(), offsets.asArrayRef())) {
         auto id = addTensor(result.getType(), offset, pb::ACTIVATIONS, name,
                             &op);
@@ -423,30 +564,56 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
         kernel->add_outputs(*id);
         freeable.insert(result);
       }
-      // Free what this op read last, and results nobody reads.
-      llvm::SmallPtrSet<Value, 4> done;
-      for (Value v : op.getOperands())
-        if (freeable.count(v) && lastUser.lookup(v) == &op &&
-            done.insert(v).second)
-          forward->add_body()->mutable_free()->set_tensor(tensorOf.lookup(v));
-      for (Value result : op.getResults())
-        if (!lastUser.count(result))
-          forward->add_body()->mutable_free()->set_tensor(
-              tensorOf.lookup(result));
+      addFrees(op, fn, freeable, lastUser);
     }
+    return success();
+  }
 
-    for (int64_t mb = 0; mb < microbatches; ++mb) {
-      pb::Step *step = program.add_schedule();
-      step->set_function(0);
-      step->set_microbatch(mb);
+  /// Free what `op` read last, and its results nobody reads.
+  void addFrees(Operation &op, pb::Function *fn,
+                const llvm::DenseSet<Value> &freeable,
+                llvm::DenseMap<Value, Operation *> &lastUser) {
+    llvm::SmallPtrSet<Value, 4> done;
+    for (Value v : op.getOperands())
+      if (freeable.contains(v) && lastUser.lookup(v) == &op &&
+          done.insert(v).second)
+        fn->add_body()->mutable_free()->set_tensor(tensorOf.lookup(v));
+    for (Value result : op.getResults())
+      if (!lastUser.count(result))
+        fn->add_body()->mutable_free()->set_tensor(tensorOf.lookup(result));
+  }
+
+  /// An optimizer update: inputs (grad, step, sum of squares or -1),
+  /// outputs (the parameter, then its state tensors), all updated in place.
+  LogicalResult emitUpdate(Operation &op, pb::Function *fn) {
+    auto symbol = op.getAttrOfType<FlatSymbolRefAttr>("name");
+    auto param = paramTensor.find(symbol.getValue());
+    if (param == paramTensor.end())
+      return op.emitError() << "no parameter " << symbol;
+    pb::Kernel *kernel = fn->add_body()->mutable_kernel();
+    kernel->set_op(op.getName().stripDialect().str());
+    kernel->set_location(locationName(op.getLoc()));
+    kernel->add_inputs(tensorOf.lookup(op.getOperand(0)));
+    kernel->add_inputs(tensorOf.lookup(op.getOperand(1)));
+    kernel->add_inputs(op.getNumOperands() > 2
+                           ? tensorOf.lookup(op.getOperand(2))
+                           : -1);
+    kernel->add_outputs(param->second);
+    auto states = op.getAttrOfType<DenseI64ArrayAttr>("cleave.state_offsets");
+    const char *names[] = {".exp_avg", ".exp_avg_sq"};
+    int64_t k = 0;
+    for (int64_t offset : states ? states.asArrayRef() : ArrayRef<int64_t>{}) {
+      std::string stateName =
+          symbol.getValue().str() +
+          (isa<SgdOp>(op) ? ".momentum_buffer" : names[std::min<int64_t>(k, 1)]);
+      auto id = addTensor(op.getOperand(0).getType(), offset,
+                          pb::OPTIMIZER_STATE, stateName, &op);
+      if (failed(id))
+        return failure();
+      kernel->add_outputs(*id);
+      ++k;
     }
-
-    SmallString<256> programPath(outputDir);
-    llvm::sys::path::append(programPath, "rank-0.pb");
-    std::ofstream out(programPath.c_str(), std::ios::binary);
-    if (!out || !program.SerializeToOstream(&out))
-      return module.emitError() << "cannot write '" << programPath << "'";
-    return writePlan(program, module);
+    return addAttributes(op, kernel);
   }
 
   /// plan.json: what each rank holds and runs, and the predicted memory.

@@ -542,12 +542,48 @@ struct FuseRotary : OpRewritePattern<AddOp> {
   }
 };
 
+/// matmul(x, transpose(w)) with a [N, K] matrix `w` (a linear layer's
+/// weight as PyTorch stores it) reads `w` transposed in the product
+/// (`transpose_rhs`), so no step copies the weight and the backward pass
+/// gets the weight's gradient in its stored layout. Likewise for the left
+/// operand.
+struct FoldWeightTranspose : OpRewritePattern<MatmulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  static TransposeOp matrixTranspose(Value v) {
+    auto t = def<TransposeOp>(v);
+    if (!t || t.getPerm().size() != 2 || t.getPerm()[0] != 1)
+      return {};
+    return t;
+  }
+
+  LogicalResult matchAndRewrite(MatmulOp op,
+                                PatternRewriter &rewriter) const override {
+    TransposeOp lhs = matrixTranspose(op.getLhs());
+    TransposeOp rhs = matrixTranspose(op.getRhs());
+    if (!lhs && !rhs)
+      return failure();
+    rewriter.updateRootInPlace(op, [&] {
+      if (lhs) {
+        op.getLhsMutable().assign(lhs.getX());
+        op.setTransposeLhs(!op.getTransposeLhs());
+      }
+      if (rhs) {
+        op.getRhsMutable().assign(rhs.getX());
+        op.setTransposeRhs(!op.getTransposeRhs());
+      }
+    });
+    return success();
+  }
+};
+
 struct Fuse : mlir::cleave::impl::FuseBase<Fuse> {
   using FuseBase::FuseBase;
 
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<FuseMul, FuseAttention, FuseRotary>(&getContext());
+    patterns.add<FuseMul, FuseAttention, FuseRotary, FoldWeightTranspose>(
+        &getContext());
     FrozenRewritePatternSet frozen(std::move(patterns));
     // The greedy driver also erases the chains' ops once unused (they are
     // Pure) and folds what it can.

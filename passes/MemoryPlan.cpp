@@ -14,6 +14,8 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <map>
 
@@ -83,6 +85,16 @@ private:
   std::map<int64_t, int64_t> freeBlocks; // offset -> size
 };
 
+/// Optimizer state tensors an update op keeps (AdamW: two moments; SGD:
+/// a momentum buffer when it has momentum).
+int64_t stateCount(Operation *op) {
+  if (isa<AdamWOp>(op))
+    return 2;
+  if (auto sgd = dyn_cast<SgdOp>(op))
+    return sgd.getMomentum().convertToDouble() > 0 ? 1 : 0;
+  return 0;
+}
+
 struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
   using MemoryPlanBase::MemoryPlanBase;
 
@@ -94,45 +106,165 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
                          << static_cast<int64_t>(alignment);
       return signalPassFailure();
     }
-    Builder b(module.getContext());
-
-    // Parameters first: they are shared by every function of the module.
-    int64_t paramBytes = 0;
-    for (auto param : module.getOps<ParameterOp>()) {
-      param->setAttr("cleave.offset", b.getI64IntegerAttr(paramBytes));
-      paramBytes += alignUp(tensorBytes(param.getType()), alignment);
-    }
-    for (auto func : module.getOps<func::FuncOp>())
-      if (failed(planFunction(func, paramBytes)))
-        return signalPassFailure();
+    if (failed(plan(module)))
+      signalPassFailure();
   }
 
-  LogicalResult planFunction(func::FuncOp func, int64_t paramBytes) {
-    Builder b(func.getContext());
-    if (!func.getBody().hasOneBlock())
-      return func.emitError() << "cleave-memory-plan expects one block";
-    Block &body = func.getBody().front();
+  int64_t aligned(Type type) { return alignUp(tensorBytes(type), alignment); }
 
-    // Constants and inputs: live for the whole step, after the parameters.
-    int64_t cursor = paramBytes, constantBytes = 0, ioBytes = 0;
-    for (BlockArgument arg : body.getArguments()) {
-      if (!arg.getType().isa<RankedTensorType>())
-        return func.emitError() << "argument " << arg.getArgNumber()
-                                << " is not a tensor";
-      func.setArgAttr(arg.getArgNumber(), "cleave.offset",
-                      b.getI64IntegerAttr(cursor));
-      int64_t size = alignUp(tensorBytes(arg.getType()), alignment);
-      cursor += size;
-      ioBytes += size;
+  LogicalResult plan(ModuleOp module) {
+    Builder b(module.getContext());
+    int64_t cursor = 0;
+
+    // Parameters, then their gradients, then optimizer state: shared by
+    // every function and live for the whole run.
+    int64_t paramBytes = 0, gradBytes = 0, stateBytes = 0;
+    for (auto param : module.getOps<ParameterOp>()) {
+      param->setAttr("cleave.offset", b.getI64IntegerAttr(cursor));
+      cursor += aligned(param.getType());
+      paramBytes += aligned(param.getType());
     }
-    for (auto constant : body.getOps<ConstantOp>()) {
-      constant->setAttr("cleave.offsets",
-                        b.getDenseI64ArrayAttr({cursor}));
-      int64_t size = alignUp(tensorBytes(constant.getType()), alignment);
-      cursor += size;
-      constantBytes += size;
+    llvm::StringSet<> withGrad;
+    module.walk([&](Operation *op) {
+      if (auto acc = dyn_cast<AccumulateGradOp>(op))
+        withGrad.insert(acc.getName());
+      if (auto get = dyn_cast<GetGradOp>(op))
+        withGrad.insert(get.getName());
+    });
+    for (auto param : module.getOps<ParameterOp>()) {
+      if (!withGrad.contains(param.getSymName()))
+        continue;
+      param->setAttr("cleave.grad_offset", b.getI64IntegerAttr(cursor));
+      cursor += aligned(param.getType());
+      gradBytes += aligned(param.getType());
+    }
+    WalkResult walk = module.walk([&](Operation *op) {
+      int64_t n = stateCount(op);
+      if (!n)
+        return WalkResult::advance();
+      SmallVector<int64_t> offsets;
+      Type type = op->getOperand(0).getType(); // the gradient's: the param's
+      for (int64_t k = 0; k < n; ++k) {
+        offsets.push_back(cursor);
+        cursor += aligned(type);
+        stateBytes += aligned(type);
+      }
+      op->setAttr("cleave.state_offsets", b.getDenseI64ArrayAttr(offsets));
+      return WalkResult::advance();
+    });
+    if (walk.wasInterrupted())
+      return failure();
+
+    // Inputs and constants of every function: live for the whole step.
+    // A backward function's arguments are the forward values it reads, in
+    // the forward's storage.
+    int64_t constantBytes = 0, ioBytes = 0;
+    auto funcs = llvm::to_vector(module.getOps<func::FuncOp>());
+    for (func::FuncOp func : funcs) {
+      if (func.isExternal() || !func.getBody().hasOneBlock())
+        return func.emitError() << "cleave-memory-plan expects one block";
+      Block &body = func.getBody().front();
+      for (BlockArgument arg : body.getArguments()) {
+        if (!arg.getType().isa<RankedTensorType>())
+          return func.emitError() << "argument " << arg.getArgNumber()
+                                  << " is not a tensor";
+        if (func.getArgAttr(arg.getArgNumber(), "cleave.saved_from"))
+          continue;
+        func.setArgAttr(arg.getArgNumber(), "cleave.offset",
+                        b.getI64IntegerAttr(cursor));
+        cursor += aligned(arg.getType());
+        ioBytes += aligned(arg.getType());
+      }
+      for (auto constant : body.getOps<ConstantOp>()) {
+        constant->setAttr("cleave.offsets", b.getDenseI64ArrayAttr({cursor}));
+        cursor += aligned(constant.getType());
+        constantBytes += aligned(constant.getType());
+      }
     }
     int64_t activationBase = cursor;
+
+    // Activations: one timeline over the functions in module order (the
+    // order a step runs them: forward, its backward, the optimizer).
+    Allocator activations(alignment);
+    llvm::DenseMap<Value, int64_t> offsetOf; // allocator-relative
+    llvm::DenseMap<Value, Value> alias;      // backward arg -> forward value
+    for (func::FuncOp func : funcs) {
+      Block &body = func.getBody().front();
+      auto forwardName = func->getAttrOfType<FlatSymbolRefAttr>("cleave.forward");
+      if (forwardName) {
+        auto forward =
+            SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(func, forwardName);
+        if (!forward || forward.isExternal())
+          return func.emitError() << "no forward function " << forwardName;
+        Operation *ret = forward.getBody().front().getTerminator();
+        for (BlockArgument arg : body.getArguments()) {
+          auto from = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
+                                                         "cleave.saved_from");
+          if (!from || from.getInt() < 0 ||
+              from.getInt() >= ret->getNumOperands())
+            return func.emitError() << "argument " << arg.getArgNumber()
+                                    << " has no valid cleave.saved_from";
+          Value source = ret->getOperand(from.getInt());
+          alias[arg] = source;
+          if (auto it = offsetOf.find(source); it != offsetOf.end()) {
+            offsetOf[arg] = it->second;
+            func.setArgAttr(arg.getArgNumber(), "cleave.offset",
+                            b.getI64IntegerAttr(activationBase + it->second));
+          } else if (auto at = offsetAttrOf(source)) {
+            func.setArgAttr(arg.getArgNumber(), "cleave.offset", at);
+          }
+        }
+      }
+      if (failed(planBody(func, activations, offsetOf, activationBase)))
+        return failure();
+    }
+
+    int64_t activationPeak = alignUp(activations.peak, alignment);
+    int64_t arena = activationBase + activationPeak;
+    NamedAttrList memory;
+    memory.append("arena_bytes", b.getI64IntegerAttr(arena));
+    memory.append("peak_bytes", b.getI64IntegerAttr(arena));
+    memory.append("parameters", b.getI64IntegerAttr(paramBytes));
+    memory.append("constants", b.getI64IntegerAttr(constantBytes));
+    memory.append("io", b.getI64IntegerAttr(ioBytes));
+    memory.append("activations", b.getI64IntegerAttr(activationPeak));
+    memory.append("gradients", b.getI64IntegerAttr(gradBytes));
+    memory.append("optimizer_state", b.getI64IntegerAttr(stateBytes));
+    memory.append("workspace", b.getI64IntegerAttr(0));
+    memory.append("alignment", b.getI64IntegerAttr(alignment));
+    module->setAttr("cleave.memory", memory.getDictionary(module.getContext()));
+    return success();
+  }
+
+  /// The planned offset of a value that is not an activation (a function
+  /// argument or constant), as an attribute.
+  static IntegerAttr offsetAttrOf(Value v) {
+    if (auto arg = v.dyn_cast<BlockArgument>()) {
+      auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+      return func ? func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
+                                                       "cleave.offset")
+                  : IntegerAttr();
+    }
+    if (auto constant = v.getDefiningOp<ConstantOp>()) {
+      auto offsets = constant->getAttrOfType<DenseI64ArrayAttr>("cleave.offsets");
+      return offsets ? IntegerAttr::get(IntegerType::get(v.getContext(), 64),
+                                        offsets[0])
+                     : IntegerAttr();
+    }
+    return {};
+  }
+
+  LogicalResult planBody(func::FuncOp func, Allocator &activations,
+                         llvm::DenseMap<Value, int64_t> &offsetOf,
+                         int64_t activationBase) {
+    Builder b(func.getContext());
+    Block &body = func.getBody().front();
+    Operation *ret = body.getTerminator();
+    // Results marked cleave.saved stay allocated for the backward function.
+    llvm::DenseSet<Value> saved;
+    for (unsigned i = 0; i < ret->getNumOperands(); ++i)
+      if (func.getResultAttr(i, "cleave.saved"))
+        saved.insert(ret->getOperand(i));
 
     // Liveness: the index of each value's last use in block order.
     llvm::DenseMap<Value, int64_t> lastUse;
@@ -144,12 +276,22 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
         lastUse[operand] = i;
       ++i;
     }
+    auto release = [&](Value v) {
+      auto it = offsetOf.find(v);
+      if (it != offsetOf.end())
+        activations.release(it->second, tensorBytes(v.getType()));
+    };
+    // Saved values the backward never reads are released at its start.
+    for (BlockArgument arg : body.getArguments())
+      if (!lastUse.count(arg))
+        release(arg);
 
-    Allocator activations(alignment);
-    llvm::DenseMap<Value, int64_t> offsetOf;
     for (Operation &op : body) {
-      if (isa<ConstantOp, GetParamOp>(op) || op.getNumResults() == 0)
+      if (isa<ConstantOp, GetParamOp, GetGradOp>(op) || op.getNumResults() == 0) {
+        if (op.getNumResults() == 0 && &op != ret)
+          releaseLastUses(op, index[&op], lastUse, saved, release);
         continue;
+      }
       SmallVector<int64_t> offsets;
       for (Value result : op.getResults()) {
         if (!result.getType().isa<RankedTensorType>())
@@ -162,37 +304,30 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
       // Inputs are read while outputs are written, so an operand's space is
       // released only after the op that uses it last; a result nobody uses
       // is released at once.
-      int64_t here = index[&op];
       for (Value result : op.getResults())
         if (!lastUse.count(result))
-          activations.release(offsetOf[result], tensorBytes(result.getType()));
-      llvm::SmallPtrSet<Value, 4> released;
-      for (Value operand : op.getOperands()) {
-        auto it = offsetOf.find(operand);
-        if (it == offsetOf.end() || lastUse[operand] != here ||
-            !released.insert(operand).second)
-          continue;
-        activations.release(it->second, tensorBytes(operand.getType()));
-      }
+          release(result);
+      releaseLastUses(op, index[&op], lastUse, saved, release);
     }
-    // Values read by the terminator are released at the end, which is
-    // where the scan ends anyway.
-
-    int64_t activationPeak = alignUp(activations.peak, alignment);
-    int64_t arena = activationBase + activationPeak;
-    NamedAttrList memory;
-    memory.append("arena_bytes", b.getI64IntegerAttr(arena));
-    memory.append("peak_bytes", b.getI64IntegerAttr(arena));
-    memory.append("parameters", b.getI64IntegerAttr(paramBytes));
-    memory.append("constants", b.getI64IntegerAttr(constantBytes));
-    memory.append("io", b.getI64IntegerAttr(ioBytes));
-    memory.append("activations", b.getI64IntegerAttr(activationPeak));
-    memory.append("gradients", b.getI64IntegerAttr(0));
-    memory.append("optimizer_state", b.getI64IntegerAttr(0));
-    memory.append("workspace", b.getI64IntegerAttr(0));
-    memory.append("alignment", b.getI64IntegerAttr(alignment));
-    func->setAttr("cleave.memory", memory.getDictionary(func.getContext()));
+    // What the return reads is released at the function's end, except the
+    // values saved for the backward function.
+    llvm::SmallPtrSet<Value, 8> done;
+    for (Value v : ret->getOperands())
+      if (!saved.contains(v) && done.insert(v).second)
+        release(v);
     return success();
+  }
+
+  template <typename Release>
+  static void releaseLastUses(Operation &op, int64_t here,
+                              llvm::DenseMap<Value, int64_t> &lastUse,
+                              const llvm::DenseSet<Value> &saved,
+                              Release &release) {
+    llvm::SmallPtrSet<Value, 4> released;
+    for (Value operand : op.getOperands())
+      if (lastUse[operand] == here && !saved.contains(operand) &&
+          released.insert(operand).second)
+        release(operand);
   }
 };
 

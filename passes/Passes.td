@@ -42,7 +42,9 @@ def Fuse : Pass<"cleave-fuse", "ModuleOp"> {
     softmax (a constant causal mask becomes `causal`; another mask is kept).
     This pass replaces each such chain with the
     dialect's op, which a backend runs as one fused kernel and later passes
-    treat as a unit. Chains are matched exactly (constants included); a
+    treat as a unit. A matrix product of a transposed 2-D operand (a
+    linear layer's `[out, in]` weight) reads it with `transpose_lhs` /
+    `transpose_rhs` instead of copying it. Chains are matched exactly (constants included); a
     chain that differs in any way is left as it is.
 
     ```mlir
@@ -53,6 +55,75 @@ def Fuse : Pass<"cleave-fuse", "ModuleOp"> {
     %y = cleave.silu %x : tensor<2x8x192xf32>
     ```
   }];
+}
+
+def Autodiff : Pass<"cleave-autodiff", "ModuleOp"> {
+  let summary = "derives the backward function of each loss-returning function";
+  let description = [{
+    Reverse-mode differentiation over dialect ops. For a function returning
+    a scalar float loss, walks its ops backwards from the loss (seeded with
+    `1 / microbatches`, since the step's loss is the mean of the
+    microbatches' losses), applies each op's gradient rule, sums the
+    gradients of values used more than once, and ends in one
+    `cleave.accumulate_grad` per parameter read (a parameter read twice,
+    such as a tied embedding and head, accumulates both). Only values that
+    depend on a parameter get gradients; an op on such a path without a
+    rule is an error naming it.
+
+    The backward ops become `@<name>_backward` (`cleave.kind = "backward"`).
+    Every forward value it reads is returned by the forward function as an
+    extra result marked `cleave.saved`, and is the backward argument whose
+    `cleave.saved_from` names that result's index. A function without a
+    scalar float result is left alone (it only runs forward).
+
+    ```mlir
+    func.func @forward(%x: tensor<4xf32>) -> (tensor<f32>, tensor<4xf32> {cleave.saved})
+        attributes {cleave.backward = @forward_backward, cleave.kind = "forward"}
+    func.func @forward_backward(%x: tensor<4xf32> {cleave.saved_from = 1 : i64})
+        attributes {cleave.forward = @forward, cleave.kind = "backward"} {
+      ...
+      cleave.accumulate_grad @w, %dw : tensor<4xf32>
+      return
+    }
+    ```
+  }];
+  let options = [
+    Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
+           "microbatches per step: the loss gradient's seed is 1/microbatches">,
+  ];
+}
+
+def Optimizer : Pass<"cleave-optimizer", "ModuleOp"> {
+  let summary = "adds the optimizer step (AdamW or SGD, clipping, LR schedule)";
+  let description = [{
+    Adds `func.func @optimizer(%step: tensor<i64> {cleave.role = "step"})`
+    (`cleave.kind = "optimizer"`) that updates every parameter with a
+    gradient: `cleave.get_grad`, then `cleave.adamw` or `cleave.sgd` with
+    the options below. With `grad-clip > 0` the gradients are first
+    measured by one `cleave.sum_squares` (the global norm of
+    `clip_grad_norm_`). Weight decay is applied to parameters of two or more
+    dimensions only. A module without gradients is left unchanged.
+  }];
+  let options = [
+    Option<"type", "type", "std::string", /*default=*/"\"adamw\"",
+           "adamw or sgd">,
+    Option<"lr", "lr", "double", /*default=*/"1e-3", "peak learning rate">,
+    Option<"beta1", "beta1", "double", /*default=*/"0.9", "AdamW beta1">,
+    Option<"beta2", "beta2", "double", /*default=*/"0.999", "AdamW beta2">,
+    Option<"eps", "eps", "double", /*default=*/"1e-8", "AdamW epsilon">,
+    Option<"weightDecay", "weight-decay", "double", /*default=*/"0.0",
+           "decoupled (AdamW) or L2 (SGD) weight decay">,
+    Option<"gradClip", "grad-clip", "double", /*default=*/"0.0",
+           "global gradient norm to clip to (0: off)">,
+    Option<"momentum", "momentum", "double", /*default=*/"0.0",
+           "SGD momentum">,
+    Option<"warmupSteps", "warmup-steps", "int64_t", /*default=*/"0",
+           "steps of linear learning-rate warm-up">,
+    Option<"decaySteps", "decay-steps", "int64_t", /*default=*/"0",
+           "step at which the cosine decay reaches min-lr (0: no decay)">,
+    Option<"minLr", "min-lr", "double", /*default=*/"0.0",
+           "learning rate at the end of the cosine decay">,
+  ];
 }
 
 def MemoryPlan : Pass<"cleave-memory-plan", "ModuleOp"> {

@@ -12,6 +12,24 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
                                         const ProgramPipelineOptions &options) {
   pm.addPass(createVerifyImported());
   pm.addPass(createFuse());
+  if (options.train) {
+    AutodiffOptions autodiff;
+    autodiff.microbatches = options.microbatches;
+    pm.addPass(createAutodiff(autodiff));
+    OptimizerOptions optimizer;
+    optimizer.type = options.optimizer;
+    optimizer.lr = options.lr;
+    optimizer.beta1 = options.beta1;
+    optimizer.beta2 = options.beta2;
+    optimizer.eps = options.eps;
+    optimizer.weightDecay = options.weightDecay;
+    optimizer.gradClip = options.gradClip;
+    optimizer.momentum = options.momentum;
+    optimizer.warmupSteps = options.warmupSteps;
+    optimizer.decaySteps = options.decaySteps;
+    optimizer.minLr = options.minLr;
+    pm.addPass(createOptimizer(optimizer));
+  }
   pm.addPass(createMemoryPlan());
   EmitProgramOptions emit;
   emit.outputDir = options.outputDir;

@@ -22,9 +22,16 @@ struct ProgramPipelineOptions {
   int64_t globalBatch = 0;
   int64_t microbatches = 1;
   int64_t seed = 0;
+  /// Derive backward and add the optimizer (a model with a loss trains).
+  bool train = true;
+  std::string optimizer = "adamw"; // or "sgd"
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  double weightDecay = 0, gradClip = 0, momentum = 0, minLr = 0;
+  int64_t warmupSteps = 0, decaySteps = 0;
 };
 
-/// import contract check -> fusion -> memory plan -> program emission.
+/// import contract check -> fusion -> autodiff -> optimizer -> memory plan
+/// -> program emission.
 void buildProgramPipeline(OpPassManager &pm,
                           const ProgramPipelineOptions &options);
 

@@ -85,5 +85,5 @@ func.func @forward(%idx: tensor<3x4xi64> {cleave.onnx_name = "idx"},
 // PLAN: "microbatch_size": 3
 // PLAN: "peak_bytes": 768
 
-// UNPLANNED: error: the function has no memory plan; run cleave-memory-plan first
+// UNPLANNED: error: the module has no memory plan; run cleave-memory-plan first
 // NODIR: error: cleave-emit-program needs output-dir=FOLDER

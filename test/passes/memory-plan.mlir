@@ -4,6 +4,8 @@
 // RUN: cleave-opt %s --cleave-memory-plan=alignment=256 | FileCheck %s --check-prefix=ALIGN
 // RUN: not cleave-opt %s --cleave-memory-plan=alignment=48 2>&1 | FileCheck %s --check-prefix=BADALIGN
 
+// The plan's totals are on the module (one arena for all its functions).
+// CHECK: module attributes {cleave.memory = {activations = 1280 : i64, alignment = 64 : i64, arena_bytes = 2176 : i64, constants = 64 : i64, gradients = 0 : i64, io = 256 : i64, optimizer_state = 0 : i64, parameters = 576 : i64, peak_bytes = 2176 : i64, workspace = 0 : i64}}
 // 16x8 f32 = 512 bytes; 8 f32 = 32 bytes, padded to 64.
 // CHECK: cleave.parameter @w {cleave.offset = 0 : i64} : tensor<16x8xf32>
 // CHECK: cleave.parameter @b {cleave.offset = 512 : i64} : tensor<8xf32>
@@ -13,7 +15,6 @@ cleave.parameter @b : tensor<8xf32>
 // The input after the parameters (576), the constant after it (576 + 256).
 // CHECK-LABEL: func.func @forward
 // CHECK-SAME: {cleave.offset = 576 : i64}
-// CHECK-SAME: cleave.memory = {activations = 1280 : i64, alignment = 64 : i64, arena_bytes = 2176 : i64, constants = 64 : i64, gradients = 0 : i64, io = 256 : i64, optimizer_state = 0 : i64, parameters = 576 : i64, peak_bytes = 2176 : i64, workspace = 0 : i64}
 func.func @forward(%x: tensor<4x16xf32>) -> tensor<f32> {
   // CHECK: cleave.constant {cleave.offsets = array<i64: 832>}
   %c = cleave.constant dense<2.0> : tensor<f32> loc("/c")
@@ -41,6 +42,6 @@ func.func @forward(%x: tensor<4x16xf32>) -> tensor<f32> {
   return %4 : tensor<f32>
 }
 
-// ALIGN: cleave.parameter @b {cleave.offset = 512 : i64}
 // ALIGN: alignment = 256 : i64
+// ALIGN: cleave.parameter @b {cleave.offset = 512 : i64}
 // BADALIGN: cleave-memory-plan: alignment must be a power of two, got 48

@@ -161,6 +161,15 @@ int main(int argc, char **argv) {
   pipeline.microbatches = spec.microbatches;
   pipeline.globalBatch = spec.batchSize.value_or(0);
   pipeline.seed = spec.seed;
+  const cleave::OptimizerSpec &opt = spec.optimizer;
+  pipeline.optimizer = opt.type;
+  pipeline.lr = opt.lr;
+  pipeline.beta1 = opt.beta1;
+  pipeline.beta2 = opt.beta2;
+  pipeline.eps = opt.eps;
+  pipeline.weightDecay = opt.weightDecay;
+  pipeline.gradClip = opt.gradClip;
+  pipeline.momentum = opt.momentum;
   mlir::cleave::buildProgramPipeline(pm, pipeline);
   if (mlir::failed(pm.run(**module)))
     return 1;
