@@ -84,11 +84,19 @@ struct Autodiff : mlir::cleave::impl::AutodiffBase<Autodiff> {
     // The step's loss is the mean over microbatches of each microbatch's
     // loss, so each backward starts from d(step loss)/d(loss) = 1/M.
     auto lossType = loss.getType().cast<RankedTensorType>();
-    grads[loss] = b.create<ConstantOp>(
+    Value seed = b.create<ConstantOp>(
         loss.getLoc(),
         DenseElementsAttr::get(
             lossType, FloatAttr::get(lossType.getElementType(),
                                      1.0 / double(microbatches))));
+    // With dynamic loss scaling the seed is also multiplied by the current
+    // scale, an argument of the backward function (added by split()).
+    Value scale;
+    if (func->getParentOfType<ModuleOp>()->hasAttr("cleave.loss_scaling")) {
+      scale = body.addArgument(lossType, loss.getLoc());
+      seed = b.create<MulOp>(loss.getLoc(), seed, scale);
+    }
+    grads[loss] = seed;
 
     if (lastForward) {
       for (Operation *op = lastForward; op; op = op->getPrevNode()) {
@@ -138,13 +146,14 @@ struct Autodiff : mlir::cleave::impl::AutodiffBase<Autodiff> {
         }
       }
     }
-    return split(func, lastForward);
+    return split(func, lastForward, scale);
   }
 
   /// Moves the ops after `lastForward` (up to the return) into a new
   /// function `<name>_backward` whose arguments are the forward values they
   /// read; the forward function returns those values too.
-  LogicalResult split(func::FuncOp func, Operation *lastForward) {
+  LogicalResult split(func::FuncOp func, Operation *lastForward,
+                      Value scale) {
     Block &body = func.getBody().front();
     Operation *ret = body.getTerminator();
     MLIRContext *ctx = func.getContext();
@@ -188,6 +197,18 @@ struct Autodiff : mlir::cleave::impl::AutodiffBase<Autodiff> {
     }
     b.setInsertionPointToEnd(target);
     b.create<func::ReturnOp>(func.getLoc());
+    // The loss scale is the backward's last argument; it was a temporary
+    // argument of the forward block.
+    if (scale) {
+      Value last = target->addArgument(scale.getType(), scale.getLoc());
+      for (Operation *op : moved)
+        op->replaceUsesOfWith(replacement.lookup(scale), last);
+      auto it = llvm::find(saved, scale);
+      target->eraseArgument(
+          replacement.lookup(scale).cast<BlockArgument>().getArgNumber());
+      saved.erase(it);
+      body.eraseArgument(scale.cast<BlockArgument>().getArgNumber());
+    }
 
     unsigned firstSaved = ret->getNumOperands();
     SmallVector<Value> results(ret->getOperands());
@@ -208,6 +229,9 @@ struct Autodiff : mlir::cleave::impl::AutodiffBase<Autodiff> {
           ctx, {b.getNamedAttr("cleave.saved_from",
                                b.getI64IntegerAttr(firstSaved + i))}));
     }
+    if (scale)
+      argAttrs.push_back(DictionaryAttr::get(
+          ctx, {b.getNamedAttr("cleave.role", b.getStringAttr("loss_scale"))}));
     func.setAllResultAttrs(resultAttrs);
     backward.setAllArgAttrs(argAttrs);
     func->setAttr("cleave.kind", b.getStringAttr("forward"));

@@ -235,6 +235,19 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
     plan->set_constants(intFrom(memory, "constants"));
     plan->set_io(intFrom(memory, "io"));
 
+    if (auto scaling =
+            module->getAttrOfType<DictionaryAttr>("cleave.loss_scaling")) {
+      pb::LossScaling *ls = program.mutable_loss_scaling();
+      ls->set_enabled(true);
+      auto real = [&](StringRef key) {
+        auto f = scaling.getAs<FloatAttr>(key);
+        return f ? f.getValueAsDouble() : 0.0;
+      };
+      ls->set_initial_scale(real("initial_scale"));
+      ls->set_scale_window(intFrom(scaling, "scale_window"));
+      ls->set_min_scale(real("min_scale"));
+      ls->set_delayed_shift(intFrom(scaling, "delayed_shift"));
+    }
     if (failed(emitParameters(module)))
       return failure();
     llvm::DenseMap<Operation *, int> functionIndex;
@@ -370,6 +383,12 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
     binding->set_name(argName);
     binding->set_tensor(*id);
     auto type = arg.getType().cast<RankedTensorType>();
+    if (role && role.getValue() == "loss_scale") {
+      if (type.getRank() != 0 || !type.getElementType().isF32())
+        return func.emitError() << "the loss scale argument must be tensor<f32>";
+      binding->set_role(pb::LOSS_SCALE);
+      return success();
+    }
     if (role && role.getValue() == "step") {
       if (type.getRank() != 0 || !type.getElementType().isInteger(64))
         return func.emitError() << "the step argument must be tensor<i64>";

@@ -200,7 +200,9 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
         for (BlockArgument arg : body.getArguments()) {
           auto from = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
                                                          "cleave.saved_from");
-          if (!from || from.getInt() < 0 ||
+          if (!from)
+            continue; // an input of its own (the loss scale)
+          if (from.getInt() < 0 ||
               from.getInt() >= ret->getNumOperands())
             return func.emitError() << "argument " << arg.getArgNumber()
                                     << " has no valid cleave.saved_from";

@@ -57,6 +57,50 @@ def Fuse : Pass<"cleave-fuse", "ModuleOp"> {
   }];
 }
 
+def MixedPrecision : Pass<"cleave-mixed-precision", "ModuleOp"> {
+  let summary = "bf16 or fp16 compute with fp32 master weights (autocast)";
+  let description = [{
+    Applies PyTorch autocast's rules to each forward function, ahead of
+    time: `cleave.matmul` and `cleave.attention` cast their float operands
+    to `dtype` and produce it; losses (`softmax_cross_entropy`,
+    `nll_loss`), norms (`layer_norm`, `rms_norm`) and `softmax` /
+    `log_softmax` compute in f32; every other op computes in the widest
+    float type of its operands. Parameters stay f32: the master weights the
+    optimizer updates. Run before `cleave-autodiff`, whose rule for
+    `cleave.cast` brings the gradients back to f32.
+
+    With `dynamic-loss-scale`, the module gets a `cleave.loss_scaling`
+    dictionary (initial_scale, scale_window, min_scale, delayed_shift):
+    `cleave-autodiff` then multiplies the backward's seed by a `loss_scale`
+    argument the runtime fills, and the runtime skips a step whose
+    gradients overflow (runtime/program.proto, LossScaling).
+
+    ```mlir
+    // Before:
+    %y = cleave.matmul %x, %w : (tensor<8x64xf32>, tensor<64x64xf32>) -> tensor<8x64xf32>
+    // After (dtype=bf16):
+    %0 = cleave.cast %x : tensor<8x64xf32> -> tensor<8x64xbf16>
+    %1 = cleave.cast %w : tensor<64x64xf32> -> tensor<64x64xbf16>
+    %y = cleave.matmul %0, %1 : (tensor<8x64xbf16>, tensor<64x64xbf16>) -> tensor<8x64xbf16>
+    ```
+  }];
+  let options = [
+    Option<"dtype", "dtype", "std::string", /*default=*/"\"bf16\"",
+           "the low precision: bf16 or fp16">,
+    Option<"dynamicLossScale", "dynamic-loss-scale", "bool",
+           /*default=*/"false",
+           "scale the loss dynamically (fp16): writes cleave.loss_scaling">,
+    Option<"initialScale", "initial-scale", "double", /*default=*/"4294967296.0",
+           "the first loss scale (SMP's and Megatron's default: 2^32)">,
+    Option<"scaleWindow", "scale-window", "int64_t", /*default=*/"1000",
+           "steps without overflow before the scale doubles">,
+    Option<"minScale", "min-scale", "double", /*default=*/"1.0",
+           "the scale never drops below this">,
+    Option<"delayedShift", "delayed-shift", "int64_t", /*default=*/"1",
+           "consecutive overflows before the scale halves">,
+  ];
+}
+
 def Autodiff : Pass<"cleave-autodiff", "ModuleOp"> {
   let summary = "derives the backward function of each loss-returning function";
   let description = [{
@@ -74,7 +118,10 @@ def Autodiff : Pass<"cleave-autodiff", "ModuleOp"> {
     Every forward value it reads is returned by the forward function as an
     extra result marked `cleave.saved`, and is the backward argument whose
     `cleave.saved_from` names that result's index. A function without a
-    scalar float result is left alone (it only runs forward).
+    scalar float result is left alone (it only runs forward). When the
+    module has `cleave.loss_scaling` (cleave-mixed-precision), the backward
+    function also takes the current loss scale as its last argument
+    (`cleave.role = "loss_scale"`) and multiplies the seed by it.
 
     ```mlir
     func.func @forward(%x: tensor<4xf32>) -> (tensor<f32>, tensor<4xf32> {cleave.saved})

@@ -1,0 +1,56 @@
+"""Compares the parameters cleave-run saved (--save-params, safetensors)
+with PyTorch's (params_final.safetensors of models/reference.py).
+
+    /usr/bin/python3 test/runtime/compare_params.py OURS.safetensors \
+        THEIRS.safetensors [--rtol 1e-4]
+
+A tensor matches when every element satisfies
+|ours - theirs| <= rtol * (|theirs| + max|theirs|), i.e. within rtol of the
+element or, for elements near zero, of the tensor's scale. Prints the worst
+tensor and exits non-zero if any tensor differs, or if a name is missing on
+either side or a shape differs.
+"""
+import argparse
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "models"))
+import safetensors_io  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("ours")
+    ap.add_argument("theirs")
+    ap.add_argument("--rtol", type=float, default=1e-4)
+    a = ap.parse_args()
+    ours = safetensors_io.load(a.ours)
+    theirs = safetensors_io.load(a.theirs)
+    theirs.pop("loss", None)
+    if set(ours) != set(theirs):
+        sys.exit("compare_params: names differ: only in %s: %s; only in %s: %s"
+                 % (a.ours, sorted(set(ours) - set(theirs)), a.theirs,
+                    sorted(set(theirs) - set(ours))))
+    worst_name, worst, bad = None, 0.0, []
+    for name in sorted(theirs):
+        o = np.asarray(ours[name], dtype=np.float64)
+        t = np.asarray(theirs[name], dtype=np.float64)
+        if o.shape != t.shape:
+            sys.exit("compare_params: %s has shape %s in %s, %s in %s"
+                     % (name, o.shape, a.ours, t.shape, a.theirs))
+        scale = np.abs(t) + np.abs(t).max()
+        ratio = float((np.abs(o - t) / np.maximum(scale, 1e-30)).max()) if t.size else 0.0
+        if ratio > worst:
+            worst_name, worst = name, ratio
+        if ratio > a.rtol:
+            bad.append(name)
+    print("%d parameters, worst %s: %.2e (rtol %.0e) %s"
+          % (len(theirs), worst_name, worst, a.rtol, "ok" if not bad else "DIFFER: " + ", ".join(bad)))
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()
