@@ -378,10 +378,20 @@ LogicalResult mlir::cleave::buildOperandGradients(
         set(1, [&] { return grad.getDscale(); });
       })
       .Case([&](RotaryOp r) {
-        // y = x cos + rot(x) sin with rot^T = -rot: gx = rotary(g, cos, -sin).
+        // y = x cos + rot(x) sin with rot^T = -rot, so
+        // gx = g cos - rot(g sin) = g cos + rot(g) (-swap(sin)), where swap
+        // exchanges the halves of the table: gx = rotary(g, cos, -swap(sin)).
+        // (For Llama's tables, whose halves are equal, swap(sin) = sin.)
         set(0, [&] {
-          Value negSin = e.neg(r.getSin());
-          return b.create<RotaryOp>(e.loc, typeOf(g), g, r.getCos(), negSin)
+          Value sin = r.getSin();
+          int64_t last = typeOf(sin).getRank() - 1;
+          int64_t d = typeOf(sin).getDimSize(last);
+          Value swapped = b.create<ConcatOp>(
+              e.loc, ValueRange{sliceAxis(e, sin, last, d / 2, d),
+                                sliceAxis(e, sin, last, 0, d / 2)},
+              last);
+          return b.create<RotaryOp>(e.loc, typeOf(g), g, r.getCos(),
+                                    e.neg(swapped))
               .getResult();
         });
         auto xt = typeOf(r.getX());
