@@ -10,6 +10,7 @@
 #include "frontend/Spec.h"
 
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -31,13 +32,14 @@ Error fail(const Twine &message) {
 }
 
 /// Reads one object's keys, each at most once, and reports the first error.
+/// A nested object's keys are named with their path ("optimizer.lr").
 class Reader {
 public:
-  Reader(const json::Object &object, StringRef source)
-      : object(object), source(source) {}
+  Reader(const json::Object &object, StringRef source, StringRef prefix = "")
+      : object(object), source(source), prefix(prefix) {}
 
   Error error(StringRef key, const Twine &message) {
-    return fail(source + ": spec key '" + key + "': " + message);
+    return fail(source + ": spec key '" + prefix + key + "': " + message);
   }
 
   template <typename T> Error get(StringRef key, T &out);
@@ -69,10 +71,10 @@ public:
           closest = k.getKey().str();
         }
       }
-      return fail(source + ": unknown spec key '" + key + "'" +
-                  (closest.empty() ? std::string(
-                                         "; see DESIGN.md, \"The spec\"")
-                                   : "; did you mean '" + closest + "'?"));
+      return fail(source + ": unknown spec key '" + prefix + key + "'" +
+                  (closest.empty()
+                       ? std::string("; see DESIGN.md, \"The spec\"")
+                       : "; did you mean '" + prefix.str() + closest + "'?"));
     }
     return Error::success();
   }
@@ -80,6 +82,7 @@ public:
 private:
   const json::Object &object;
   StringRef source;
+  StringRef prefix;
 };
 
 template <> Error Reader::get(StringRef key, int64_t &out) {
@@ -132,16 +135,47 @@ Error positive(Reader &r, StringRef key, int64_t value) {
   return Error::success();
 }
 
+/// A value as a message shows it: numbers as %g ("0.1", not
+/// 0.10000000000000001 or 0.10).
+std::string shown(const json::Value &v) {
+  if (std::optional<int64_t> i = v.getAsInteger())
+    return std::to_string(*i);
+  if (std::optional<double> d = v.getAsNumber())
+    return formatv("{0}", format("%g", *d)).str();
+  if (const json::Array *a = v.getAsArray()) {
+    std::string text = "[";
+    for (size_t i = 0; i < a->size(); ++i)
+      text += (i ? ", " : "") + shown((*a)[i]);
+    return text + "]";
+  }
+  return formatv("{0}", v).str();
+}
+
+/// A key that must be a non-negative integer, if given.
+Error nonNegativeInteger(Reader &r, const json::Object &object, StringRef key,
+                         int64_t &out) {
+  const json::Value *v = object.get(key);
+  if (!v)
+    return Error::success();
+  std::optional<int64_t> i = v->getAsInteger();
+  if (!i || *i < 0)
+    return r.error(key, "must be a non-negative integer, got " + shown(*v));
+  out = *i;
+  return Error::success();
+}
+
+/// The `optimizer` object: AdamW or SGD hyper-parameters, gradient clipping
+/// and the learning-rate schedule (linear warmup, then a cosine decay).
 Error readOptimizer(const json::Value &value, StringRef source,
                     cleave::OptimizerSpec &out) {
   const json::Object *object = value.getAsObject();
   if (!object)
     return fail(source + ": spec key 'optimizer': expects an object such as "
                          "{\"type\": \"adamw\", \"lr\": 1e-3}");
-  std::string where = (source + ": spec key 'optimizer'").str();
-  Reader r(*object, where);
+  Reader r(*object, source, "optimizer.");
   if (Error e = r.unknownKeys({"type", "lr", "betas", "eps", "weight_decay",
-                               "grad_clip", "momentum"}))
+                               "grad_clip", "momentum", "warmup_steps",
+                               "lr_decay_steps", "min_lr"}))
     return e;
   if (Error e = r.get("type", out.type))
     return e;
@@ -152,11 +186,12 @@ Error readOptimizer(const json::Value &value, StringRef source,
                             std::pair{"eps", &out.eps},
                             std::pair{"weight_decay", &out.weightDecay},
                             std::pair{"grad_clip", &out.gradClip},
-                            std::pair{"momentum", &out.momentum}}) {
+                            std::pair{"momentum", &out.momentum},
+                            std::pair{"min_lr", &out.minLr}}) {
     if (Error e = r.get(key, *field))
       return e;
     if (*field < 0)
-      return r.error(key, formatv("must not be negative, got {0}", *field));
+      return r.error(key, "must not be negative, got " + shown(*field));
   }
   if (const json::Value *betas = object->get("betas")) {
     const json::Array *a = betas->getAsArray();
@@ -167,9 +202,41 @@ Error readOptimizer(const json::Value &value, StringRef source,
     }
     if (!b1 || !b2 || *b1 < 0 || *b1 >= 1 || *b2 < 0 || *b2 >= 1)
       return r.error("betas", "expects two numbers in [0, 1), e.g. "
-                              "[0.9, 0.95]");
+                              "[0.9, 0.95], got " +
+                                  shown(*betas));
     out.beta1 = *b1;
     out.beta2 = *b2;
+  }
+  // A setting of the other optimizer is most likely a mistake in `type`.
+  if (out.type == "adamw" && object->get("momentum"))
+    return r.error("momentum", "is an sgd setting, but optimizer.type is "
+                               "\"adamw\" (which takes betas)");
+  if (out.type == "sgd")
+    for (StringRef key : {"betas", "eps"})
+      if (object->get(key))
+        return r.error(key, "is an adamw setting, but optimizer.type is "
+                            "\"sgd\"");
+
+  if (Error e = nonNegativeInteger(r, *object, "warmup_steps", out.warmupSteps))
+    return e;
+  if (Error e = nonNegativeInteger(r, *object, "lr_decay_steps",
+                                   out.decaySteps))
+    return e;
+  if (out.decaySteps != 0 && out.decaySteps <= out.warmupSteps)
+    return r.error("lr_decay_steps",
+                   formatv("is the step at which the decay reaches min_lr and "
+                           "must exceed optimizer.warmup_steps ({0}), got {1}; "
+                           "0 keeps lr constant after the warmup",
+                           out.warmupSteps, out.decaySteps));
+  if (object->get("min_lr")) {
+    if (out.decaySteps == 0)
+      return r.error("min_lr", "has no effect without optimizer."
+                               "lr_decay_steps (the step at which the cosine "
+                               "decay reaches it)");
+    if (out.minLr > out.lr)
+      return r.error("min_lr", "must not exceed optimizer.lr (" +
+                                   shown(out.lr) + "), got " +
+                                   shown(out.minLr));
   }
   return Error::success();
 }

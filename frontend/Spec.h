@@ -27,6 +27,12 @@ struct OptimizerSpec {
   double weightDecay = 0.0;
   double gradClip = 0.0; // 0: off
   double momentum = 0.0; // sgd
+  // The learning rate of step i (from 0): lr * (i + 1) / warmupSteps while
+  // i < warmupSteps; then, if decaySteps > 0, a cosine from lr down to minLr
+  // reached at step decaySteps; else lr.
+  int64_t warmupSteps = 0;
+  int64_t decaySteps = 0; // spec key lr_decay_steps; 0: no decay
+  double minLr = 0.0;
 };
 
 struct Spec {

@@ -170,6 +170,9 @@ int main(int argc, char **argv) {
   pipeline.weightDecay = opt.weightDecay;
   pipeline.gradClip = opt.gradClip;
   pipeline.momentum = opt.momentum;
+  pipeline.warmupSteps = opt.warmupSteps;
+  pipeline.decaySteps = opt.decaySteps;
+  pipeline.minLr = opt.minLr;
   mlir::cleave::buildProgramPipeline(pm, pipeline);
   if (mlir::failed(pm.run(**module)))
     return 1;
