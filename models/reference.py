@@ -12,8 +12,9 @@ Writes into REF_DIR:
   grads.safetensors        gradient of the step-0 loss w.r.t. every parameter
                            (before clipping), plus the scalar `loss`
   params_final.safetensors every parameter after --steps optimizer steps
-  losses.json              {"losses": [...], "grad_norms": [...], "optimizer",
-                            "batch", "seq", "steps", "seed", "config", "data"}
+  losses.json              {"losses": [...], "grad_norms": [...], "lrs": [...],
+                            "optimizer", "batch", "seq", "steps", "seed",
+                            "config", "data"}
 With --forward-only: only model.onnx and losses.json, whose losses are those
 of each step's batch with the initial weights (no optimizer step).
 Safetensors keys are the ONNX initializer names (== state_dict names,
@@ -24,10 +25,17 @@ Batches: sample j of the global batch at step s takes tokens
 are idx, the last T targets.  The step's loss is the model's loss (mean over
 the B*T tokens).  Optimizer: torch.optim.AdamW (or SGD); weight decay only on
 parameters with ndim >= 2; grad_clip = clip_grad_norm_ over all parameters
-(0 = off).
+(0 = off).  With any of warmup_steps, lr_decay_steps, min_lr in the optimizer
+JSON, the learning rate follows Cleave's schedule (ir/CleaveOps.td) through
+LambdaLR, stepped after each optimizer step: at 0-based step i it is
+lr * (i + 1) / warmup_steps while i < warmup_steps; then, when lr_decay_steps >
+warmup_steps, min_lr + (lr - min_lr) * (1 + cos(pi * p)) / 2 with
+p = min(1, (i - warmup_steps) / (lr_decay_steps - warmup_steps)); else lr.
+"lrs" in losses.json is the learning rate each step used.
 """
 import argparse
 import json
+import math
 import os
 import sys
 import warnings
@@ -75,6 +83,37 @@ def make_optimizer(model, opt):
     raise SystemExit("optimizer type %r: expected adamw or sgd" % kind)
 
 
+SCHEDULE_KEYS = ("warmup_steps", "lr_decay_steps", "min_lr")
+
+
+def lr_factor(opt):
+    """The schedule as LambdaLR's factor of lr for 0-based step i."""
+    lr = float(opt["lr"])
+    warmup = int(opt.get("warmup_steps", 0))
+    decay = int(opt.get("lr_decay_steps", 0))
+    min_lr = float(opt.get("min_lr", 0.0))
+    if warmup < 0 or decay < 0 or min_lr < 0:
+        raise SystemExit("optimizer: warmup_steps, lr_decay_steps and min_lr "
+                         "must not be negative")
+
+    def factor(i):
+        if i < warmup:
+            return (i + 1) / warmup
+        if decay > warmup and lr > 0:
+            p = min(1.0, (i - warmup) / (decay - warmup))
+            return (min_lr + (lr - min_lr) * (1 + math.cos(math.pi * p)) / 2) / lr
+        return 1.0
+    return factor
+
+
+def make_scheduler(optim, opt):
+    """LambdaLR for the schedule keys, or None when the JSON gives none
+    (a constant learning rate)."""
+    if not any(k in opt for k in SCHEDULE_KEYS):
+        return None
+    return torch.optim.lr_scheduler.LambdaLR(optim, lr_factor(opt))
+
+
 def params_dict(model):
     return {n: p.detach().clone() for n, p in model.named_parameters()}
 
@@ -117,9 +156,10 @@ def run(cfg, tokens, B, steps, outdir, opt, seed=0, dynamic_batch=True, opset=17
         return info
     safetensors_io.save(params_dict(model), os.path.join(outdir, "params_init.safetensors"))
     optim = make_optimizer(model, opt)
+    sched = make_scheduler(optim, opt)
     clip = float(opt.get("grad_clip", 0.0))
     params = list(model.parameters())
-    losses, norms = [], []
+    losses, norms, lrs = [], [], []
     for s in range(steps):
         idx, tgt = get_batch(tokens, s, B, T)
         optim.zero_grad(set_to_none=True)
@@ -132,13 +172,18 @@ def run(cfg, tokens, B, steps, outdir, opt, seed=0, dynamic_batch=True, opset=17
             safetensors_io.save(g, os.path.join(outdir, "grads.safetensors"))
         if clip > 0:
             torch.nn.utils.clip_grad_norm_(params, clip)
+        lrs.append(optim.param_groups[0]["lr"])
         optim.step()
+        if sched is not None:
+            sched.step()
         losses.append(float(loss.item()))
         norms.append(float(norm.item()))
         if verbose:
-            print("step %3d  loss %.6f  grad_norm %.4f" % (s, losses[-1], norms[-1]))
+            print("step %3d  loss %.6f  grad_norm %.4f  lr %.4g"
+                  % (s, losses[-1], norms[-1], lrs[-1]))
     safetensors_io.save(params_dict(model), os.path.join(outdir, "params_final.safetensors"))
-    info = {"losses": losses, "grad_norms": norms, "optimizer": opt, "batch": B,
+    info = {"losses": losses, "grad_norms": norms, "lrs": lrs,
+            "optimizer": opt, "batch": B,
             "seq": T, "steps": steps, "seed": seed, "config": cfg,
             "data": data_name, "dynamic_batch": dynamic_batch, "opset": opset,
             "torch": torch.__version__}
