@@ -44,8 +44,9 @@ using Shape = std::vector<int64_t>;
 /// "[2, 8, 64]".
 std::string shapeString(const Shape &shape);
 
-/// One kernel invocation. The dispatcher has checked the operand counts
-/// against the op's table entry and that required operands have data.
+/// One kernel invocation. The dispatcher has checked the operand and result
+/// counts against the op's table entry and that required operands have
+/// data.
 struct KernelArgs {
   const std::string &op;
   const Attributes &attrs;
@@ -54,6 +55,8 @@ struct KernelArgs {
 
   const TensorRef &in(size_t i) const { return inputs[i]; }
   const TensorRef &out() const { return outputs[0]; }
+  /// Result `i` of an op with several (layer_norm_grad's dx, dscale, dbias).
+  const TensorRef &out(size_t i) const { return outputs[i]; }
   /// Whether optional operand `i` was given.
   bool has(size_t i) const { return i < inputs.size() && inputs[i].data; }
 
@@ -89,6 +92,10 @@ using KernelFn = Status (*)(const KernelArgs &);
 /// environment variable CLEAVE_CPU_ISA=baseline forces the portable ones,
 /// which the tests use to check both).
 bool useAvx2();
+
+/// Makes OpenBLAS run on its calling thread from now on: the kernels split
+/// their products over OpenMP threads themselves (see matmul.cpp).
+void singleThreadedBlas();
 
 /// `axis` in [-rank, rank) to [0, rank).
 Status normalizeAxis(const KernelArgs &a, int64_t &axis, int64_t rank,

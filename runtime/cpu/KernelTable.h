@@ -43,6 +43,8 @@ Status siluKernel(const KernelArgs &a);
 Status sinKernel(const KernelArgs &a);
 Status cosKernel(const KernelArgs &a);
 Status geluKernel(const KernelArgs &a);
+Status siluGradKernel(const KernelArgs &a);
+Status geluGradKernel(const KernelArgs &a);
 
 // matmul.cpp
 Status matmulKernel(const KernelArgs &a);
@@ -56,30 +58,40 @@ Status reduceMinKernel(const KernelArgs &a);
 // softmax.cpp
 Status softmaxKernel(const KernelArgs &a);
 Status logSoftmaxKernel(const KernelArgs &a);
+Status softmaxGradKernel(const KernelArgs &a);
+Status logSoftmaxGradKernel(const KernelArgs &a);
 
 // norms.cpp
 Status layerNormKernel(const KernelArgs &a);
 Status rmsNormKernel(const KernelArgs &a);
+Status layerNormGradKernel(const KernelArgs &a);
+Status rmsNormGradKernel(const KernelArgs &a);
 
 // rotary.cpp
 Status rotaryKernel(const KernelArgs &a);
 
 // attention.cpp
 Status attentionKernel(const KernelArgs &a);
+Status attentionGradKernel(const KernelArgs &a);
 
 // lookup.cpp
 Status embeddingKernel(const KernelArgs &a);
 Status gatherKernel(const KernelArgs &a);
+Status embeddingGradKernel(const KernelArgs &a);
+Status gatherGradKernel(const KernelArgs &a);
 
 // losses.cpp
 Status softmaxCrossEntropyKernel(const KernelArgs &a);
 Status nllLossKernel(const KernelArgs &a);
+Status softmaxCrossEntropyGradKernel(const KernelArgs &a);
+Status nllLossGradKernel(const KernelArgs &a);
 
 // movement.cpp
 Status reshapeKernel(const KernelArgs &a);
 Status transposeKernel(const KernelArgs &a);
 Status broadcastToKernel(const KernelArgs &a);
 Status sliceKernel(const KernelArgs &a);
+Status sliceGradKernel(const KernelArgs &a);
 Status concatKernel(const KernelArgs &a);
 Status castKernel(const KernelArgs &a);
 

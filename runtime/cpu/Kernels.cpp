@@ -1,8 +1,8 @@
 //===- Kernels.cpp - dispatch of the CPU kernels: op name to function -----===//
 //
-// The table says how many operands each op takes; the checks common to all
-// ops (operand counts, one result, required operands present) happen here
-// so each kernel only checks what is particular to its op.
+// The table says how many operands and results each op takes; the checks
+// common to all ops (operand and result counts, required operands present)
+// happen here so each kernel only checks what is particular to its op.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,6 +20,7 @@ struct KernelEntry {
   const char *name;
   KernelFn fn;
   int minInputs, maxInputs; // maxInputs -1: any number
+  int outputs = 1;
 };
 
 constexpr int kAny = -1;
@@ -30,30 +31,37 @@ const KernelEntry kKernels[] = {
     {"add", addKernel, 2, 2},
     {"and", andKernel, 2, 2},
     {"attention", attentionKernel, 3, 4},
+    {"attention_grad", attentionGradKernel, 4, 5, 3},
     {"broadcast_to", broadcastToKernel, 1, 1},
     {"cast", castKernel, 1, 1},
     {"concat", concatKernel, 1, kAny},
     {"cos", cosKernel, 1, 1},
     {"div", divKernel, 2, 2},
     {"embedding", embeddingKernel, 2, 2},
+    {"embedding_grad", embeddingGradKernel, 2, 2},
     {"equal", equalKernel, 2, 2},
     {"erf", erfKernel, 1, 1},
     {"exp", expKernel, 1, 1},
     {"gather", gatherKernel, 2, 2},
+    {"gather_grad", gatherGradKernel, 2, 2},
     {"gelu", geluKernel, 1, 1},
+    {"gelu_grad", geluGradKernel, 2, 2},
     {"greater", greaterKernel, 2, 2},
     {"greater_equal", greaterEqualKernel, 2, 2},
     {"layer_norm", layerNormKernel, 1, 3},
+    {"layer_norm_grad", layerNormGradKernel, 2, 3, 3},
     {"less", lessKernel, 2, 2},
     {"less_equal", lessEqualKernel, 2, 2},
     {"log", logKernel, 1, 1},
     {"log_softmax", logSoftmaxKernel, 1, 1},
+    {"log_softmax_grad", logSoftmaxGradKernel, 2, 2},
     {"matmul", matmulKernel, 2, 2},
     {"max", maxKernel, 2, 2},
     {"min", minKernel, 2, 2},
     {"mul", mulKernel, 2, 2},
     {"neg", negKernel, 1, 1},
     {"nll_loss", nllLossKernel, 2, 2},
+    {"nll_loss_grad", nllLossGradKernel, 2, 2},
     {"not", notKernel, 1, 1},
     {"or", orKernel, 2, 2},
     {"pow", powKernel, 2, 2},
@@ -65,15 +73,20 @@ const KernelEntry kKernels[] = {
     {"relu", reluKernel, 1, 1},
     {"reshape", reshapeKernel, 1, 1},
     {"rms_norm", rmsNormKernel, 2, 2},
+    {"rms_norm_grad", rmsNormGradKernel, 3, 3, 2},
     {"rotary", rotaryKernel, 3, 3},
     {"rsqrt", rsqrtKernel, 1, 1},
     {"select", selectKernel, 3, 3},
     {"sigmoid", sigmoidKernel, 1, 1},
     {"silu", siluKernel, 1, 1},
+    {"silu_grad", siluGradKernel, 2, 2},
     {"sin", sinKernel, 1, 1},
     {"slice", sliceKernel, 1, 1},
+    {"slice_grad", sliceGradKernel, 1, 1},
     {"softmax", softmaxKernel, 1, 1},
     {"softmax_cross_entropy", softmaxCrossEntropyKernel, 2, 2},
+    {"softmax_cross_entropy_grad", softmaxCrossEntropyGradKernel, 3, 3},
+    {"softmax_grad", softmaxGradKernel, 2, 2},
     {"sqrt", sqrtKernel, 1, 1},
     {"sub", subKernel, 2, 2},
     {"tanh", tanhKernel, 1, 1},
@@ -86,6 +99,10 @@ bool isOptionalOperand(const std::string &op, size_t index) {
     return index >= 1;
   if (op == "attention")
     return index == 3;
+  if (op == "layer_norm_grad")
+    return index == 2;
+  if (op == "attention_grad")
+    return index == 4;
   return false;
 }
 
@@ -125,9 +142,9 @@ Status cleave::runtime::runCpuKernel(const std::string &op,
     return Status::error(op + ": got " + plural(count, "operand") +
                          ", expected " + expected);
   }
-  if (outputs.size() != 1)
+  if (int(outputs.size()) != entry->outputs)
     return Status::error(op + ": got " + plural(int(outputs.size()), "result") +
-                         ", expected 1");
+                         ", expected " + std::to_string(entry->outputs));
   for (size_t i = 0; i < inputs.size(); ++i) {
     const TensorRef &t = inputs[i];
     for (int64_t d : t.shape)
@@ -141,14 +158,18 @@ Status cleave::runtime::runCpuKernel(const std::string &op,
       return Status::error(op + ": operand " + std::to_string(i) +
                            " has an undefined element type");
   }
-  const TensorRef &out = outputs[0];
-  for (int64_t d : out.shape)
-    if (d < 0)
-      return Status::error(op + ": the result has a negative dimension");
-  if (dtypeSize(out.dtype) == 0)
-    return Status::error(op + ": the result has an undefined element type");
-  if (!out.data && out.numElements() != 0)
-    return Status::error(op + ": the result has no data");
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const TensorRef &out = outputs[i];
+    std::string what =
+        outputs.size() == 1 ? "the result" : "result " + std::to_string(i);
+    for (int64_t d : out.shape)
+      if (d < 0)
+        return Status::error(op + ": " + what + " has a negative dimension");
+    if (dtypeSize(out.dtype) == 0)
+      return Status::error(op + ": " + what + " has an undefined element type");
+    if (!out.data && out.numElements() != 0)
+      return Status::error(op + ": " + what + " has no data");
+  }
   return entry->fn(KernelArgs{op, attributes, inputs, outputs});
 }
 

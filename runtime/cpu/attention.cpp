@@ -1,4 +1,4 @@
-//===- attention.cpp - CPU kernel of fused scaled dot-product attention ---===//
+//===- attention.cpp - CPU kernels of fused attention and its gradient ----===//
 //
 // softmax(q k^T * scale [+ mask]) v for q [B, H, Tq, D], k [B, Hkv, Tk, D],
 // v [B, Hkv, Tk, Dv]; query head h reads key/value head h / (H / Hkv)
@@ -17,9 +17,20 @@
 // mask is added. A row with every key masked gives NaN, as softmax over -inf
 // does.
 //
+// attention_grad recomputes the probabilities (nothing is kept from the
+// forward) with cblas GEMMs over blocks of 64 query rows and the keys they
+// see (causal blocks skip the keys past their last row), one OpenMP work
+// item per (batch, key/value head) so the grouped heads' dk and dv sums
+// stay in one thread. f16/bf16 are widened to float per head, f64 runs the
+// same code on dgemm.
+//
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/KernelTable.h"
+
+#include <cblas.h>
+
+#include <climits>
 
 using namespace cleave::runtime;
 using namespace cleave::runtime::cpu;
@@ -37,16 +48,16 @@ struct AttentionShape {
 };
 
 /// Adds row `i`'s mask to scores[0, n): -inf where a bool mask is false.
-template <typename M>
-CLEAVE_ALWAYS_INLINE void applyMask(const M *mask, int64_t stride,
-                                    float *scores, int64_t n) {
+template <typename M, typename S>
+CLEAVE_ALWAYS_INLINE void applyMask(const M *mask, int64_t stride, S *scores,
+                                    int64_t n) {
   if constexpr (std::is_same_v<M, Bool>) {
-    const float ninf = -std::numeric_limits<float>::infinity();
+    const S ninf = -std::numeric_limits<S>::infinity();
     for (int64_t j = 0; j < n; ++j)
       scores[j] = mask[j * stride] ? scores[j] : ninf;
   } else {
     for (int64_t j = 0; j < n; ++j)
-      scores[j] += float(load(mask[j * stride]));
+      scores[j] += S(load(mask[j * stride]));
   }
 }
 
@@ -376,10 +387,12 @@ void attentionDouble(const AttentionShape &s, const double *q, const double *k,
   }
 }
 
-} // namespace
-
-Status cpu::attentionKernel(const KernelArgs &a) {
-  const TensorRef &q = a.in(0), &k = a.in(1), &v = a.in(2);
+/// The checks attention and its gradient share, on q, k, v and the mask
+/// at operands first, first + 1, ...: shapes, element types, the scale
+/// and causal attributes, and the mask's strides over [B, H, Tq, Tk].
+Status checkAttention(const KernelArgs &a, size_t first, AttentionShape &s,
+                      double &scale, int64_t &causal, const TensorRef *&mask) {
+  const TensorRef &q = a.in(first), &k = a.in(first + 1), &v = a.in(first + 2);
   if (q.rank() != 4 || k.rank() != 4 || v.rank() != 4)
     return a.error("q, k and v must have rank 4 ([batch, heads, seq, dim]), "
                    "got shapes " +
@@ -387,8 +400,6 @@ Status cpu::attentionKernel(const KernelArgs &a) {
                    " and " + shapeString(v.shape));
   CLEAVE_CHECK(a.expectDType(k, q.dtype, "k"));
   CLEAVE_CHECK(a.expectDType(v, q.dtype, "v"));
-  CLEAVE_CHECK(a.expectDType(a.out(), q.dtype, "the result"));
-  AttentionShape s;
   s.b = q.shape[0];
   s.h = q.shape[1];
   s.tq = q.shape[2];
@@ -402,30 +413,287 @@ Status cpu::attentionKernel(const KernelArgs &a) {
     return a.error("q has " + std::to_string(s.h) +
                    " heads, which is not a multiple of the " +
                    std::to_string(s.hkv) + " key/value heads");
-  CLEAVE_CHECK(a.expectShape(a.out(), {s.b, s.h, s.tq, s.dv}, "the result"));
-  double scale;
-  int64_t causal;
   CLEAVE_CHECK(a.floatAttr("scale", scale,
                            s.d > 0 ? 1.0 / std::sqrt(double(s.d)) : 1.0));
   CLEAVE_CHECK(a.intAttr("causal", causal, 0));
 
-  const TensorRef noMask;
-  const TensorRef &mask = a.has(3) ? a.in(3) : noMask;
-  if (mask.data) {
+  mask = a.has(first + 3) ? &a.in(first + 3) : nullptr;
+  if (mask) {
     Shape full{s.b, s.h, s.tq, s.tk};
-    if (!broadcastsTo(mask.shape, full))
-      return a.error("mask has shape " + shapeString(mask.shape) +
+    if (!broadcastsTo(mask->shape, full))
+      return a.error("mask has shape " + shapeString(mask->shape) +
                      ", which does not broadcast to " + shapeString(full));
-    if (mask.dtype != DType::Bool && mask.dtype != DType::F32 &&
-        mask.dtype != DType::F64 && mask.dtype != DType::F16 &&
-        mask.dtype != DType::BF16)
-      return a.unsupported(mask.dtype, "mask");
-    Shape strides = stridesOf(mask.shape);
+    if (mask->dtype != DType::Bool && mask->dtype != DType::F32 &&
+        mask->dtype != DType::F64 && mask->dtype != DType::F16 &&
+        mask->dtype != DType::BF16)
+      return a.unsupported(mask->dtype, "mask");
+    Shape strides = stridesOf(mask->shape);
     int64_t *dst[4] = {&s.mb, &s.mh, &s.mi, &s.mj};
-    size_t lead = 4 - mask.shape.size();
-    for (size_t i = 0; i < mask.shape.size(); ++i)
-      *dst[lead + i] = mask.shape[i] == 1 ? 0 : strides[i];
+    size_t lead = 4 - mask->shape.size();
+    for (size_t i = 0; i < mask->shape.size(); ++i)
+      *dst[lead + i] = mask->shape[i] == 1 ? 0 : strides[i];
   }
+  return Status::ok();
+}
+
+/// Calls f(Tag<M>{}) for the mask's element type (float when there is no
+/// mask, whose pointer is then null).
+template <typename F> Status visitMask(const TensorRef *mask, F &&f) {
+  switch (mask ? mask->dtype : DType::F32) {
+  case DType::Bool:
+    return f(Tag<Bool>{});
+  case DType::F64:
+    return f(Tag<double>{});
+  case DType::F16:
+    return f(Tag<Half>{});
+  case DType::BF16:
+    return f(Tag<BFloat16>{});
+  default:
+    return f(Tag<float>{});
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Gradient
+//===----------------------------------------------------------------------===//
+
+/// Query rows per step of the gradient: the scores of this many rows
+/// against the keys they see are one GEMM operand.
+constexpr int64_t kGradBlock = 64;
+
+/// C = alpha op(A) op(B) + beta C, row-major. Leading dimensions are at
+/// least 1, as BLAS requires even of empty matrices (a head dimension of 0).
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+          const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
+          float *c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+              tb ? CblasTrans : CblasNoTrans, blasint(m), blasint(n),
+              blasint(k), alpha, a, blasint(std::max<int64_t>(lda, 1)), b,
+              blasint(std::max<int64_t>(ldb, 1)), beta, c,
+              blasint(std::max<int64_t>(ldc, 1)));
+}
+
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
+          const double *a, int64_t lda, const double *b, int64_t ldb,
+          double beta, double *c, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+              tb ? CblasTrans : CblasNoTrans, blasint(m), blasint(n),
+              blasint(k), alpha, a, blasint(std::max<int64_t>(lda, 1)), b,
+              blasint(std::max<int64_t>(ldb, 1)), beta, c,
+              blasint(std::max<int64_t>(ldc, 1)));
+}
+
+/// `p` as compute type C: itself when T is C, else widened into `buffer`.
+template <typename C, typename T>
+const C *widened(const T *p, int64_t n, std::vector<C> &buffer) {
+  if constexpr (std::is_same_v<C, T>) {
+    return p;
+  } else {
+    buffer.resize(n);
+    for (int64_t i = 0; i < n; ++i)
+      buffer[i] = C(load(p[i]));
+    return buffer.data();
+  }
+}
+
+/// Where to compute a result block of n elements that goes to `p`: `p`
+/// itself when T is C, else `buffer` (then stored by narrowed()).
+template <typename C, typename T>
+C *computeIn(T *p, int64_t n, std::vector<C> &buffer) {
+  if constexpr (std::is_same_v<C, T>) {
+    return p;
+  } else {
+    buffer.resize(n);
+    return buffer.data();
+  }
+}
+
+template <typename C, typename T>
+void narrowed(const C *from, T *to, int64_t n) {
+  if constexpr (!std::is_same_v<C, T>)
+    for (int64_t i = 0; i < n; ++i)
+      to[i] = store<T>(Compute<T>(from[i]));
+}
+
+/// Softmax rows of a block of scores, in place: row r keeps keys
+/// [0, end[r]) (mask added or applied first), keys [end[r], keys) get
+/// weight 0. A row with every key masked gets NaN, as the forward gives.
+template <typename C, typename M>
+CLEAVE_ALWAYS_INLINE void blockSoftmax(C *p, int64_t ld, int64_t rows,
+                                       const int64_t *end, int64_t keys,
+                                       const M *mask, const AttentionShape &s,
+                                       int64_t b, int64_t h, int64_t i0) {
+  const C ninf = -std::numeric_limits<C>::infinity();
+  for (int64_t r = 0; r < rows; ++r) {
+    C *pr = p + r * ld;
+    if (mask)
+      applyMask(mask + b * s.mb + h * s.mh + (i0 + r) * s.mi, s.mj, pr, end[r]);
+    C m = ninf;
+    if constexpr (std::is_same_v<C, float>) {
+      m = maxOf(pr, end[r]);
+    } else {
+      for (int64_t j = 0; j < end[r]; ++j)
+        m = std::max(m, pr[j]);
+    }
+    if (m == ninf) {
+      std::fill(pr, pr + keys, std::numeric_limits<C>::quiet_NaN());
+      continue;
+    }
+    C sum = 0;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t j = 0; j < end[r]; ++j) {
+      C e = cpu::exp(pr[j] - m);
+      pr[j] = e;
+      sum += e;
+    }
+    C inv = C(1) / sum;
+    for (int64_t j = 0; j < end[r]; ++j)
+      pr[j] *= inv;
+    std::fill(pr + end[r], pr + keys, C(0));
+  }
+}
+
+/// dS = P (dP - rowsum(P dP)), in place over dP: the softmax's backward.
+template <typename C>
+CLEAVE_ALWAYS_INLINE void blockSoftmaxBackward(const C *p, C *dp, int64_t ld,
+                                               int64_t rows, int64_t keys) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const C *pr = p + r * ld;
+    C *dr = dp + r * ld;
+    C dot = 0;
+#pragma omp simd reduction(+ : dot)
+    for (int64_t j = 0; j < keys; ++j)
+      dot += pr[j] * dr[j];
+    for (int64_t j = 0; j < keys; ++j)
+      dr[j] = pr[j] * (dr[j] - dot);
+  }
+}
+
+template <typename C, typename M>
+CLEAVE_TARGET_AVX2 void blockSoftmaxAvx2(C *p, int64_t ld, int64_t rows,
+                                         const int64_t *end, int64_t keys,
+                                         const M *mask, const AttentionShape &s,
+                                         int64_t b, int64_t h, int64_t i0) {
+  blockSoftmax<C, M>(p, ld, rows, end, keys, mask, s, b, h, i0);
+}
+
+template <typename C>
+CLEAVE_TARGET_AVX2 void blockSoftmaxBackwardAvx2(const C *p, C *dp, int64_t ld,
+                                                 int64_t rows, int64_t keys) {
+  blockSoftmaxBackward<C>(p, dp, ld, rows, keys);
+}
+
+/// Per-thread buffers: widened operands when T is not C, and two blocks of
+/// [kGradBlock, Tk] scores.
+template <typename C> struct GradScratch {
+  std::vector<C> k, v, q, dy, dq, dk, dv;
+  std::vector<C> p, dp;
+};
+
+/// The gradients of the query heads sharing key/value head (b, hk): for
+/// each head and block of kGradBlock query rows, with K and V the keys and
+/// values the block sees,
+///   P = softmax(scale Q K^T [+ mask]),  dV += P^T dY,  dP = dY V^T,
+///   dS = P (dP - rowsum(P dP)),  dQ = scale dS K,  dK += scale dS^T Q,
+/// six GEMMs. dK and dV sum over the heads of the group.
+template <typename T, typename M>
+void attentionGradItem(const AttentionShape &s, const T *dy, const T *q,
+                       const T *k, const T *v, const M *mask, T *dq, T *dk,
+                       T *dv, double scale, bool causal, int64_t item,
+                       bool avx2, GradScratch<Compute<T>> &w) {
+  using C = Compute<T>;
+  int64_t b = item / s.hkv, hk = item % s.hkv, group = s.h / s.hkv;
+  int64_t kvOffset = item * s.tk;
+  const C *kh = widened<C>(k + kvOffset * s.d, s.tk * s.d, w.k);
+  const C *vh = widened<C>(v + kvOffset * s.dv, s.tk * s.dv, w.v);
+  C *dkh = computeIn<C>(dk + kvOffset * s.d, s.tk * s.d, w.dk);
+  C *dvh = computeIn<C>(dv + kvOffset * s.dv, s.tk * s.dv, w.dv);
+  std::fill(dkh, dkh + s.tk * s.d, C(0));
+  std::fill(dvh, dvh + s.tk * s.dv, C(0));
+  const int64_t ld = s.tk;
+  C *p = w.p.data(), *dp = w.dp.data();
+  const C alpha = C(scale);
+  for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
+    int64_t qOffset = (b * s.h + h) * s.tq;
+    const C *qh = widened<C>(q + qOffset * s.d, s.tq * s.d, w.q);
+    const C *dyh = widened<C>(dy + qOffset * s.dv, s.tq * s.dv, w.dy);
+    C *dqh = computeIn<C>(dq + qOffset * s.d, s.tq * s.d, w.dq);
+    for (int64_t i0 = 0; i0 < s.tq; i0 += kGradBlock) {
+      int64_t rows = std::min(kGradBlock, s.tq - i0);
+      // The keys each row sees: causal and trailing masked keys cut.
+      int64_t end[kGradBlock], keys = 0;
+      for (int64_t r = 0; r < rows; ++r) {
+        int64_t i = i0 + r;
+        end[r] = causal ? std::min(i + 1, s.tk) : s.tk;
+        if (mask)
+          end[r] =
+              unmaskedEnd(mask + b * s.mb + h * s.mh + i * s.mi, s.mj, end[r]);
+        keys = std::max(keys, end[r]);
+      }
+      const C *qb = qh + i0 * s.d, *dyb = dyh + i0 * s.dv;
+      C *dqb = dqh + i0 * s.d;
+      if (keys == 0) { // every row masked: NaN, as the forward gives
+        std::fill(dqb, dqb + rows * s.d, std::numeric_limits<C>::quiet_NaN());
+        continue;
+      }
+      gemm(false, true, rows, keys, s.d, alpha, qb, s.d, kh, s.d, C(0), p, ld);
+      if (avx2)
+        blockSoftmaxAvx2<C, M>(p, ld, rows, end, keys, mask, s, b, h, i0);
+      else
+        blockSoftmax<C, M>(p, ld, rows, end, keys, mask, s, b, h, i0);
+      gemm(true, false, keys, s.dv, rows, C(1), p, ld, dyb, s.dv, C(1), dvh,
+           s.dv);
+      gemm(false, true, rows, keys, s.dv, C(1), dyb, s.dv, vh, s.dv, C(0), dp,
+           ld);
+      if (avx2)
+        blockSoftmaxBackwardAvx2<C>(p, dp, ld, rows, keys);
+      else
+        blockSoftmaxBackward<C>(p, dp, ld, rows, keys);
+      gemm(false, false, rows, s.d, keys, alpha, dp, ld, kh, s.d, C(0), dqb,
+           s.d);
+      gemm(true, false, keys, s.d, rows, alpha, dp, ld, qb, s.d, C(1), dkh,
+           s.d);
+    }
+    narrowed(dqh, dq + qOffset * s.d, s.tq * s.d);
+  }
+  narrowed(dkh, dk + kvOffset * s.d, s.tk * s.d);
+  narrowed(dvh, dv + kvOffset * s.dv, s.tk * s.dv);
+}
+
+/// One OpenMP work item per (batch, key/value head): the items write
+/// disjoint parts of dq, dk and dv, so no sums cross threads.
+template <typename T, typename M>
+void attentionGradTyped(const AttentionShape &s, const T *dy, const T *q,
+                        const T *k, const T *v, const M *mask, T *dq, T *dk,
+                        T *dv, double scale, bool causal) {
+  singleThreadedBlas();
+  const int64_t items = s.b * s.hkv;
+  const bool avx2 = std::is_same_v<Compute<T>, float> && useAvx2();
+#pragma omp parallel if (items > 1 && !omp_in_parallel())
+  {
+    GradScratch<Compute<T>> scratch;
+    scratch.p.resize(kGradBlock * s.tk);
+    scratch.dp.resize(kGradBlock * s.tk);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t item = 0; item < items; ++item)
+      attentionGradItem<T, M>(s, dy, q, k, v, mask, dq, dk, dv, scale, causal,
+                              item, avx2, scratch);
+  }
+}
+
+} // namespace
+
+Status cpu::attentionKernel(const KernelArgs &a) {
+  AttentionShape s;
+  double scale;
+  int64_t causal;
+  const TensorRef *maskRef;
+  CLEAVE_CHECK(checkAttention(a, 0, s, scale, causal, maskRef));
+  const TensorRef &q = a.in(0), &k = a.in(1), &v = a.in(2);
+  CLEAVE_CHECK(a.expectDType(a.out(), q.dtype, "the result"));
+  CLEAVE_CHECK(a.expectShape(a.out(), {s.b, s.h, s.tq, s.dv}, "the result"));
+  const TensorRef noMask;
+  const TensorRef &mask = maskRef ? *maskRef : noMask;
   if (a.out().numElements() == 0)
     return Status::ok();
 
@@ -437,26 +705,46 @@ Status cpu::attentionKernel(const KernelArgs &a) {
   return visitFloat(a, q.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (!std::is_same_v<T, double>) {
-      auto run = [&](auto maskTag) {
+      return visitMask(maskRef, [&](auto maskTag) {
         using M = typename decltype(maskTag)::type;
         attentionTyped<T, M>(s, q.as<T>(), k.as<T>(), v.as<T>(),
                              static_cast<const M *>(mask.data), a.out().as<T>(),
                              float(scale), causal != 0);
         return Status::ok();
-      };
-      switch (mask.dtype) {
-      case DType::Bool:
-        return run(Tag<Bool>{});
-      case DType::F64:
-        return run(Tag<double>{});
-      case DType::F16:
-        return run(Tag<Half>{});
-      case DType::BF16:
-        return run(Tag<BFloat16>{});
-      default:
-        return run(Tag<float>{}); // f32, or no mask
-      }
+      });
     }
     return Status::ok();
+  });
+}
+
+Status cpu::attentionGradKernel(const KernelArgs &a) {
+  AttentionShape s;
+  double scale;
+  int64_t causal;
+  const TensorRef *mask;
+  CLEAVE_CHECK(checkAttention(a, 1, s, scale, causal, mask));
+  const TensorRef &dy = a.in(0), &q = a.in(1), &k = a.in(2), &v = a.in(3);
+  CLEAVE_CHECK(a.expectDType(dy, q.dtype, "dy"));
+  CLEAVE_CHECK(a.expectShape(dy, {s.b, s.h, s.tq, s.dv}, "dy"));
+  const char *names[] = {"dq", "dk", "dv"};
+  const TensorRef *like[] = {&q, &k, &v};
+  for (size_t i = 0; i < 3; ++i) {
+    CLEAVE_CHECK(a.expectDType(a.out(i), q.dtype, names[i]));
+    CLEAVE_CHECK(a.expectShape(a.out(i), like[i]->shape, names[i]));
+  }
+  if (std::max({s.tq, s.tk, s.d, s.dv}) > INT_MAX)
+    return a.error("a dimension exceeds what BLAS indexes (2^31 - 1)");
+  if (s.b * s.hkv == 0)
+    return Status::ok();
+  return visitFloat(a, q.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return visitMask(mask, [&](auto maskTag) {
+      using M = typename decltype(maskTag)::type;
+      attentionGradTyped<T, M>(
+          s, dy.as<T>(), q.as<T>(), k.as<T>(), v.as<T>(),
+          mask ? static_cast<const M *>(mask->data) : nullptr, a.out(0).as<T>(),
+          a.out(1).as<T>(), a.out(2).as<T>(), scale, causal != 0);
+      return Status::ok();
+    });
   });
 }

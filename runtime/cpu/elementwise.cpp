@@ -5,7 +5,9 @@
 // that are contiguous or constant along it, so the compiler vectorizes it.
 // Work is split across OpenMP threads by element count. 16-bit floats
 // compute in float; integer arithmetic wraps as two's complement and integer
-// division truncates toward zero, as C does (ONNX Div on integers).
+// division truncates toward zero, as C does (ONNX Div on integers). The
+// activation gradients (silu_grad, gelu_grad) are binary loops over x and dy
+// of one shape.
 //
 //===----------------------------------------------------------------------===//
 
@@ -396,6 +398,74 @@ struct GeluErfOp {
   }
 };
 
+//===----------------------------------------------------------------------===//
+// Activation gradients: dx = dy * f'(x)
+//===----------------------------------------------------------------------===//
+
+/// silu'(x) = s (1 + x (1 - s)) with s = sigmoid(x).
+struct SiluGradOp {
+  template <typename C> CLEAVE_ALWAYS_INLINE C operator()(C x, C dy) const {
+    C s = C(1) / (C(1) + cpu::exp(-x));
+    return dy * s * (C(1) + x * (C(1) - s));
+  }
+};
+/// The derivative of GeluTanhOp's x sigmoid(2u): s + 2 x s (1 - s) u' with
+/// s = sigmoid(2u), u' = sqrt(2/pi) (1 + 3 * 0.044715 x^2).
+struct GeluTanhGradOp {
+  template <typename C> CLEAVE_ALWAYS_INLINE C operator()(C x, C dy) const {
+    C x2 = x * x;
+    C u = C(0.7978845608028654) * (x + C(0.044715) * x2 * x);
+    C du = C(0.7978845608028654) * (C(1) + C(0.134145) * x2);
+    C s = C(1) / (C(1) + cpu::exp(C(-2) * u));
+    return dy * (s + C(2) * x * s * (C(1) - s) * du);
+  }
+};
+/// The derivative of x Phi(x): Phi(x) + x phi(x).
+struct GeluErfGradOp {
+  template <typename C> CLEAVE_ALWAYS_INLINE C operator()(C x, C dy) const {
+    C cdf = C(0.5) * std::erfc(x * C(-0.7071067811865476));
+    C pdf = C(0.3989422804014327) * cpu::exp(C(-0.5) * x * x);
+    return dy * (cdf + x * pdf);
+  }
+};
+
+template <typename T, typename Op>
+CLEAVE_ALWAYS_INLINE void gradRange(const T *x, const T *dy, T *out, int64_t n,
+                                    Op op) {
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = store<T>(op(Compute<T>(load(x[i])), Compute<T>(load(dy[i]))));
+}
+
+template <typename T, typename Op>
+CLEAVE_TARGET_AVX2 void gradRangeAvx2(const T *x, const T *dy, T *out,
+                                      int64_t n, Op op) {
+  gradRange(x, dy, out, n, op);
+}
+
+/// dx = op(x, dy) over x, dy and dx of one shape and float type; threaded
+/// like the unary ops, f32 on the AVX2 variant.
+template <typename Op> Status activationGrad(const KernelArgs &a) {
+  CLEAVE_CHECK(checkUnary(a));
+  CLEAVE_CHECK(a.expectDType(a.in(1), a.in(0).dtype, "dy"));
+  CLEAVE_CHECK(a.expectShape(a.in(1), a.in(0).shape, "dy"));
+  return visitFloat(a, a.in(0).dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *x = a.in(0).as<T>(), *dy = a.in(1).as<T>();
+    T *out = a.out().as<T>();
+    bool avx2 = std::is_same_v<T, float> && useAvx2();
+    parallelRange(a.out().numElements(), kElementwiseGrain,
+                  [&](int64_t begin, int64_t end) {
+                    if (avx2)
+                      gradRangeAvx2(x + begin, dy + begin, out + begin,
+                                    end - begin, Op());
+                    else
+                      gradRange(x + begin, dy + begin, out + begin, end - begin,
+                                Op());
+                  });
+    return Status::ok();
+  });
+}
+
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -573,6 +643,21 @@ Status cpu::geluKernel(const KernelArgs &a) {
     return floatUnary<GeluTanhOp>(a);
   if (approximate == "none")
     return floatUnary<GeluErfOp>(a);
+  return a.error("approximate must be \"none\" or \"tanh\", got \"" +
+                 approximate + "\"");
+}
+
+Status cpu::siluGradKernel(const KernelArgs &a) {
+  return activationGrad<SiluGradOp>(a);
+}
+
+Status cpu::geluGradKernel(const KernelArgs &a) {
+  std::string approximate;
+  CLEAVE_CHECK(a.stringAttr("approximate", approximate, "none"));
+  if (approximate == "tanh")
+    return activationGrad<GeluTanhGradOp>(a);
+  if (approximate == "none")
+    return activationGrad<GeluErfGradOp>(a);
   return a.error("approximate must be \"none\" or \"tanh\", got \"" +
                  approximate + "\"");
 }

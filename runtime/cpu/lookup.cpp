@@ -1,9 +1,11 @@
-//===- lookup.cpp - CPU kernels of embedding and gather -------------------===//
+//===- lookup.cpp - CPU kernels of embedding, gather and their gradients --===//
 //
 // Both copy whole rows picked by integer ids; they only move bytes, so they
 // work for every element type. Ids are checked before anything is copied:
 // an id out of range is an error naming the id and where it was found.
-// Negative ids count from the end, as ONNX Gather's do.
+// Negative ids count from the end, as ONNX Gather's do. Their gradients
+// (embedding_grad, gather_grad) scatter-add rows of dy into a zeroed
+// result, bucketed by id so that every result row has one writer.
 //
 //===----------------------------------------------------------------------===//
 
@@ -67,6 +69,58 @@ void gatherRows(const char *data, char *out, int64_t outer, int64_t axisSize,
                 });
 }
 
+/// The gradient of gatherRows: out[o, a, :] = the sum of dy[o, j, :] over
+/// the j with indices[j] == a, in increasing j; zero where no index picks
+/// a. The positions are bucketed by index first (a counting sort), so each
+/// result row is written by one thread and summed in a fixed order: the
+/// result does not depend on the threads.
+template <typename T>
+void scatterAddRows(const T *dy, T *out, int64_t outer, int64_t axisSize,
+                    const std::vector<int64_t> &indices, int64_t inner) {
+  using C = Compute<T>;
+  int64_t count = int64_t(indices.size());
+  std::vector<int64_t> first(axisSize + 1, 0), order(count);
+  for (int64_t j = 0; j < count; ++j)
+    ++first[indices[j] + 1];
+  for (int64_t i = 0; i < axisSize; ++i)
+    first[i + 1] += first[i];
+  std::vector<int64_t> next(first.begin(), first.end() - 1);
+  for (int64_t j = 0; j < count; ++j)
+    order[next[indices[j]]++] = j;
+  parallelRange(
+      outer * axisSize,
+      std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(inner, 1)),
+      [&](int64_t begin, int64_t end) {
+        std::vector<C> sum(std::is_same_v<T, C> ? 0 : inner);
+        for (int64_t item = begin; item < end; ++item) {
+          int64_t o = item / axisSize, i = item % axisSize;
+          T *dst = out + item * inner;
+          if (first[i] == first[i + 1]) {
+            std::memset(static_cast<void *>(dst), 0, inner * sizeof(T));
+            continue;
+          }
+          const T *src = dy + o * count * inner;
+          if constexpr (std::is_same_v<T, C>) {
+            std::memcpy(dst, src + order[first[i]] * inner, inner * sizeof(T));
+            for (int64_t n = first[i] + 1; n < first[i + 1]; ++n) {
+              const T *row = src + order[n] * inner;
+              for (int64_t c = 0; c < inner; ++c)
+                dst[c] += row[c];
+            }
+          } else {
+            std::fill(sum.begin(), sum.end(), C(0));
+            for (int64_t n = first[i]; n < first[i + 1]; ++n) {
+              const T *row = src + order[n] * inner;
+              for (int64_t c = 0; c < inner; ++c)
+                sum[c] += C(load(row[c]));
+            }
+            for (int64_t c = 0; c < inner; ++c)
+              dst[c] = store<T>(sum[c]);
+          }
+        }
+      });
+}
+
 } // namespace
 
 Status cpu::embeddingKernel(const KernelArgs &a) {
@@ -109,4 +163,48 @@ Status cpu::gatherKernel(const KernelArgs &a) {
              static_cast<char *>(a.out().data), product(data.shape, 0, axis),
              data.shape[axis], indices, inner * int64_t(dtypeSize(data.dtype)));
   return Status::ok();
+}
+
+Status cpu::embeddingGradKernel(const KernelArgs &a) {
+  const TensorRef &dy = a.in(0), &ids = a.in(1), &out = a.out();
+  if (out.rank() != 2)
+    return a.error("the result must have rank 2 ([vocabulary, dim]), got "
+                   "shape " +
+                   shapeString(out.shape));
+  CLEAVE_CHECK(a.expectDType(out, dy.dtype, "the result"));
+  Shape expected = ids.shape;
+  expected.push_back(out.shape[1]);
+  CLEAVE_CHECK(a.expectShape(dy, expected, "dy"));
+  std::vector<int64_t> indices;
+  CLEAVE_CHECK(indicesOf(a, ids, out.shape[0], indices, "ids"));
+  return visitFloat(a, dy.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    scatterAddRows(dy.as<T>(), out.as<T>(), 1, out.shape[0], indices,
+                   out.shape[1]);
+    return Status::ok();
+  });
+}
+
+Status cpu::gatherGradKernel(const KernelArgs &a) {
+  const TensorRef &dy = a.in(0), &indicesRef = a.in(1), &out = a.out();
+  CLEAVE_CHECK(a.expectDType(out, dy.dtype, "the result"));
+  int64_t axis;
+  CLEAVE_CHECK(a.intAttr("axis", axis, 0));
+  if (out.rank() == 0)
+    return a.error("the result must have rank 1 or more");
+  CLEAVE_CHECK(normalizeAxis(a, axis, out.rank()));
+  Shape expected(out.shape.begin(), out.shape.begin() + axis);
+  expected.insert(expected.end(), indicesRef.shape.begin(),
+                  indicesRef.shape.end());
+  expected.insert(expected.end(), out.shape.begin() + axis + 1,
+                  out.shape.end());
+  CLEAVE_CHECK(a.expectShape(dy, expected, "dy"));
+  std::vector<int64_t> indices;
+  CLEAVE_CHECK(indicesOf(a, indicesRef, out.shape[axis], indices, "indices"));
+  return visitFloat(a, dy.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    scatterAddRows(dy.as<T>(), out.as<T>(), product(out.shape, 0, axis),
+                   out.shape[axis], indices, product(out.shape, axis + 1));
+    return Status::ok();
+  });
 }

@@ -1,4 +1,4 @@
-//===- losses.cpp - CPU kernels of softmax_cross_entropy and nll_loss -----===//
+//===- losses.cpp - CPU kernels of the losses and their gradients ---------===//
 //
 // input [N, C, d...] against class ids target [N, d...]. Cross-entropy is
 // fused: per position, logsumexp over the classes (max pass, exp-sum pass)
@@ -6,6 +6,9 @@
 // target is ignore_index contribute nothing and are not counted by `mean`
 // (all ignored: 0 / 0 = NaN, as PyTorch gives). Threaded over N (and over
 // blocks of positions when d... is not empty); the sum is taken in double.
+// The gradients scale each position by dloss (divided by the count for
+// mean): cross-entropy recomputes logsumexp and writes softmax - onehot,
+// nll_loss_grad writes -dloss at the target's class into zeros.
 //
 //===----------------------------------------------------------------------===//
 
@@ -118,19 +121,8 @@ void positionLosses(const T *x, const LossShape &s,
                 });
 }
 
-template <bool CrossEntropy> Status loss(const KernelArgs &a) {
-  const TensorRef &input = a.in(0), &target = a.in(1);
-  if (input.rank() < 2)
-    return a.error("input must have rank 2 or more ([N, C, d...]), got shape " +
-                   shapeString(input.shape));
-  LossShape s;
-  s.n = input.shape[0];
-  s.classes = input.shape[1];
-  s.positions = product(input.shape, 2);
-  Shape targetShape{s.n};
-  targetShape.insert(targetShape.end(), input.shape.begin() + 2,
-                     input.shape.end());
-  CLEAVE_CHECK(a.expectShape(target, targetShape, "target"));
+/// reduction and ignore_index.
+Status lossAttrs(const KernelArgs &a, LossShape &s) {
   std::string reduction;
   CLEAVE_CHECK(a.stringAttr("reduction", reduction, "mean"));
   if (reduction == "none")
@@ -146,19 +138,42 @@ template <bool CrossEntropy> Status loss(const KernelArgs &a) {
   s.ignoreIndex = 0;
   if (s.hasIgnore)
     CLEAVE_CHECK(a.intAttr("ignore_index", s.ignoreIndex));
+  return Status::ok();
+}
+
+/// Reads the targets (any index type) into `targets`.
+Status targetsOf(const KernelArgs &a, const TensorRef &target,
+                 const LossShape &s, std::vector<int64_t> &targets) {
+  return visitIndex(
+      a, target.dtype,
+      [&](auto tag) {
+        using I = typename decltype(tag)::type;
+        return readTargets<I>(a, target, s, targets);
+      },
+      "target");
+}
+
+template <bool CrossEntropy> Status loss(const KernelArgs &a) {
+  const TensorRef &input = a.in(0), &target = a.in(1);
+  if (input.rank() < 2)
+    return a.error("input must have rank 2 or more ([N, C, d...]), got shape " +
+                   shapeString(input.shape));
+  LossShape s;
+  s.n = input.shape[0];
+  s.classes = input.shape[1];
+  s.positions = product(input.shape, 2);
+  Shape targetShape{s.n};
+  targetShape.insert(targetShape.end(), input.shape.begin() + 2,
+                     input.shape.end());
+  CLEAVE_CHECK(a.expectShape(target, targetShape, "target"));
+  CLEAVE_CHECK(lossAttrs(a, s));
   CLEAVE_CHECK(a.expectDType(a.out(), input.dtype, "the result"));
   CLEAVE_CHECK(a.expectShape(
       a.out(), s.reduction == Reduction::None ? targetShape : Shape{},
       "the result"));
 
   std::vector<int64_t> targets;
-  CLEAVE_CHECK(visitIndex(
-      a, target.dtype,
-      [&](auto tag) {
-        using I = typename decltype(tag)::type;
-        return readTargets<I>(a, target, s, targets);
-      },
-      "target"));
+  CLEAVE_CHECK(targetsOf(a, target, s, targets));
   return visitFloat(
       a, input.dtype,
       [&](auto tag) {
@@ -185,9 +200,163 @@ template <bool CrossEntropy> Status loss(const KernelArgs &a) {
       "input");
 }
 
+//===----------------------------------------------------------------------===//
+// Gradients
+//===----------------------------------------------------------------------===//
+
+/// The factor each position's gradient is scaled by: dloss at the position
+/// (none) or the scalar dloss, divided by the counted targets for mean; 0
+/// for an ignored target.
+template <typename T>
+std::vector<double> positionFactors(const T *dloss, const LossShape &s,
+                                    const std::vector<int64_t> &targets) {
+  std::vector<double> factors(targets.size());
+  int64_t counted = 0;
+  for (int64_t t : targets)
+    counted += !(s.hasIgnore && t == s.ignoreIndex);
+  double scalar = s.reduction == Reduction::None ? 0 : double(load(dloss[0]));
+  if (s.reduction == Reduction::Mean)
+    scalar /= double(counted);
+  for (size_t p = 0; p < targets.size(); ++p) {
+    bool ignored = s.hasIgnore && targets[p] == s.ignoreIndex;
+    factors[p] = ignored                          ? 0
+                 : s.reduction == Reduction::None ? double(load(dloss[p]))
+                                                  : scalar;
+  }
+  return factors;
+}
+
+/// dinput of positions [begin, end): (softmax(x) - onehot(t)) * factor,
+/// zero where the target is ignored.
+template <typename T>
+CLEAVE_ALWAYS_INLINE void
+crossEntropyGradRange(const T *x, T *dx, const LossShape &s,
+                      const int64_t *targets, const double *factors,
+                      int64_t begin, int64_t end) {
+  using C = Compute<T>;
+  int64_t stride = s.positions;
+  for (int64_t p = begin; p < end; ++p) {
+    int64_t n = p / s.positions, d = p % s.positions;
+    const T *row = x + n * s.classes * s.positions + d;
+    T *out = dx + n * s.classes * s.positions + d;
+    int64_t t = targets[p];
+    if (s.hasIgnore && t == s.ignoreIndex) {
+      for (int64_t c = 0; c < s.classes; ++c)
+        out[c * stride] = store<T>(C(0));
+      continue;
+    }
+    C shift = logSumExp(row, s.classes, stride), g = C(factors[p]);
+    if (stride == 1) {
+      for (int64_t c = 0; c < s.classes; ++c)
+        out[c] = store<T>(cpu::exp(C(load(row[c])) - shift) * g);
+    } else {
+      for (int64_t c = 0; c < s.classes; ++c)
+        out[c * stride] =
+            store<T>(cpu::exp(C(load(row[c * stride])) - shift) * g);
+    }
+    out[t * stride] =
+        store<T>((cpu::exp(C(load(row[t * stride])) - shift) - C(1)) * g);
+  }
+}
+
+template <typename T>
+CLEAVE_TARGET_AVX2 void
+crossEntropyGradRangeAvx2(const T *x, T *dx, const LossShape &s,
+                          const int64_t *targets, const double *factors,
+                          int64_t begin, int64_t end) {
+  crossEntropyGradRange(x, dx, s, targets, factors, begin, end);
+}
+
+/// The checks of both gradients: dloss's shape for the reduction, its
+/// element type and the result's, the targets against [N, C, d...] (the
+/// result's shape).
+Status checkLossGrad(const KernelArgs &a, const TensorRef &target, LossShape &s,
+                     std::vector<int64_t> &targets) {
+  const TensorRef &dloss = a.in(0), &out = a.out();
+  if (out.rank() < 2)
+    return a.error("the result must have rank 2 or more ([N, C, d...]), got "
+                   "shape " +
+                   shapeString(out.shape));
+  s.n = out.shape[0];
+  s.classes = out.shape[1];
+  s.positions = product(out.shape, 2);
+  Shape targetShape{s.n};
+  targetShape.insert(targetShape.end(), out.shape.begin() + 2, out.shape.end());
+  CLEAVE_CHECK(a.expectShape(target, targetShape, "target"));
+  CLEAVE_CHECK(lossAttrs(a, s));
+  CLEAVE_CHECK(a.expectDType(dloss, out.dtype, "dloss"));
+  CLEAVE_CHECK(a.expectShape(
+      dloss, s.reduction == Reduction::None ? targetShape : Shape{}, "dloss"));
+  return targetsOf(a, target, s, targets);
+}
+
 } // namespace
 
 Status cpu::softmaxCrossEntropyKernel(const KernelArgs &a) {
   return loss<true>(a);
 }
 Status cpu::nllLossKernel(const KernelArgs &a) { return loss<false>(a); }
+
+Status cpu::softmaxCrossEntropyGradKernel(const KernelArgs &a) {
+  const TensorRef &input = a.in(1), &target = a.in(2);
+  CLEAVE_CHECK(a.expectDType(a.out(), input.dtype, "the result"));
+  CLEAVE_CHECK(a.expectShape(a.out(), input.shape, "the result"));
+  LossShape s;
+  std::vector<int64_t> targets;
+  CLEAVE_CHECK(checkLossGrad(a, target, s, targets));
+  return visitFloat(
+      a, input.dtype,
+      [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        std::vector<double> factors =
+            positionFactors(a.in(0).as<T>(), s, targets);
+        const T *x = input.as<T>();
+        T *dx = a.out().as<T>();
+        bool avx2 = std::is_same_v<T, float> && useAvx2();
+        parallelRange(s.n * s.positions,
+                      std::max<int64_t>(1, kElementwiseGrain /
+                                               std::max<int64_t>(s.classes, 1)),
+                      [&](int64_t begin, int64_t end) {
+                        if (avx2)
+                          crossEntropyGradRangeAvx2(x, dx, s, targets.data(),
+                                                    factors.data(), begin, end);
+                        else
+                          crossEntropyGradRange(x, dx, s, targets.data(),
+                                                factors.data(), begin, end);
+                      });
+        return Status::ok();
+      },
+      "input");
+}
+
+Status cpu::nllLossGradKernel(const KernelArgs &a) {
+  LossShape s;
+  std::vector<int64_t> targets;
+  CLEAVE_CHECK(checkLossGrad(a, a.in(1), s, targets));
+  return visitFloat(
+      a, a.out().dtype,
+      [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        std::vector<double> factors =
+            positionFactors(a.in(0).as<T>(), s, targets);
+        T *dx = a.out().as<T>();
+        int64_t rowSize = s.classes * s.positions;
+        parallelRange(s.n,
+                      std::max<int64_t>(1, kElementwiseGrain /
+                                               std::max<int64_t>(rowSize, 1)),
+                      [&](int64_t begin, int64_t end) {
+                        std::memset(static_cast<void *>(dx + begin * rowSize),
+                                    0, (end - begin) * rowSize * sizeof(T));
+                        for (int64_t p = begin * s.positions;
+                             p < end * s.positions; ++p) {
+                          if (s.hasIgnore && targets[p] == s.ignoreIndex)
+                            continue;
+                          int64_t n = p / s.positions, d = p % s.positions;
+                          dx[n * rowSize + targets[p] * s.positions + d] =
+                              store<T>(Compute<T>(-factors[p]));
+                        }
+                      });
+        return Status::ok();
+      },
+      "the result");
+}

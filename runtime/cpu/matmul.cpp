@@ -57,12 +57,6 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double *a,
               blasint(ldc));
 }
 
-/// OpenBLAS runs on the calling thread from now on (see the file comment).
-void singleThreadedBlas() {
-  static std::once_flag once;
-  std::call_once(once, [] { openblas_set_num_threads(1); });
-}
-
 /// C[m, n] = A B, split over up to `threads` OpenMP threads as a grid of
 /// row blocks x column blocks. Each block packs its rows of A and columns
 /// of B, so the grid minimizes m k (columns) + k n (rows) over the
@@ -193,6 +187,12 @@ template <typename T> std::vector<float> widen(const TensorRef &t) {
 }
 
 } // namespace
+
+/// OpenBLAS runs on the calling thread from now on (see the file comment).
+void cpu::singleThreadedBlas() {
+  static std::once_flag once;
+  std::call_once(once, [] { openblas_set_num_threads(1); });
+}
 
 Status cpu::matmulKernel(const KernelArgs &a) {
   const TensorRef &lhs = a.in(0), &rhs = a.in(1), &out = a.out();

@@ -6,7 +6,8 @@
 // where the source allows), a row being a memcpy, a fill, or a strided loop.
 // A transpose that moves the source's contiguous dimension is done in
 // 32 x 32 tiles so both sides stay in cache. cast converts between every
-// pair of element types as ONNX Cast does.
+// pair of element types as ONNX Cast does. slice_grad is slice backwards:
+// zeros, then one strided scatter of dy.
 //
 //===----------------------------------------------------------------------===//
 
@@ -191,6 +192,67 @@ void convertLoop(const TensorRef &from, const TensorRef &to, F f) {
                 });
 }
 
+/// out[sum_k index_k * strides[k]] = in (contiguous, shape `dims`): the
+/// reverse of stridedCopy, for positions that are all distinct.
+template <typename W>
+void stridedScatter(const W *in, const Shape &dims, const Shape &strides,
+                    W *out) {
+  BroadcastPlan plan = planFromStrides(dims, {strides});
+  int64_t step = plan.innerStride[0];
+  forEachSegment(plan, kElementwiseGrain * 2,
+                 [&](int64_t row, int64_t column, int64_t n, int64_t offset) {
+                   W *dst = out + plan.rowOffset(0, row) + column * step;
+                   const W *src = in + offset;
+                   if (step == 1)
+                     std::memcpy(dst, src, n * sizeof(W));
+                   else
+                     for (int64_t i = 0; i < n; ++i)
+                       dst[i * step] = src[i];
+                 });
+}
+
+/// The slice of a tensor of `shape` by the start, limit and step
+/// attributes: its shape `expected`, and where it reads: from element
+/// `base` by `steps` (elements) per dimension.
+Status slicePlan(const KernelArgs &a, const Shape &shape, Shape &expected,
+                 Shape &steps, int64_t &base) {
+  std::vector<int64_t> start, limit, step;
+  CLEAVE_CHECK(a.intsAttr("start", start));
+  CLEAVE_CHECK(a.intsAttr("limit", limit));
+  CLEAVE_CHECK(a.intsAttr("step", step));
+  int64_t rank = int64_t(shape.size());
+  if (int64_t(start.size()) != rank || int64_t(limit.size()) != rank ||
+      int64_t(step.size()) != rank)
+    return a.error(
+        "start, limit and step need one entry per dimension of "
+        "x (" +
+        std::to_string(rank) + "), got " + std::to_string(start.size()) + ", " +
+        std::to_string(limit.size()) + " and " + std::to_string(step.size()));
+  Shape strides = stridesOf(shape);
+  expected.assign(rank, 0);
+  steps.assign(rank, 0);
+  base = 0;
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t s = start[d], l = limit[d], k = step[d], dim = shape[d];
+    if (k == 0)
+      return a.error("step of dimension " + std::to_string(d) + " is 0");
+    int64_t extent = k > 0 ? l - s : s - l;
+    int64_t n = extent <= 0 ? 0 : (extent + std::abs(k) - 1) / std::abs(k);
+    // Every index read, s and s + (n - 1) k, must lie in the dimension.
+    if (n > 0 &&
+        (s < 0 || s >= dim || s + (n - 1) * k < 0 || s + (n - 1) * k >= dim))
+      return a.error("dimension " + std::to_string(d) + " of size " +
+                     std::to_string(dim) + " cannot be sliced from " +
+                     std::to_string(s) + " to " + std::to_string(l) + " by " +
+                     std::to_string(k));
+    expected[d] = n;
+    if (n > 0)
+      base += s * strides[d];
+    steps[d] = k * strides[d];
+  }
+  return Status::ok();
+}
+
 } // namespace
 
 Status cpu::reshapeKernel(const KernelArgs &a) {
@@ -316,44 +378,38 @@ Status cpu::broadcastToKernel(const KernelArgs &a) {
 Status cpu::sliceKernel(const KernelArgs &a) {
   const TensorRef &x = a.in(0);
   CLEAVE_CHECK(a.expectDType(a.out(), x.dtype, "the result"));
-  std::vector<int64_t> start, limit, step;
-  CLEAVE_CHECK(a.intsAttr("start", start));
-  CLEAVE_CHECK(a.intsAttr("limit", limit));
-  CLEAVE_CHECK(a.intsAttr("step", step));
-  int64_t rank = x.rank();
-  if (int64_t(start.size()) != rank || int64_t(limit.size()) != rank ||
-      int64_t(step.size()) != rank)
-    return a.error(
-        "start, limit and step need one entry per dimension of "
-        "x (" +
-        std::to_string(rank) + "), got " + std::to_string(start.size()) + ", " +
-        std::to_string(limit.size()) + " and " + std::to_string(step.size()));
-  Shape expected(rank), strides = stridesOf(x.shape), steps(rank);
-  int64_t base = 0;
-  for (int64_t d = 0; d < rank; ++d) {
-    int64_t s = start[d], l = limit[d], k = step[d], dim = x.shape[d];
-    if (k == 0)
-      return a.error("step of dimension " + std::to_string(d) + " is 0");
-    int64_t extent = k > 0 ? l - s : s - l;
-    int64_t n = extent <= 0 ? 0 : (extent + std::abs(k) - 1) / std::abs(k);
-    // Every index read, s and s + (n - 1) k, must lie in the dimension.
-    if (n > 0 &&
-        (s < 0 || s >= dim || s + (n - 1) * k < 0 || s + (n - 1) * k >= dim))
-      return a.error("dimension " + std::to_string(d) + " of size " +
-                     std::to_string(dim) + " cannot be sliced from " +
-                     std::to_string(s) + " to " + std::to_string(l) + " by " +
-                     std::to_string(k));
-    expected[d] = n;
-    if (n > 0)
-      base += s * strides[d];
-    steps[d] = k * strides[d];
-  }
+  Shape expected, steps;
+  int64_t base;
+  CLEAVE_CHECK(slicePlan(a, x.shape, expected, steps, base));
   CLEAVE_CHECK(a.expectShape(a.out(), expected, "the result"));
   if (a.out().numElements() == 0)
     return Status::ok();
   return visitBytes(a, x.dtype, [&](auto tag) {
     using W = typename decltype(tag)::type;
     stridedCopy(x.as<W>(), base, expected, steps, a.out().as<W>());
+    return Status::ok();
+  });
+}
+
+/// Zeros, then dy at the positions the slice took (distinct positions, so
+/// the strided writes of the threads never meet).
+Status cpu::sliceGradKernel(const KernelArgs &a) {
+  const TensorRef &dy = a.in(0), &out = a.out();
+  CLEAVE_CHECK(a.expectDType(out, dy.dtype, "the result"));
+  Shape expected, steps;
+  int64_t base;
+  CLEAVE_CHECK(slicePlan(a, out.shape, expected, steps, base));
+  CLEAVE_CHECK(a.expectShape(dy, expected, "dy"));
+  char *bytes = static_cast<char *>(out.data);
+  parallelRange(int64_t(out.sizeBytes()), 1 << 20,
+                [&](int64_t begin, int64_t end) {
+                  std::memset(bytes + begin, 0, end - begin);
+                });
+  if (dy.numElements() == 0)
+    return Status::ok();
+  return visitBytes(a, dy.dtype, [&](auto tag) {
+    using W = typename decltype(tag)::type;
+    stridedScatter(dy.as<W>(), expected, steps, out.as<W>() + base);
     return Status::ok();
   });
 }

@@ -1,11 +1,12 @@
-//===- norms.cpp - CPU kernels of layer_norm and rms_norm -----------------===//
+//===- norms.cpp - CPU kernels of layer_norm, rms_norm and their gradients ===//
 //
 // x is [rows, D] with D the product of the dimensions from `axis` on. Each
 // row is normalized by one call that reads it three times while it sits in
 // cache (mean, centred variance, normalize-scale-shift); rows are spread
 // over OpenMP threads. Statistics are computed in float (double for f64)
 // with vectorized partial sums; the variance is centred, so there is no
-// cancellation.
+// cancellation. The gradients recompute the same statistics per row, write
+// dx in a second pass over the row, and sum dscale/dbias per thread.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,23 +17,47 @@ using namespace cleave::runtime::cpu;
 
 namespace {
 
+/// The mean and 1 / sqrt(biased variance + epsilon) of one row.
 template <typename T>
-CLEAVE_ALWAYS_INLINE void layerNormRow(const T *x, const T *scale,
-                                       const T *bias, T *y, int64_t d,
-                                       Compute<T> epsilon) {
+CLEAVE_ALWAYS_INLINE void layerNormStats(const T *x, int64_t d,
+                                         Compute<T> epsilon, Compute<T> &mean,
+                                         Compute<T> &rstd) {
   using C = Compute<T>;
   C sum = 0;
 #pragma omp simd reduction(+ : sum)
   for (int64_t i = 0; i < d; ++i)
     sum += load(x[i]);
-  C mean = sum / C(d);
+  mean = sum / C(d);
   C squares = 0;
 #pragma omp simd reduction(+ : squares)
   for (int64_t i = 0; i < d; ++i) {
     C c = C(load(x[i])) - mean;
     squares += c * c;
   }
-  C rstd = C(1) / std::sqrt(squares / C(d) + epsilon);
+  rstd = C(1) / std::sqrt(squares / C(d) + epsilon);
+}
+
+/// 1 / sqrt(mean(x^2) + epsilon) of one row.
+template <typename T>
+CLEAVE_ALWAYS_INLINE Compute<T> rmsStat(const T *x, int64_t d,
+                                        Compute<T> epsilon) {
+  using C = Compute<T>;
+  C squares = 0;
+#pragma omp simd reduction(+ : squares)
+  for (int64_t i = 0; i < d; ++i) {
+    C v = load(x[i]);
+    squares += v * v;
+  }
+  return C(1) / std::sqrt(squares / C(d) + epsilon);
+}
+
+template <typename T>
+CLEAVE_ALWAYS_INLINE void layerNormRow(const T *x, const T *scale,
+                                       const T *bias, T *y, int64_t d,
+                                       Compute<T> epsilon) {
+  using C = Compute<T>;
+  C mean, rstd;
+  layerNormStats(x, d, epsilon, mean, rstd);
   if (scale && bias) {
     for (int64_t i = 0; i < d; ++i)
       y[i] = store<T>((C(load(x[i])) - mean) * rstd * C(load(scale[i])) +
@@ -53,13 +78,7 @@ template <typename T>
 CLEAVE_ALWAYS_INLINE void rmsNormRow(const T *x, const T *scale, T *y,
                                      int64_t d, Compute<T> epsilon) {
   using C = Compute<T>;
-  C squares = 0;
-#pragma omp simd reduction(+ : squares)
-  for (int64_t i = 0; i < d; ++i) {
-    C v = load(x[i]);
-    squares += v * v;
-  }
-  C rms = C(1) / std::sqrt(squares / C(d) + epsilon);
+  C rms = rmsStat(x, d, epsilon);
   for (int64_t i = 0; i < d; ++i)
     y[i] = store<T>(C(load(x[i])) * rms * C(load(scale[i])));
 }
@@ -100,13 +119,17 @@ void normalize(const T *x, const T *scale, const T *bias, T *y, int64_t rows,
   });
 }
 
-/// The checks both norms share: axis, epsilon, the result, and that the
-/// given weights have shape x.shape[axis:] and x's element type.
-Status checkNorm(const KernelArgs &a, std::initializer_list<size_t> weights,
-                 int64_t &rows, int64_t &d, double &epsilon) {
-  const TensorRef &x = a.in(0);
-  CLEAVE_CHECK(a.expectDType(a.out(), x.dtype, "the result"));
-  CLEAVE_CHECK(a.expectShape(a.out(), x.shape, "the result"));
+/// The checks both norms and their gradients share: axis, epsilon, the
+/// first result (x's shape), and that the given weights (operand index and
+/// name) have shape x.shape[axis:] and x's element type.
+Status checkNorm(const KernelArgs &a, size_t xIndex,
+                 std::initializer_list<std::pair<size_t, const char *>> weights,
+                 int64_t &rows, int64_t &d, double &epsilon,
+                 Shape *normalizedShape = nullptr) {
+  const TensorRef &x = a.in(xIndex);
+  const char *first = a.outputs.size() == 1 ? "the result" : "dx";
+  CLEAVE_CHECK(a.expectDType(a.out(), x.dtype, first));
+  CLEAVE_CHECK(a.expectShape(a.out(), x.shape, first));
   int64_t axis;
   CLEAVE_CHECK(a.intAttr("axis", axis, -1));
   CLEAVE_CHECK(a.floatAttr("epsilon", epsilon, 1e-5));
@@ -114,15 +137,127 @@ Status checkNorm(const KernelArgs &a, std::initializer_list<size_t> weights,
     return a.error("x must have rank 1 or more");
   CLEAVE_CHECK(normalizeAxis(a, axis, x.rank()));
   Shape normalized(x.shape.begin() + axis, x.shape.end());
-  for (size_t i : weights) {
+  for (auto [i, what] : weights) {
     if (!a.has(i))
       continue;
-    const char *what = i == 1 ? "scale" : "bias";
     CLEAVE_CHECK(a.expectShape(a.in(i), normalized, what));
     CLEAVE_CHECK(a.expectDType(a.in(i), x.dtype, what));
   }
   rows = product(x.shape, 0, axis);
   d = product(normalized);
+  if (normalizedShape)
+    *normalizedShape = normalized;
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// Gradients
+//===----------------------------------------------------------------------===//
+
+/// One row of layer_norm_grad (or of rms_norm_grad when Rms): writes dx
+/// and adds the row's dy * xhat to dscale and dy to dbias (rows of the
+/// thread's partial sums). With g = dy * scale and xhat the normalized x,
+///   layer_norm: dx = rstd (g - mean(g) - xhat mean(g xhat))
+///   rms_norm:   dx = rstd (g - xhat mean(g xhat))
+template <typename T, bool Rms>
+CLEAVE_ALWAYS_INLINE void
+normGradRow(const T *dy, const T *x, const T *scale, T *dx, Compute<T> *dscale,
+            Compute<T> *dbias, int64_t d, Compute<T> epsilon) {
+  using C = Compute<T>;
+  C mean = 0, rstd;
+  if constexpr (Rms)
+    rstd = rmsStat(x, d, epsilon);
+  else
+    layerNormStats(x, d, epsilon, mean, rstd);
+  C sumG = 0, sumGX = 0;
+#pragma omp simd reduction(+ : sumG, sumGX)
+  for (int64_t i = 0; i < d; ++i) {
+    C g = load(dy[i]);
+    C xhat = (C(load(x[i])) - mean) * rstd;
+    dscale[i] += g * xhat;
+    if constexpr (!Rms)
+      dbias[i] += g;
+    if (scale)
+      g *= C(load(scale[i]));
+    sumG += g;
+    sumGX += g * xhat;
+  }
+  C meanG = Rms ? C(0) : sumG / C(d), meanGX = sumGX / C(d);
+  for (int64_t i = 0; i < d; ++i) {
+    C g = load(dy[i]);
+    if (scale)
+      g *= C(load(scale[i]));
+    C xhat = (C(load(x[i])) - mean) * rstd;
+    dx[i] = store<T>(rstd * (g - meanG - xhat * meanGX));
+  }
+}
+
+template <typename T, bool Rms>
+CLEAVE_ALWAYS_INLINE void
+normGradRows(const T *dy, const T *x, const T *scale, T *dx, Compute<T> *dscale,
+             Compute<T> *dbias, int64_t d, Compute<T> epsilon, int64_t begin,
+             int64_t end) {
+  for (int64_t r = begin; r < end; ++r)
+    normGradRow<T, Rms>(dy + r * d, x + r * d, scale, dx + r * d, dscale, dbias,
+                        d, epsilon);
+}
+
+template <typename T, bool Rms>
+CLEAVE_TARGET_AVX2 void
+normGradRowsAvx2(const T *dy, const T *x, const T *scale, T *dx,
+                 Compute<T> *dscale, Compute<T> *dbias, int64_t d,
+                 Compute<T> epsilon, int64_t begin, int64_t end) {
+  normGradRows<T, Rms>(dy, x, scale, dx, dscale, dbias, d, epsilon, begin, end);
+}
+
+/// dx for every row, threaded over contiguous chunks of rows, each with
+/// its own partial dscale and dbias; the partials are then added in chunk
+/// order, so the result depends on the thread count but not on timing.
+template <typename T, bool Rms>
+void normalizeGrad(const T *dy, const T *x, const T *scale, T *dx, T *dscale,
+                   T *dbias, int64_t rows, int64_t d, double epsilon) {
+  using C = Compute<T>;
+  bool avx2 = std::is_same_v<T, float> && useAvx2();
+  C eps = C(epsilon);
+  int64_t grain = std::max<int64_t>(1, 8192 / std::max<int64_t>(d, 1));
+  int64_t threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  int64_t chunks = std::max<int64_t>(1, std::min(threads, rows / grain));
+  std::vector<C> partial(chunks * 2 * d, C(0));
+#pragma omp parallel for num_threads(chunks) schedule(static) if (chunks > 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    C *ds = partial.data() + c * 2 * d, *db = ds + d;
+    int64_t begin = rows * c / chunks, end = rows * (c + 1) / chunks;
+    if (avx2)
+      normGradRowsAvx2<T, Rms>(dy, x, scale, dx, ds, db, d, eps, begin, end);
+    else
+      normGradRows<T, Rms>(dy, x, scale, dx, ds, db, d, eps, begin, end);
+  }
+  for (int64_t i = 0; i < d; ++i) {
+    C s = 0, b = 0;
+    for (int64_t c = 0; c < chunks; ++c) {
+      s += partial[c * 2 * d + i];
+      b += partial[c * 2 * d + d + i];
+    }
+    dscale[i] = store<T>(s);
+    if (dbias)
+      dbias[i] = store<T>(b);
+  }
+}
+
+/// The checks of the gradients: dy like x, the weight gradients of shape
+/// x.shape[axis:].
+Status checkNormGrad(const KernelArgs &a, int64_t &rows, int64_t &d,
+                     double &epsilon) {
+  Shape normalized;
+  CLEAVE_CHECK(checkNorm(a, 1, {{2, "scale"}}, rows, d, epsilon, &normalized));
+  const TensorRef &x = a.in(1);
+  CLEAVE_CHECK(a.expectDType(a.in(0), x.dtype, "dy"));
+  CLEAVE_CHECK(a.expectShape(a.in(0), x.shape, "dy"));
+  const char *names[] = {"dx", "dscale", "dbias"};
+  for (size_t i = 1; i < a.outputs.size(); ++i) {
+    CLEAVE_CHECK(a.expectDType(a.out(i), x.dtype, names[i]));
+    CLEAVE_CHECK(a.expectShape(a.out(i), normalized, names[i]));
+  }
   return Status::ok();
 }
 
@@ -131,7 +266,7 @@ Status checkNorm(const KernelArgs &a, std::initializer_list<size_t> weights,
 Status cpu::layerNormKernel(const KernelArgs &a) {
   int64_t rows, d;
   double epsilon;
-  CLEAVE_CHECK(checkNorm(a, {1, 2}, rows, d, epsilon));
+  CLEAVE_CHECK(checkNorm(a, 0, {{1, "scale"}, {2, "bias"}}, rows, d, epsilon));
   return visitFloat(a, a.in(0).dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     normalize<T, false>(a.in(0).as<T>(), a.has(1) ? a.in(1).as<T>() : nullptr,
@@ -144,13 +279,39 @@ Status cpu::layerNormKernel(const KernelArgs &a) {
 Status cpu::rmsNormKernel(const KernelArgs &a) {
   int64_t rows, d;
   double epsilon;
-  CLEAVE_CHECK(checkNorm(a, {1}, rows, d, epsilon));
+  CLEAVE_CHECK(checkNorm(a, 0, {{1, "scale"}}, rows, d, epsilon));
   if (!a.has(1) && d > 0)
     return a.error("scale is required");
   return visitFloat(a, a.in(0).dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     normalize<T, true>(a.in(0).as<T>(), a.in(1).as<T>(), nullptr,
                        a.out().as<T>(), rows, d, epsilon);
+    return Status::ok();
+  });
+}
+
+Status cpu::layerNormGradKernel(const KernelArgs &a) {
+  int64_t rows, d;
+  double epsilon;
+  CLEAVE_CHECK(checkNormGrad(a, rows, d, epsilon));
+  return visitFloat(a, a.in(1).dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    normalizeGrad<T, false>(
+        a.in(0).as<T>(), a.in(1).as<T>(), a.has(2) ? a.in(2).as<T>() : nullptr,
+        a.out(0).as<T>(), a.out(1).as<T>(), a.out(2).as<T>(), rows, d, epsilon);
+    return Status::ok();
+  });
+}
+
+Status cpu::rmsNormGradKernel(const KernelArgs &a) {
+  int64_t rows, d;
+  double epsilon;
+  CLEAVE_CHECK(checkNormGrad(a, rows, d, epsilon));
+  return visitFloat(a, a.in(1).dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    normalizeGrad<T, true>(a.in(0).as<T>(), a.in(1).as<T>(), a.in(2).as<T>(),
+                           a.out(0).as<T>(), a.out(1).as<T>(), nullptr, rows, d,
+                           epsilon);
     return Status::ok();
   });
 }

@@ -1,10 +1,11 @@
-//===- softmax.cpp - CPU kernels of softmax and log_softmax ---------------===//
+//===- softmax.cpp - CPU kernels of softmax, log_softmax and gradients ----===//
 //
 // The tensor is [outer, C, inner] around the softmax axis. The common case,
 // the last axis (inner == 1), is one row per item, threaded over rows: a
 // max pass, an exp-and-sum pass (exp stored for softmax), a scale pass. For
 // an inner axis, blocks of `inner` columns are processed the same way with a
-// vector of maxima and sums.
+// vector of maxima and sums. The gradients (softmax_grad, log_softmax_grad)
+// walk the same way: one sum per item, then one pass writing dx.
 //
 //===----------------------------------------------------------------------===//
 
@@ -103,7 +104,10 @@ CLEAVE_TARGET_AVX2 void softmaxColumnsAvx2(const T *x, T *y, int64_t classes,
   softmaxColumns<T, Log>(x, y, classes, inner, n);
 }
 
-template <bool Log> Status softmax(const KernelArgs &a) {
+/// The [outer, classes, inner] view of x around `axis`, after the checks
+/// both the ops and their gradients share.
+Status softmaxLayout(const KernelArgs &a, int64_t &outer, int64_t &classes,
+                     int64_t &inner) {
   const TensorRef &x = a.in(0);
   CLEAVE_CHECK(a.expectDType(a.out(), x.dtype, "the result"));
   CLEAVE_CHECK(a.expectShape(a.out(), x.shape, "the result"));
@@ -112,42 +116,150 @@ template <bool Log> Status softmax(const KernelArgs &a) {
   if (x.rank() == 0)
     return a.error("x must have rank 1 or more");
   CLEAVE_CHECK(normalizeAxis(a, axis, x.rank()));
-  int64_t outer = product(x.shape, 0, axis), classes = x.shape[axis];
-  int64_t inner = product(x.shape, axis + 1);
-  return visitFloat(a, x.dtype, [&](auto tag) {
+  outer = product(x.shape, 0, axis);
+  classes = x.shape[axis];
+  inner = product(x.shape, axis + 1);
+  return Status::ok();
+}
+
+/// Threads the work over rows (inner == 1: rows(begin, end) does rows
+/// [begin, end)) or over blocks of up to 256 columns of one [classes,
+/// inner] slab (columns(offset, n)).
+template <typename Rows, typename Columns>
+void forEachSlab(int64_t outer, int64_t classes, int64_t inner, Rows &&rows,
+                 Columns &&columns) {
+  if (classes == 0)
+    return;
+  if (inner == 1) {
+    parallelRange(outer, std::max<int64_t>(1, 4096 / classes), rows);
+    return;
+  }
+  const int64_t block = 256;
+  int64_t blocks = (inner + block - 1) / block;
+  parallelRange(outer * blocks, std::max<int64_t>(1, 4096 / (classes * block)),
+                [&](int64_t begin, int64_t end) {
+                  for (int64_t item = begin; item < end; ++item) {
+                    int64_t o = item / blocks, i0 = (item % blocks) * block;
+                    columns(o * classes * inner + i0,
+                            std::min(block, inner - i0));
+                  }
+                });
+}
+
+template <bool Log> Status softmax(const KernelArgs &a) {
+  int64_t outer, classes, inner;
+  CLEAVE_CHECK(softmaxLayout(a, outer, classes, inner));
+  return visitFloat(a, a.in(0).dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T *in = x.as<T>();
+    const T *in = a.in(0).as<T>();
     T *out = a.out().as<T>();
-    if (classes == 0)
-      return Status::ok();
     bool avx2 = std::is_same_v<T, float> && useAvx2();
-    if (inner == 1) {
-      parallelRange(outer, std::max<int64_t>(1, 4096 / classes),
-                    [&](int64_t begin, int64_t end) {
-                      if (avx2)
-                        softmaxRowsAvx2<T, Log>(in, out, classes, begin, end);
-                      else
-                        softmaxRows<T, Log>(in, out, classes, begin, end);
-                    });
-      return Status::ok();
+    forEachSlab(
+        outer, classes, inner,
+        [&](int64_t begin, int64_t end) {
+          if (avx2)
+            softmaxRowsAvx2<T, Log>(in, out, classes, begin, end);
+          else
+            softmaxRows<T, Log>(in, out, classes, begin, end);
+        },
+        [&](int64_t offset, int64_t n) {
+          if (avx2)
+            softmaxColumnsAvx2<T, Log>(in + offset, out + offset, classes,
+                                       inner, n);
+          else
+            softmaxColumns<T, Log>(in + offset, out + offset, classes, inner,
+                                   n);
+        });
+    return Status::ok();
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Gradients, from the forward result y and its gradient dy
+//===----------------------------------------------------------------------===//
+
+/// One row: softmax_grad's y (dy - sum(dy y)), or log_softmax_grad's
+/// dy - exp(y) sum(dy).
+template <typename T, bool Log>
+CLEAVE_ALWAYS_INLINE void softmaxGradRow(const T *y, const T *dy, T *dx,
+                                         int64_t n) {
+  using C = Compute<T>;
+  C sum = 0;
+  if constexpr (Log) {
+#pragma omp simd reduction(+ : sum)
+    for (int64_t i = 0; i < n; ++i)
+      sum += C(load(dy[i]));
+    for (int64_t i = 0; i < n; ++i)
+      dx[i] = store<T>(C(load(dy[i])) - cpu::exp(C(load(y[i]))) * sum);
+  } else {
+#pragma omp simd reduction(+ : sum)
+    for (int64_t i = 0; i < n; ++i)
+      sum += C(load(dy[i])) * C(load(y[i]));
+    for (int64_t i = 0; i < n; ++i)
+      dx[i] = store<T>(C(load(y[i])) * (C(load(dy[i])) - sum));
+  }
+}
+
+/// `n` columns of an [classes, inner] slab, with a vector of sums.
+template <typename T, bool Log>
+CLEAVE_ALWAYS_INLINE void softmaxGradColumns(const T *y, const T *dy, T *dx,
+                                             int64_t classes, int64_t inner,
+                                             int64_t n) {
+  using C = Compute<T>;
+  C sum[256];
+  for (int64_t i = 0; i < n; ++i)
+    sum[i] = 0;
+  for (int64_t c = 0; c < classes; ++c)
+    for (int64_t i = 0; i < n; ++i) {
+      C g = load(dy[c * inner + i]);
+      sum[i] += Log ? g : g * C(load(y[c * inner + i]));
     }
-    const int64_t block = 256;
-    int64_t blocks = (inner + block - 1) / block;
-    parallelRange(outer * blocks,
-                  std::max<int64_t>(1, 4096 / (classes * block)),
-                  [&](int64_t begin, int64_t end) {
-                    for (int64_t item = begin; item < end; ++item) {
-                      int64_t o = item / blocks, i0 = (item % blocks) * block;
-                      int64_t offset = o * classes * inner + i0;
-                      int64_t n = std::min(block, inner - i0);
-                      if (avx2)
-                        softmaxColumnsAvx2<T, Log>(in + offset, out + offset,
-                                                   classes, inner, n);
-                      else
-                        softmaxColumns<T, Log>(in + offset, out + offset,
-                                               classes, inner, n);
-                    }
-                  });
+  for (int64_t c = 0; c < classes; ++c)
+    for (int64_t i = 0; i < n; ++i) {
+      C v = load(y[c * inner + i]), g = load(dy[c * inner + i]);
+      dx[c * inner + i] =
+          store<T>(Log ? g - cpu::exp(v) * sum[i] : v * (g - sum[i]));
+    }
+}
+
+template <typename T, bool Log>
+CLEAVE_ALWAYS_INLINE void softmaxGradRows(const T *y, const T *dy, T *dx,
+                                          int64_t classes, int64_t begin,
+                                          int64_t end) {
+  for (int64_t o = begin; o < end; ++o)
+    softmaxGradRow<T, Log>(y + o * classes, dy + o * classes, dx + o * classes,
+                           classes);
+}
+
+template <typename T, bool Log>
+CLEAVE_TARGET_AVX2 void softmaxGradRowsAvx2(const T *y, const T *dy, T *dx,
+                                            int64_t classes, int64_t begin,
+                                            int64_t end) {
+  softmaxGradRows<T, Log>(y, dy, dx, classes, begin, end);
+}
+
+template <bool Log> Status softmaxGrad(const KernelArgs &a) {
+  int64_t outer, classes, inner;
+  CLEAVE_CHECK(softmaxLayout(a, outer, classes, inner));
+  CLEAVE_CHECK(a.expectDType(a.in(1), a.in(0).dtype, "dy"));
+  CLEAVE_CHECK(a.expectShape(a.in(1), a.in(0).shape, "dy"));
+  return visitFloat(a, a.in(0).dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *y = a.in(0).as<T>(), *dy = a.in(1).as<T>();
+    T *dx = a.out().as<T>();
+    bool avx2 = std::is_same_v<T, float> && useAvx2();
+    forEachSlab(
+        outer, classes, inner,
+        [&](int64_t begin, int64_t end) {
+          if (avx2)
+            softmaxGradRowsAvx2<T, Log>(y, dy, dx, classes, begin, end);
+          else
+            softmaxGradRows<T, Log>(y, dy, dx, classes, begin, end);
+        },
+        [&](int64_t offset, int64_t n) {
+          softmaxGradColumns<T, Log>(y + offset, dy + offset, dx + offset,
+                                     classes, inner, n);
+        });
     return Status::ok();
   });
 }
@@ -156,3 +268,9 @@ template <bool Log> Status softmax(const KernelArgs &a) {
 
 Status cpu::softmaxKernel(const KernelArgs &a) { return softmax<false>(a); }
 Status cpu::logSoftmaxKernel(const KernelArgs &a) { return softmax<true>(a); }
+Status cpu::softmaxGradKernel(const KernelArgs &a) {
+  return softmaxGrad<false>(a);
+}
+Status cpu::logSoftmaxGradKernel(const KernelArgs &a) {
+  return softmaxGrad<true>(a);
+}
