@@ -95,6 +95,12 @@ Status sliceGradKernel(const KernelArgs &a);
 Status concatKernel(const KernelArgs &a);
 Status castKernel(const KernelArgs &a);
 
+// optimizer.cpp
+Status accumulateGradKernel(const KernelArgs &a);
+Status sumSquaresKernel(const KernelArgs &a);
+Status adamwKernel(const KernelArgs &a);
+Status sgdKernel(const KernelArgs &a);
+
 } // namespace cleave::runtime::cpu
 
 #endif // CLEAVE_RUNTIME_CPU_KERNELTABLE_H

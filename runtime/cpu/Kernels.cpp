@@ -20,7 +20,7 @@ struct KernelEntry {
   const char *name;
   KernelFn fn;
   int minInputs, maxInputs; // maxInputs -1: any number
-  int outputs = 1;
+  int outputs = 1; // -1: the kernel checks
 };
 
 constexpr int kAny = -1;
@@ -28,6 +28,8 @@ constexpr int kAny = -1;
 // Sorted by name (cpuKernelOps lists them in this order).
 const KernelEntry kKernels[] = {
     {"abs", absKernel, 1, 1},
+    {"accumulate_grad", accumulateGradKernel, 1, 1},
+    {"adamw", adamwKernel, 2, 3, 3},
     {"add", addKernel, 2, 2},
     {"and", andKernel, 2, 2},
     {"attention", attentionKernel, 3, 4},
@@ -77,6 +79,7 @@ const KernelEntry kKernels[] = {
     {"rotary", rotaryKernel, 3, 3},
     {"rsqrt", rsqrtKernel, 1, 1},
     {"select", selectKernel, 3, 3},
+    {"sgd", sgdKernel, 2, 3, kAny}, // 1 or 2: with momentum, its buffer
     {"sigmoid", sigmoidKernel, 1, 1},
     {"silu", siluKernel, 1, 1},
     {"silu_grad", siluGradKernel, 2, 2},
@@ -89,6 +92,7 @@ const KernelEntry kKernels[] = {
     {"softmax_grad", softmaxGradKernel, 2, 2},
     {"sqrt", sqrtKernel, 1, 1},
     {"sub", subKernel, 2, 2},
+    {"sum_squares", sumSquaresKernel, 1, kAny},
     {"tanh", tanhKernel, 1, 1},
     {"transpose", transposeKernel, 1, 1},
 };
@@ -103,6 +107,8 @@ bool isOptionalOperand(const std::string &op, size_t index) {
     return index == 2;
   if (op == "attention_grad")
     return index == 4;
+  if (op == "adamw" || op == "sgd")
+    return index == 2; // sum_squares, without clipping
   return false;
 }
 
@@ -142,7 +148,7 @@ Status cleave::runtime::runCpuKernel(const std::string &op,
     return Status::error(op + ": got " + plural(count, "operand") +
                          ", expected " + expected);
   }
-  if (int(outputs.size()) != entry->outputs)
+  if (entry->outputs != kAny && int(outputs.size()) != entry->outputs)
     return Status::error(op + ": got " + plural(int(outputs.size()), "result") +
                          ", expected " + std::to_string(entry->outputs));
   for (size_t i = 0; i < inputs.size(); ++i) {
