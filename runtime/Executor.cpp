@@ -180,15 +180,35 @@ double cleave::runtime::generatedNormal(uint64_t seed, const std::string &name,
 }
 
 double cleave::runtime::kernelFlops(const std::string &op,
+                                    const Attributes &attributes,
                                     const std::vector<TensorRef> &inputs,
                                     const std::vector<TensorRef> &outputs) {
   if (op == "matmul" && inputs.size() == 2 && outputs.size() == 1 &&
-      inputs[0].rank() >= 1)
-    return 2.0 * double(outputs[0].numElements()) *
-           double(inputs[0].shape.back());
-  if (op == "attention" && inputs.size() >= 2 && inputs[1].rank() >= 2)
-    return 4.0 * double(inputs[0].numElements()) *
-           double(inputs[1].shape[inputs[1].rank() - 2]);
+      inputs[0].rank() >= 2) {
+    // The contracted dimension is the lhs's last, or with transpose_lhs
+    // (lhs stored [..., K, M]) its second to last.
+    auto it = attributes.find("transpose_lhs");
+    bool transposed = it != attributes.end() &&
+                      (it->second.kind == AttrValue::Kind::Float
+                           ? it->second.f != 0
+                           : it->second.i != 0);
+    const std::vector<int64_t> &lhs = inputs[0].shape;
+    int64_t k = transposed ? lhs[lhs.size() - 2] : lhs.back();
+    return 2.0 * double(outputs[0].numElements()) * double(k);
+  }
+  // A product of [Tq, D] by [D, Tk] per head: 2 * B*H*Tq*D * Tk. The
+  // forward has two (the scores, then the weighted values); the backward
+  // five (the scores again, then dv, dp, dq and dk).
+  auto products = [&](size_t query, size_t key) {
+    if (inputs.size() <= std::max(query, key) || inputs[key].rank() < 2)
+      return 0.0;
+    return 2.0 * double(inputs[query].numElements()) *
+           double(inputs[key].shape[inputs[key].rank() - 2]);
+  };
+  if (op == "attention")
+    return 2 * products(0, 1);
+  if (op == "attention_grad") // dy, q, k, v
+    return 5 * products(1, 2);
   return 0;
 }
 
@@ -411,13 +431,16 @@ Status Runtime::initializeParameter(const pb::Parameter &param) {
 }
 
 Status Runtime::prepare() {
-  std::set<int> tokenIds, targetIds, lossIds;
+  std::set<int> tokenIds, targetIds, lossIds, stepIds;
   for (const pb::Binding &b : program_.inputs()) {
     if (b.role() == pb::TOKENS)
       tokenIds.insert(b.tensor());
     if (b.role() == pb::TARGETS)
       targetIds.insert(b.tensor());
+    if (b.role() == pb::STEP)
+      stepIds.insert(b.tensor());
   }
+  stepTensors_.assign(stepIds.begin(), stepIds.end());
   for (const pb::Binding &b : program_.outputs())
     if (b.role() == pb::LOSS)
       lossIds.insert(b.tensor());
@@ -453,7 +476,7 @@ Status Runtime::prepare() {
           op.outputs.push_back(tensors_[id]);
           op.written.push_back(id);
         }
-        fn.flops += kernelFlops(op.name, op.inputs, op.outputs);
+        fn.flops += kernelFlops(op.name, op.attributes, op.inputs, op.outputs);
         break;
       }
       case pb::Instruction::kCollective: {
@@ -625,6 +648,10 @@ Status Runtime::runStep(int64_t step, const TokenData *data,
   if (!options_.forwardOnly)
     for (int id : gradientTensors_)
       std::memset(tensors_[id].data, 0, tensorBytes_[id]);
+  for (int id : stepTensors_) {
+    *tensors_[id].as<int64_t>() = step + 1;
+    markLive(id);
+  }
 
   double lossSum = 0, lossCount = 0, flops = 0;
   for (int s = 0; s < program_.schedule_size(); ++s) {

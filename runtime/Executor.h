@@ -23,6 +23,9 @@
 //  - At the start of each training step every GRADIENTS tensor is zeroed,
 //    so backward functions may accumulate into gradients from the first
 //    microbatch on.
+//  - Before training step s (from 0) runs, every STEP input (an i64
+//    scalar) is set to s + 1: the optimizer's 1-based step count, which
+//    adamw's bias corrections and the learning-rate schedule read.
 //  - After a Step whose function writes a LOSS tensor, the tensor is read:
 //    it must hold that microbatch's mean loss (for a LOSS written by a
 //    once-per-step function, the mean over the step). The step's loss is the
@@ -68,16 +71,19 @@ struct StepResult {
   bool hasLoss = false;
   double loss = 0;    // mean over the global batch
   double seconds = 0; // this rank's wall time of the step
-  double flops = 0;   // matmul and attention FLOPs of the step, all ranks
+  double flops = 0;   // kernelFlops of the step, summed over all ranks
   uint64_t peakBytes = 0;          // measured, max over ranks, since start
   uint64_t predictedPeakBytes = 0; // the memory plan's, max over ranks
   uint64_t rssPeakBytes = 0;       // process peak RSS, max over ranks
 };
 
 /// The FLOPs of one kernel that the progress line counts: 2*M*N*K of a
-/// matmul, 4*B*H*T*S*D of an attention; 0 for the rest, which are
-/// memory-bound and small by comparison.
-double kernelFlops(const std::string &op, const std::vector<TensorRef> &inputs,
+/// matmul (either operand possibly transposed), 4*B*H*Tq*Tk*D of an
+/// attention (two products), 10*B*H*Tq*Tk*D of an attention_grad (five:
+/// it recomputes the scores); 0 for the rest, which are memory-bound and
+/// small by comparison. A causal attention counts in full.
+double kernelFlops(const std::string &op, const Attributes &attributes,
+                   const std::vector<TensorRef> &inputs,
                    const std::vector<TensorRef> &outputs);
 
 /// Element k of a "normal:STD" parameter (see the file comment).
@@ -142,7 +148,7 @@ private:
   std::vector<Function> functions_;
   std::vector<char> live_;
   uint64_t liveBytes_ = 0, peakBytes_ = 0;
-  std::vector<int> lossTensors_, gradientTensors_;
+  std::vector<int> lossTensors_, gradientTensors_, stepTensors_;
   bool initialized_ = false;
 };
 

@@ -23,8 +23,9 @@ struct StepMetrics {
   bool hasLoss = false; // false: "loss": null (a program without a LOSS)
   double loss = 0;
   double tokensPerSecond = 0;
-  // Achieved TFLOP/s over all ranks. Counts only the FLOPs of matmul and
-  // attention kernels (Runtime::stepFlops); 0 for a program without them.
+  // Achieved TFLOP/s over all ranks. Counts only the FLOPs of matmul,
+  // attention and attention_grad kernels (kernelFlops in Executor.h); 0 for
+  // a program without them.
   double tflops = 0;
   uint64_t peakBytes = 0;          // measured live tensor bytes, max over ranks
   uint64_t predictedPeakBytes = 0; // the memory plan's, max over ranks

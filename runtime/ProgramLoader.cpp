@@ -674,6 +674,18 @@ private:
             return fail(where, "LOSS is " + tensorText(b.tensor()) +
                                    ", expected a floating-point scalar");
           break;
+        case pb::STEP:
+          if (list != 0)
+            return fail(where, "a STEP binding among the outputs");
+          if (dtype != DType::I64 || t.shape_size() != 0)
+            return fail(where, "STEP is " + tensorText(b.tensor()) +
+                                   ", expected an i64 scalar (the runtime "
+                                   "writes the step's 1-based number)");
+          if (t.category() == pb::CONSTANTS)
+            return fail(where, "STEP is tensor " + str(b.tensor()) + " '" +
+                                   t.name() +
+                                   "', a constant, which nothing may write");
+          break;
         default:
           break;
         }

@@ -397,12 +397,105 @@ TEST(Executor, KernelFlops) {
   std::vector<TensorRef> in = {TensorRef{nullptr, {8, 16}, DType::F32},
                                TensorRef{nullptr, {16, 32}, DType::F32}};
   std::vector<TensorRef> out = {TensorRef{nullptr, {8, 32}, DType::F32}};
-  EXPECT_EQ(kernelFlops("matmul", in, out), 2.0 * 8 * 32 * 16);
-  EXPECT_EQ(kernelFlops("add", in, out), 0);
+  EXPECT_EQ(kernelFlops("matmul", {}, in, out), 2.0 * 8 * 32 * 16);
+  EXPECT_EQ(kernelFlops("add", {}, in, out), 0);
+  // lhs stored [K, M] = [16, 8], rhs [N, K] = [32, 16].
+  AttrValue yes;
+  yes.i = 1;
+  std::vector<TensorRef> transposed = {
+      TensorRef{nullptr, {16, 8}, DType::F32},
+      TensorRef{nullptr, {32, 16}, DType::F32}};
+  EXPECT_EQ(kernelFlops("matmul",
+                        {{"transpose_lhs", yes}, {"transpose_rhs", yes}},
+                        transposed, out),
+            2.0 * 8 * 32 * 16);
+  // A batched product: [3, 8, 16] x [16, 32].
+  std::vector<TensorRef> batched = {TensorRef{nullptr, {3, 8, 16}, DType::F32},
+                                    in[1]};
+  std::vector<TensorRef> batchedOut = {
+      TensorRef{nullptr, {3, 8, 32}, DType::F32}};
+  EXPECT_EQ(kernelFlops("matmul", {}, batched, batchedOut),
+            2.0 * 3 * 8 * 32 * 16);
+
   std::vector<TensorRef> qkv = {TensorRef{nullptr, {2, 4, 10, 8}, DType::F32},
                                 TensorRef{nullptr, {2, 4, 12, 8}, DType::F32},
                                 TensorRef{nullptr, {2, 4, 12, 8}, DType::F32}};
-  EXPECT_EQ(kernelFlops("attention", qkv, out), 4.0 * 2 * 4 * 10 * 8 * 12);
+  EXPECT_EQ(kernelFlops("attention", {}, qkv, out), 4.0 * 2 * 4 * 10 * 8 * 12);
+  // attention_grad(dy, q, k, v): five products, 2.5 times the forward.
+  std::vector<TensorRef> grad = {qkv[0], qkv[0], qkv[1], qkv[2]};
+  EXPECT_EQ(kernelFlops("attention_grad", {}, grad, qkv),
+            10.0 * 2 * 4 * 10 * 8 * 12);
+}
+
+/// One parameter trained by sgd: backward accumulates the constant
+/// gradient c into w.grad; the optimizer reads the step count from a STEP
+/// input, so a warmup schedule shows which step the runtime gave it.
+struct SgdProgram {
+  ProgramBuilder b;
+  int w, grad, step;
+};
+
+SgdProgram sgdProgram() {
+  SgdProgram t;
+  ProgramBuilder &b = t.b;
+  b.group("data", {0});
+  b.p.mutable_batch()->set_microbatches(2);
+  t.w = b.f32({3}, "w", pb::PARAMETERS);
+  b.parameter("w", t.w)->set_generator("ones");
+  int c = b.constant({3}, {1.0f, 2.0f, 3.0f}, "c");
+  t.grad = b.f32({3}, "w.grad", pb::GRADIENTS);
+  t.step = b.tensor({}, pb::I64, pb::IO, "step");
+  b.binding(true, "step", t.step, pb::STEP);
+
+  int forward = b.function("forward", pb::FORWARD);
+  int scratch = b.f32({3}, "scratch");
+  b.kernel(forward, "neg", {c}, {scratch});
+  int backward = b.function("backward", pb::BACKWARD);
+  b.kernel(backward, "accumulate_grad", {c}, {t.grad});
+  int optimizer = b.function("sgd", pb::OPTIMIZER);
+  pb::Kernel *sgd = b.kernel(optimizer, "sgd", {t.grad, t.step, -1}, {t.w});
+  (*sgd->mutable_attributes())["lr"].set_f(0.5);
+  (*sgd->mutable_attributes())["warmup_steps"].set_i(4);
+
+  for (int mb = 0; mb < 2; ++mb) {
+    b.step(forward, mb);
+    b.step(backward, mb);
+  }
+  b.step(optimizer, -1);
+  return t;
+}
+
+TEST(Executor, StepInputCountsTheOptimizerSteps) {
+  SgdProgram t = sgdProgram();
+  Loaded l;
+  Status status = l.load(t.b);
+  ASSERT_TRUE(status) << status.message();
+  // Two microbatches: grad = 2c each step (zeroed at the step's start).
+  // Step s (from 0) runs with STEP = s + 1 and lr 0.5 * (s + 1) / 4, so
+  // w = 1 - 2c * 0.125 * (1 + 2 + ... + (s + 1)).
+  std::vector<float> w = {1, 1, 1};
+  const float c[] = {1, 2, 3};
+  for (int64_t step = 0; step < 3; ++step) {
+    StepResult r;
+    status = l.runtime->runStep(step, nullptr, r);
+    ASSERT_TRUE(status) << status.message();
+    EXPECT_EQ(*l.runtime->tensor(t.step).as<int64_t>(), step + 1);
+    EXPECT_EQ(floats(l.runtime->tensor(t.grad)),
+              (std::vector<float>{2, 4, 6}));
+    for (int i = 0; i < 3; ++i)
+      w[i] -= float(0.5 * double(step + 1) / 4) * (2 * c[i]);
+    EXPECT_EQ(floats(l.runtime->tensor(t.w)), w) << "step " << step;
+  }
+
+  // --forward-only runs neither the backward nor the optimizer.
+  Loaded forward;
+  ASSERT_TRUE(forward.load(t.b, {/*forwardOnly=*/true}));
+  StepResult r;
+  ASSERT_TRUE(forward.runtime->runStep(0, nullptr, r));
+  EXPECT_EQ(floats(forward.runtime->tensor(t.w)),
+            (std::vector<float>{1, 1, 1}));
+  EXPECT_EQ(floats(forward.runtime->tensor(t.grad)),
+            (std::vector<float>{0, 0, 0}));
 }
 
 } // namespace

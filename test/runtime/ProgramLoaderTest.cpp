@@ -384,6 +384,34 @@ const BadField kBadFields[] = {
     {"LossAmongInputs",
      [](TinyModel &m) { m.b.binding(true, "l", m.loss, pb::LOSS); },
      "inputs[2] 'l': a LOSS binding among the inputs"},
+    {"StepNotI64",
+     [](TinyModel &m) {
+       int step = m.b.tensor({}, pb::I32, pb::IO, "step");
+       m.b.binding(true, "step", step, pb::STEP);
+     },
+     "inputs[2] 'step': STEP is tensor 11 (i32[]), expected an i64 scalar "
+     "(the runtime writes the step's 1-based number)"},
+    {"StepNotScalar",
+     [](TinyModel &m) {
+       int step = m.b.tensor({1}, pb::I64, pb::IO, "step");
+       m.b.binding(true, "step", step, pb::STEP);
+     },
+     "inputs[2] 'step': STEP is tensor 11 (i64[1]), expected an i64 scalar "
+     "(the runtime writes the step's 1-based number)"},
+    {"StepAmongOutputs",
+     [](TinyModel &m) {
+       int step = m.b.tensor({}, pb::I64, pb::IO, "step");
+       m.b.binding(false, "step", step, pb::STEP);
+     },
+     "outputs[1] 'step': a STEP binding among the outputs"},
+    {"StepConstant",
+     [](TinyModel &m) {
+       int step = m.b.tensor({}, pb::I64, pb::CONSTANTS, "step");
+       m.b.p.mutable_tensors(step)->set_data(std::string(8, '\0'));
+       m.b.binding(true, "step", step, pb::STEP);
+     },
+     "inputs[2] 'step': STEP is tensor 11 'step', a constant, which nothing "
+     "may write"},
     {"BindingOutOfRange",
      [](TinyModel &m) { m.b.p.mutable_outputs(0)->set_tensor(-2); },
      "outputs[0] 'loss': the binding is tensor -2, but the program has 11 "
