@@ -286,7 +286,7 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
            "shard_optimizer_state", "sharded_data_parallel_degree",
            "activation_checkpointing", "offload_activations",
            "activation_loading_horizon", "bf16", "fp16", "dynamic_loss_scale",
-           "scale_window", "min_scale", "delayed_shift",
+           "init_scale", "scale_window", "min_scale", "delayed_shift",
            "delayed_parameter_initialization", "placement_strategy",
            "processes_per_host", "device", "device_memory_gib", "batch_size",
            "prescaled_batch", "optimizer", "seed", "world_size"}))
@@ -297,10 +297,8 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
   bool autoPartition = true;
   std::string optimize = "speed";
   double memoryWeight = 0.8;
-  int64_t tpSeed = 0, horizon = 4, scaleWindow = 1000, delayedShift = 1,
+  int64_t tpSeed = 0, horizon = 4,
           defaultPartition = 0;
-  double minScale = 1;
-  bool dynamicLossScale = false;
   CLEAVE_SPEC_READ(r.get("pipeline_parallel_degree", spec.pipelineParallelDegree));
   CLEAVE_SPEC_READ(r.get("tensor_parallel_degree", spec.tensorParallelDegree));
   CLEAVE_SPEC_READ(r.get("sharded_data_parallel_degree", spec.shardedDataParallelDegree));
@@ -329,10 +327,11 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
   CLEAVE_SPEC_READ(r.get("memory_weight", memoryWeight));
   CLEAVE_SPEC_READ(r.get("tensor_parallel_seed", tpSeed));
   CLEAVE_SPEC_READ(r.get("activation_loading_horizon", horizon));
-  CLEAVE_SPEC_READ(r.get("dynamic_loss_scale", dynamicLossScale));
-  CLEAVE_SPEC_READ(r.get("scale_window", scaleWindow));
-  CLEAVE_SPEC_READ(r.get("min_scale", minScale));
-  CLEAVE_SPEC_READ(r.get("delayed_shift", delayedShift));
+  CLEAVE_SPEC_READ(r.get("dynamic_loss_scale", spec.dynamicLossScale));
+  CLEAVE_SPEC_READ(r.get("init_scale", spec.initScale));
+  CLEAVE_SPEC_READ(r.get("scale_window", spec.scaleWindow));
+  CLEAVE_SPEC_READ(r.get("min_scale", spec.minScale));
+  CLEAVE_SPEC_READ(r.get("delayed_shift", spec.delayedShift));
   CLEAVE_SPEC_READ(r.get("default_partition", defaultPartition));
   if (object->get("batch_size")) {
     if (batch < 1)
@@ -371,6 +370,22 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
   if (spec.bf16 && spec.fp16)
     return fail(source + ": spec keys 'bf16' and 'fp16' are both true; "
                          "choose one precision");
+  if (spec.dynamicLossScale && !spec.fp16)
+    return r.error("dynamic_loss_scale",
+                   "scales an fp16 loss; set 'fp16': true (bf16 and fp32 "
+                   "need no loss scaling)");
+  for (const char *key :
+       {"init_scale", "scale_window", "min_scale", "delayed_shift"})
+    if (object->get(key) && !spec.dynamicLossScale)
+      return r.error(key, "applies only with 'dynamic_loss_scale': true");
+  if (!(spec.initScale > 0))
+    return r.error("init_scale", "must be positive");
+  if (!(spec.minScale > 0) || spec.minScale > spec.initScale)
+    return r.error("min_scale", "must be positive and at most init_scale");
+  if (spec.scaleWindow < 1)
+    return r.error("scale_window", "must be at least 1");
+  if (spec.delayedShift < 1)
+    return r.error("delayed_shift", "must be at least 1");
   if (const json::Value *opt = object->get("optimizer"))
     if (Error e = readOptimizer(*opt, source, spec.optimizer))
       return std::move(e);
@@ -385,8 +400,6 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
   CLEAVE_SPEC_READ(r.notYet<bool>("shard_optimizer_state", false, parallel));
   CLEAVE_SPEC_READ(r.notYet<std::string>("activation_checkpointing", "", "remat"));
   CLEAVE_SPEC_READ(r.notYet<bool>("offload_activations", false, "offload"));
-  CLEAVE_SPEC_READ(r.notYet<bool>("bf16", false, "mixed precision"));
-  CLEAVE_SPEC_READ(r.notYet<bool>("fp16", false, "mixed precision"));
   CLEAVE_SPEC_READ(r.notYet<bool>("delayed_parameter_initialization", false, parallel));
   CLEAVE_SPEC_READ(r.notYet<std::string>("device", "cpu", "the CUDA backend"));
   return spec;

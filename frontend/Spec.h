@@ -48,6 +48,12 @@ struct Spec {
   std::string activationCheckpointing; // "" = none
   bool offloadActivations = false;
   bool bf16 = false, fp16 = false;
+  /// fp16 dynamic loss scaling (SMP's DistributedOptimizer arguments).
+  bool dynamicLossScale = false;
+  double initScale = 4294967296.0; // 2^32
+  int64_t scaleWindow = 1000;
+  double minScale = 1;
+  int64_t delayedShift = 1;
   bool delayedParameterInitialization = false;
   std::string placementStrategy = "cluster";
   int64_t processesPerHost = 0; // 0: unknown

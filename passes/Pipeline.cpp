@@ -12,6 +12,16 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
                                         const ProgramPipelineOptions &options) {
   pm.addPass(createVerifyImported());
   pm.addPass(createFuse());
+  if (!options.mixedPrecision.empty()) {
+    MixedPrecisionOptions mp;
+    mp.dtype = options.mixedPrecision;
+    mp.dynamicLossScale = options.dynamicLossScale;
+    mp.initialScale = options.initScale;
+    mp.scaleWindow = options.scaleWindow;
+    mp.minScale = options.minScale;
+    mp.delayedShift = options.delayedShift;
+    pm.addPass(createMixedPrecision(mp));
+  }
   if (options.train) {
     AutodiffOptions autodiff;
     autodiff.microbatches = options.microbatches;

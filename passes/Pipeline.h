@@ -28,9 +28,14 @@ struct ProgramPipelineOptions {
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   double weightDecay = 0, gradClip = 0, momentum = 0, minLr = 0;
   int64_t warmupSteps = 0, decaySteps = 0;
+  /// "" (fp32), "bf16" or "fp16"; fp16 may scale its loss dynamically.
+  std::string mixedPrecision;
+  bool dynamicLossScale = false;
+  double initScale = 4294967296.0, minScale = 1;
+  int64_t scaleWindow = 1000, delayedShift = 1;
 };
 
-/// import contract check -> fusion -> autodiff -> optimizer -> memory plan
+/// import contract check -> fusion -> mixed precision -> autodiff -> optimizer -> memory plan
 /// -> program emission.
 void buildProgramPipeline(OpPassManager &pm,
                           const ProgramPipelineOptions &options);

@@ -170,6 +170,12 @@ int main(int argc, char **argv) {
   pipeline.weightDecay = opt.weightDecay;
   pipeline.gradClip = opt.gradClip;
   pipeline.momentum = opt.momentum;
+  pipeline.mixedPrecision = spec.bf16 ? "bf16" : spec.fp16 ? "fp16" : "";
+  pipeline.dynamicLossScale = spec.dynamicLossScale;
+  pipeline.initScale = spec.initScale;
+  pipeline.scaleWindow = spec.scaleWindow;
+  pipeline.minScale = spec.minScale;
+  pipeline.delayedShift = spec.delayedShift;
   pipeline.warmupSteps = opt.warmupSteps;
   pipeline.decaySteps = opt.decaySteps;
   pipeline.minLr = opt.minLr;
