@@ -2,7 +2,7 @@
 
     /usr/bin/python3 models/reference.py CONFIG --data tokens.bin --batch B
         [--seq T] [--steps 10] -o REF_DIR [--optimizer JSON] [--seed S]
-        [--static-batch] [--opset N]
+        [--static-batch] [--opset N] [--forward-only] [--autocast bf16]
 
 Writes into REF_DIR:
   model.onnx               the model, exported by export.py from the very
@@ -119,7 +119,7 @@ def params_dict(model):
 
 
 def run(cfg, tokens, B, steps, outdir, opt, seed=0, dynamic_batch=True, opset=17,
-        data_name=None, verbose=True, forward_only=False):
+        data_name=None, verbose=True, forward_only=False, autocast=None):
     os.makedirs(outdir, exist_ok=True)
     T = cfg["seq"]
     model = make_model(cfg, seed=seed)
@@ -163,7 +163,13 @@ def run(cfg, tokens, B, steps, outdir, opt, seed=0, dynamic_batch=True, opset=17
     for s in range(steps):
         idx, tgt = get_batch(tokens, s, B, T)
         optim.zero_grad(set_to_none=True)
-        loss = model(idx, tgt)
+        if autocast:
+            # Mixed precision as PyTorch runs it: bf16 products, fp32
+            # master weights and gradients.
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = model(idx, tgt)
+        else:
+            loss = model(idx, tgt)
         loss.backward()
         norm = torch.norm(torch.stack([p.grad.detach().norm(2) for p in params]), 2)
         if s == 0:
@@ -186,7 +192,7 @@ def run(cfg, tokens, B, steps, outdir, opt, seed=0, dynamic_batch=True, opset=17
             "optimizer": opt, "batch": B,
             "seq": T, "steps": steps, "seed": seed, "config": cfg,
             "data": data_name, "dynamic_batch": dynamic_batch, "opset": opset,
-            "torch": torch.__version__}
+            "autocast": autocast, "torch": torch.__version__}
     with open(os.path.join(outdir, "losses.json"), "w") as f:
         json.dump(info, f, indent=1)
     return info
@@ -208,6 +214,8 @@ def main():
     ap.add_argument("--forward-only", action="store_true",
                     help="only model.onnx and the losses of --steps batches "
                          "with the initial weights (no training)")
+    ap.add_argument("--autocast", choices=["bf16"],
+                    help="train under torch.autocast (CPU: bf16)")
     a = ap.parse_args()
     opt = dict(DEFAULT_OPTIMIZER)
     if a.optimizer:
@@ -222,7 +230,7 @@ def main():
         raise SystemExit("token %d >= vocab %d of %s" % (tokens.max(), cfg["vocab"], a.config))
     run(cfg, tokens, a.batch, a.steps, a.output, opt, seed=a.seed,
         dynamic_batch=not a.static_batch, opset=a.opset, data_name=a.data,
-        forward_only=a.forward_only)
+        forward_only=a.forward_only, autocast=a.autocast)
     print("wrote", a.output)
 
 

@@ -439,7 +439,13 @@ Status Runtime::prepare() {
       targetIds.insert(b.tensor());
     if (b.role() == pb::STEP)
       stepIds.insert(b.tensor());
+    if (b.role() == pb::LOSS_SCALE)
+      lossScaleTensors_.push_back(b.tensor());
   }
+  const pb::LossScaling &ls = program_.loss_scaling();
+  if (ls.enabled())
+    scaler_ = LossScaler(ls.initial_scale(), ls.scale_window(),
+                         ls.min_scale(), ls.delayed_shift());
   stepTensors_.assign(stepIds.begin(), stepIds.end());
   for (const pb::Binding &b : program_.outputs())
     if (b.role() == pb::LOSS)
@@ -649,9 +655,17 @@ Status Runtime::runStep(int64_t step, const TokenData *data,
     for (int id : gradientTensors_)
       std::memset(tensors_[id].data, 0, tensorBytes_[id]);
   for (int id : stepTensors_) {
-    *tensors_[id].as<int64_t>() = step + 1;
+    *tensors_[id].as<int64_t>() = optimizerSteps_ + 1;
     markLive(id);
   }
+  bool scaling = program_.loss_scaling().enabled();
+  for (int id : lossScaleTensors_) {
+    storeElement(tensors_[id].data, tensors_[id].dtype, 0, scaler_.scale());
+    markLive(id);
+  }
+  result.lossScaled = scaling;
+  result.lossScale = scaler_.scale();
+  bool checked = false, optimized = false;
 
   double lossSum = 0, lossCount = 0, flops = 0;
   for (int s = 0; s < program_.schedule_size(); ++s) {
@@ -659,6 +673,15 @@ Status Runtime::runStep(int64_t step, const TokenData *data,
     const Function &fn = functions_[entry.function()];
     if (options_.forwardOnly && fn.source->kind() != pb::FORWARD)
       continue;
+    if (fn.source->kind() == pb::OPTIMIZER) {
+      if (scaling && !checked) {
+        CLEAVE_CHECK(unscaleGradients(result.skipped));
+        checked = true;
+      }
+      if (result.skipped)
+        continue;
+      optimized = true;
+    }
     Status status = runFunction(fn, step, entry.microbatch(), data);
     if (!status)
       return Status::error(
@@ -674,6 +697,11 @@ Status Runtime::runStep(int64_t step, const TokenData *data,
     }
   }
 
+  if (optimized)
+    ++optimizerSteps_;
+  if (scaling && checked)
+    scaler_.update(result.skipped);
+
   std::vector<double> sums = {lossSum, lossCount, flops};
   CLEAVE_CHECK(comm_.sumAll(sums));
   std::vector<uint64_t> peaks = {peakBytes_, program_.memory().peak_bytes(),
@@ -688,6 +716,39 @@ Status Runtime::runStep(int64_t step, const TokenData *data,
   result.seconds = std::chrono::duration<double>(
                        std::chrono::steady_clock::now() - start)
                        .count();
+  return Status::ok();
+}
+
+Status Runtime::unscaleGradients(bool &overflow) {
+  // Any element that is not finite, on any rank, skips the step everywhere.
+  uint64_t bad = 0;
+  for (int id : gradientTensors_) {
+    const TensorRef &t = tensors_[id];
+    if (t.dtype != DType::F32)
+      return Status::error("gradient '" + program_.tensors(id).name() +
+                           "' is not f32; loss scaling keeps f32 gradients");
+    const float *g = t.as<float>();
+    int64_t n = t.numElements();
+    uint64_t found = 0;
+#pragma omp parallel for reduction(| : found) schedule(static)
+    for (int64_t i = 0; i < n; ++i)
+      found |= !std::isfinite(g[i]);
+    bad |= found;
+  }
+  std::vector<uint64_t> flag = {bad};
+  CLEAVE_CHECK(comm_.maxAll(flag));
+  overflow = flag[0] != 0;
+  if (overflow)
+    return Status::ok();
+  // As torch's GradScaler: multiply by the fp32 reciprocal of the scale.
+  float inverse = float(1.0 / scaler_.scale());
+  for (int id : gradientTensors_) {
+    float *g = tensors_[id].as<float>();
+    int64_t n = tensors_[id].numElements();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i)
+      g[i] *= inverse;
+  }
   return Status::ok();
 }
 

@@ -23,9 +23,17 @@
 //  - At the start of each training step every GRADIENTS tensor is zeroed,
 //    so backward functions may accumulate into gradients from the first
 //    microbatch on.
-//  - Before training step s (from 0) runs, every STEP input (an i64
-//    scalar) is set to s + 1: the optimizer's 1-based step count, which
-//    adamw's bias corrections and the learning-rate schedule read.
+//  - Before a training step runs, every STEP input (an i64 scalar) is set
+//    to the number of optimizer steps taken so far + 1: the optimizer's
+//    1-based step count, which adamw's bias corrections and the
+//    learning-rate schedule read. Without loss scaling that is s + 1 for
+//    step s (from 0).
+//  - Loss scaling (Program.loss_scaling, fp16): every LOSS_SCALE input is
+//    set to the current scale before the step. Before the step's first
+//    OPTIMIZER function the gradients are checked on all ranks: if any
+//    element is not finite the step's OPTIMIZER functions are skipped
+//    (StepResult.skipped); else every GRADIENTS tensor is divided by the
+//    scale. The scale then follows LossScaler.
 //  - After a Step whose function writes a LOSS tensor, the tensor is read:
 //    it must hold that microbatch's mean loss (for a LOSS written by a
 //    once-per-step function, the mean over the step). The step's loss is the
@@ -48,6 +56,7 @@
 #define CLEAVE_RUNTIME_EXECUTOR_H
 
 #include "runtime/Communicator.h"
+#include "runtime/LossScaler.h"
 #include "runtime/Safetensors.h"
 #include "runtime/Status.h"
 #include "runtime/Tensor.h"
@@ -75,6 +84,9 @@ struct StepResult {
   uint64_t peakBytes = 0;          // measured, max over ranks, since start
   uint64_t predictedPeakBytes = 0; // the memory plan's, max over ranks
   uint64_t rssPeakBytes = 0;       // process peak RSS, max over ranks
+  bool lossScaled = false; // the program scales its loss (fp16)
+  double lossScale = 0;    // the scale this step used
+  bool skipped = false;    // gradients overflowed: no optimizer step
 };
 
 /// The FLOPs of one kernel that the progress line counts: 2*M*N*K of a
@@ -122,6 +134,8 @@ public:
   uint64_t liveBytes() const { return liveBytes_; }
   uint64_t peakBytes() const { return peakBytes_; }
   bool hasBackward() const;
+  /// The loss scale the next step uses (fp16 loss scaling).
+  double lossScale() const { return scaler_.scale(); }
   bool hasLoss() const;
 
 private:
@@ -135,6 +149,9 @@ private:
   Status runFunction(const Function &fn, int64_t step, int64_t microbatch,
                      const TokenData *data);
   Status runOp(const Op &op);
+  /// Loss scaling: checks the gradients on all ranks and, when all are
+  /// finite, divides them by the scale.
+  Status unscaleGradients(bool &overflow);
   void markLive(int id);
   void markDead(int id);
 
@@ -148,7 +165,10 @@ private:
   std::vector<Function> functions_;
   std::vector<char> live_;
   uint64_t liveBytes_ = 0, peakBytes_ = 0;
-  std::vector<int> lossTensors_, gradientTensors_, stepTensors_;
+  std::vector<int> lossTensors_, gradientTensors_, stepTensors_,
+      lossScaleTensors_;
+  LossScaler scaler_;
+  int64_t optimizerSteps_ = 0; // steps the optimizer took (not skipped)
   bool initialized_ = false;
 };
 

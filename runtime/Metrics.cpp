@@ -16,6 +16,10 @@ std::string cleave::runtime::metricsLine(const StepMetrics &m) {
   s += ", \"peak_bytes\": " + std::to_string(m.peakBytes);
   s += ", \"predicted_peak_bytes\": " + std::to_string(m.predictedPeakBytes);
   s += ", \"rss_peak_bytes\": " + std::to_string(m.rssPeakBytes);
+  if (m.lossScaled) {
+    s += ", \"loss_scale\": " + jsonNumber(m.lossScale);
+    s += std::string(", \"skipped\": ") + (m.skipped ? "true" : "false");
+  }
   return s + "}";
 }
 

@@ -3,6 +3,9 @@
 // `cleave-run --metrics FILE` writes one JSON object per step (DESIGN.md):
 //   {"step", "loss", "tokens_per_s", "tflops", "peak_bytes",
 //    "predicted_peak_bytes", "rss_peak_bytes"}
+// and, for a program with fp16 loss scaling, "loss_scale" (the scale the
+// step used) and "skipped" (true when its gradients overflowed and the
+// optimizer did not run).
 // Each line is flushed as it is written, so a run that dies keeps the steps
 // it finished.
 //
@@ -30,6 +33,9 @@ struct StepMetrics {
   uint64_t peakBytes = 0;          // measured live tensor bytes, max over ranks
   uint64_t predictedPeakBytes = 0; // the memory plan's, max over ranks
   uint64_t rssPeakBytes = 0;       // process peak RSS, max over ranks
+  bool lossScaled = false;
+  double lossScale = 0;
+  bool skipped = false;
 };
 
 /// The JSON object of one step, without a newline.

@@ -319,6 +319,9 @@ Status train(Startup &s, Communicator &comm) {
     m.peakBytes = r.peakBytes;
     m.predictedPeakBytes = r.predictedPeakBytes;
     m.rssPeakBytes = r.rssPeakBytes;
+    m.lossScaled = r.lossScaled;
+    m.lossScale = r.lossScale;
+    m.skipped = r.skipped;
     char loss[32] = "n/a";
     if (r.hasLoss)
       std::snprintf(loss, sizeof loss, "%.4f", r.loss);
@@ -330,6 +333,14 @@ Status train(Startup &s, Communicator &comm) {
     line += " | " + humanRate(m.tokensPerSecond) + " tok/s | peak " +
             humanBytes(double(r.peakBytes)) + " (plan " +
             humanBytes(double(r.predictedPeakBytes)) + ")";
+    if (r.skipped) {
+      char note[128];
+      std::snprintf(note, sizeof note,
+                    " | skipped: gradients overflowed at loss scale %g, "
+                    "now %g",
+                    r.lossScale, runtime.lossScale());
+      line += note;
+    }
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);
     if (s.metrics.isOpen())
