@@ -51,22 +51,36 @@ struct Autodiff : mlir::cleave::impl::AutodiffBase<Autodiff> {
       if (func->hasAttr("cleave.kind") || func.isExternal())
         continue;
       std::optional<unsigned> loss = lossResult(func);
-      if (!loss)
+      bool boundary = false;
+      for (unsigned i = 0; i < func.getNumResults(); ++i)
+        boundary |= bool(func.getResultAttr(i, "cleave.differentiable"));
+      if (!loss && !boundary)
         continue; // a model without a loss only runs forward
-      if (failed(differentiate(func, *loss)))
+      if (failed(differentiate(func, loss)))
         return signalPassFailure();
     }
   }
 
   /// Appends the backward ops to `func` before its return, then moves them
   /// into a function of their own.
-  LogicalResult differentiate(func::FuncOp func, unsigned lossIndex) {
+  LogicalResult differentiate(func::FuncOp func,
+                              std::optional<unsigned> lossIndex) {
     Block &body = func.getBody().front();
     Operation *ret = body.getTerminator();
-    Value loss = ret->getOperand(lossIndex);
+    MLIRContext *ctx = func.getContext();
+    auto attrs = [&](StringRef name, Attribute value) {
+      return DictionaryAttr::get(ctx, {NamedAttribute(
+                                          StringAttr::get(ctx, name), value)});
+    };
 
-    // Values that depend on a parameter: only they need gradients.
+    // Values that depend on a parameter, or on an argument marked
+    // cleave.differentiable (a pipeline stage's incoming activations):
+    // only they need gradients.
     llvm::DenseSet<Value> varied;
+    for (BlockArgument arg : body.getArguments())
+      if (func.getArgAttr(arg.getArgNumber(), "cleave.differentiable") &&
+          isDifferentiable(arg.getType()))
+        varied.insert(arg);
     for (Operation &op : body) {
       bool fromParam = isa<GetParamOp>(op);
       bool fromVaried = llvm::any_of(op.getOperands(), [&](Value v) {
@@ -81,22 +95,46 @@ struct Autodiff : mlir::cleave::impl::AutodiffBase<Autodiff> {
     Operation *lastForward = ret->getPrevNode();
     OpBuilder b(ret);
     llvm::DenseMap<Value, Value> grads;
-    // The step's loss is the mean over microbatches of each microbatch's
-    // loss, so each backward starts from d(step loss)/d(loss) = 1/M.
-    auto lossType = loss.getType().cast<RankedTensorType>();
-    Value seed = b.create<ConstantOp>(
-        loss.getLoc(),
-        DenseElementsAttr::get(
-            lossType, FloatAttr::get(lossType.getElementType(),
-                                     1.0 / double(microbatches))));
-    // With dynamic loss scaling the seed is also multiplied by the current
-    // scale, an argument of the backward function (added by split()).
-    Value scale;
-    if (func->getParentOfType<ModuleOp>()->hasAttr("cleave.loss_scaling")) {
-      scale = body.addArgument(lossType, loss.getLoc());
-      seed = b.create<MulOp>(loss.getLoc(), seed, scale);
+    // Inputs of the backward function that are not forward values: they
+    // are temporary arguments of the forward block until split() moves them.
+    SmallVector<std::pair<Value, DictionaryAttr>> inputs;
+    if (lossIndex) {
+      // The step's loss is the mean over microbatches of each microbatch's
+      // loss, so each backward starts from d(step loss)/d(loss) = 1/M.
+      Value loss = ret->getOperand(*lossIndex);
+      auto lossType = loss.getType().cast<RankedTensorType>();
+      Value seed = b.create<ConstantOp>(
+          loss.getLoc(),
+          DenseElementsAttr::get(
+              lossType, FloatAttr::get(lossType.getElementType(),
+                                       1.0 / double(microbatches))));
+      // With dynamic loss scaling the seed is also multiplied by the
+      // current scale, which the runtime passes in.
+      if (func->getParentOfType<ModuleOp>()->hasAttr("cleave.loss_scaling")) {
+        Value scale = body.addArgument(lossType, loss.getLoc());
+        inputs.push_back({scale, attrs("cleave.role",
+                                       StringAttr::get(ctx, "loss_scale"))});
+        seed = b.create<MulOp>(loss.getLoc(), seed, scale);
+      }
+      grads[loss] = seed;
     }
-    grads[loss] = seed;
+    // A result marked cleave.differentiable (a stage's outgoing
+    // activations) receives its gradient as an argument of the backward.
+    for (unsigned i = 0; i < ret->getNumOperands(); ++i) {
+      if (!func.getResultAttr(i, "cleave.differentiable"))
+        continue;
+      Value result = ret->getOperand(i);
+      if (!isDifferentiable(result.getType()))
+        return func.emitError() << "result " << i
+                                << " is marked cleave.differentiable but is "
+                                   "not a float tensor";
+      Value incoming = body.addArgument(result.getType(), result.getLoc());
+      inputs.push_back(
+          {incoming, attrs("cleave.grad_of_result", b.getI64IntegerAttr(i))});
+      Value &slot = grads[result];
+      slot = slot ? b.create<AddOp>(result.getLoc(), slot, incoming).getResult()
+                  : incoming;
+    }
 
     if (lastForward) {
       for (Operation *op = lastForward; op; op = op->getPrevNode()) {
@@ -146,14 +184,33 @@ struct Autodiff : mlir::cleave::impl::AutodiffBase<Autodiff> {
         }
       }
     }
-    return split(func, lastForward, scale);
+    // The gradients of the differentiable arguments leave the backward
+    // function as its results (zero where nothing depended on them).
+    SmallVector<std::pair<Value, DictionaryAttr>> outputs;
+    for (BlockArgument arg : body.getArguments()) {
+      if (arg.getArgNumber() >= func.getNumArguments() ||
+          !func.getArgAttr(arg.getArgNumber(), "cleave.differentiable"))
+        continue;
+      Value g = grads.lookup(arg);
+      if (!g) {
+        auto type = arg.getType().cast<RankedTensorType>();
+        g = b.create<ConstantOp>(
+            arg.getLoc(), DenseElementsAttr::get(
+                              type, FloatAttr::get(type.getElementType(), 0.0)));
+      }
+      outputs.push_back({g, attrs("cleave.grad_of_arg",
+                                  b.getI64IntegerAttr(arg.getArgNumber()))});
+    }
+    return split(func, lastForward, inputs, outputs);
   }
 
   /// Moves the ops after `lastForward` (up to the return) into a new
   /// function `<name>_backward` whose arguments are the forward values they
   /// read; the forward function returns those values too.
-  LogicalResult split(func::FuncOp func, Operation *lastForward,
-                      Value scale) {
+  LogicalResult
+  split(func::FuncOp func, Operation *lastForward,
+        ArrayRef<std::pair<Value, DictionaryAttr>> inputs,
+        ArrayRef<std::pair<Value, DictionaryAttr>> outputs) {
     Block &body = func.getBody().front();
     Operation *ret = body.getTerminator();
     MLIRContext *ctx = func.getContext();
@@ -174,41 +231,47 @@ struct Autodiff : mlir::cleave::impl::AutodiffBase<Autodiff> {
 
     // Forward values the backward reads become arguments; parameters are
     // read again where they are needed.
+    // The backward's own inputs come last; the forward's temporary
+    // arguments for them go away.
     llvm::DenseMap<Value, Value> replacement;
     SmallVector<Value> saved;
     OpBuilder head = OpBuilder::atBlockBegin(target);
-    for (Operation *op : moved) {
-      for (OpOperand &use : op->getOpOperands()) {
-        Value v = use.get();
-        if (v.getParentBlock() == target)
-          continue;
-        Value &r = replacement[v];
-        if (!r) {
-          if (auto get = v.getDefiningOp<GetParamOp>()) {
-            r = head.create<GetParamOp>(get.getLoc(), get.getType(),
-                                        get.getNameAttr());
-          } else {
-            r = target->addArgument(v.getType(), v.getLoc());
-            saved.push_back(v);
-          }
+    auto remap = [&](Value v) -> Value {
+      if (v.getParentBlock() == target)
+        return v;
+      Value &r = replacement[v];
+      if (!r) {
+        if (auto get = v.getDefiningOp<GetParamOp>()) {
+          r = head.create<GetParamOp>(get.getLoc(), get.getType(),
+                                      get.getNameAttr());
+        } else {
+          r = target->addArgument(v.getType(), v.getLoc());
+          saved.push_back(v);
         }
-        use.set(r);
       }
+      return r;
+    };
+    for (Operation *op : moved)
+      for (OpOperand &use : op->getOpOperands())
+        if (!llvm::any_of(inputs, [&](auto &in) { return in.first == use.get(); }))
+          use.set(remap(use.get()));
+    SmallVector<Value> returned;
+    for (auto &[v, attr] : outputs)
+      returned.push_back(
+          llvm::any_of(inputs, [&](auto &in) { return in.first == v; })
+              ? v
+              : remap(v));
+    for (auto &[temp, attr] : inputs) {
+      Value arg = target->addArgument(temp.getType(), temp.getLoc());
+      temp.replaceAllUsesWith(arg); // uses are all in moved ops or `returned`
+      for (Value &r : returned)
+        if (r == temp)
+          r = arg;
     }
     b.setInsertionPointToEnd(target);
-    b.create<func::ReturnOp>(func.getLoc());
-    // The loss scale is the backward's last argument; it was a temporary
-    // argument of the forward block.
-    if (scale) {
-      Value last = target->addArgument(scale.getType(), scale.getLoc());
-      for (Operation *op : moved)
-        op->replaceUsesOfWith(replacement.lookup(scale), last);
-      auto it = llvm::find(saved, scale);
-      target->eraseArgument(
-          replacement.lookup(scale).cast<BlockArgument>().getArgNumber());
-      saved.erase(it);
-      body.eraseArgument(scale.cast<BlockArgument>().getArgNumber());
-    }
+    b.create<func::ReturnOp>(func.getLoc(), returned);
+    for (auto &[temp, attr] : llvm::reverse(inputs))
+      body.eraseArgument(temp.cast<BlockArgument>().getArgNumber());
 
     unsigned firstSaved = ret->getNumOperands();
     SmallVector<Value> results(ret->getOperands());
@@ -216,7 +279,8 @@ struct Autodiff : mlir::cleave::impl::AutodiffBase<Autodiff> {
     ret->setOperands(results);
     func.setType(FunctionType::get(ctx, func.getArgumentTypes(),
                                    ValueRange(results).getTypes()));
-    backward.setType(FunctionType::get(ctx, target->getArgumentTypes(), {}));
+    backward.setType(FunctionType::get(ctx, target->getArgumentTypes(),
+                                       ValueRange(returned).getTypes()));
     SmallVector<DictionaryAttr> resultAttrs, argAttrs;
     for (unsigned i = 0; i < firstSaved; ++i)
       resultAttrs.push_back(func.getResultAttrDict(i)
@@ -229,11 +293,14 @@ struct Autodiff : mlir::cleave::impl::AutodiffBase<Autodiff> {
           ctx, {b.getNamedAttr("cleave.saved_from",
                                b.getI64IntegerAttr(firstSaved + i))}));
     }
-    if (scale)
-      argAttrs.push_back(DictionaryAttr::get(
-          ctx, {b.getNamedAttr("cleave.role", b.getStringAttr("loss_scale"))}));
+    for (auto &[temp, attr] : inputs)
+      argAttrs.push_back(attr);
+    SmallVector<DictionaryAttr> gradAttrs;
+    for (auto &[v, attr] : outputs)
+      gradAttrs.push_back(attr);
     func.setAllResultAttrs(resultAttrs);
     backward.setAllArgAttrs(argAttrs);
+    backward.setAllResultAttrs(gradAttrs);
     func->setAttr("cleave.kind", b.getStringAttr("forward"));
     func->setAttr("cleave.backward", FlatSymbolRefAttr::get(backward));
     backward->setAttr("cleave.kind", b.getStringAttr("backward"));

@@ -441,6 +441,21 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
     if (func.isExternal())
       return func.emitError() << "cannot emit a function without a body";
     Block &body = func.getBody().front();
+    // Stage boundaries (cleave.differentiable arguments and results) are
+    // wired to other ranks by the pipeline passes, which this emitter does
+    // not run yet.
+    for (unsigned i = 0; i < func.getNumArguments(); ++i)
+      if (func.getArgAttr(i, "cleave.differentiable") ||
+          func.getArgAttr(i, "cleave.grad_of_result"))
+        return func.emitError()
+               << "argument " << i << " is a pipeline stage boundary; a "
+                  "one-rank program cannot bind it";
+    for (unsigned i = 0; i < func.getNumResults(); ++i)
+      if (func.getResultAttr(i, "cleave.differentiable") ||
+          func.getResultAttr(i, "cleave.grad_of_arg"))
+        return func.emitError()
+               << "result " << i << " is a pipeline stage boundary; a "
+                  "one-rank program cannot bind it";
 
     llvm::DenseSet<Value> freeable;
     auto forwardName = func->getAttrOfType<FlatSymbolRefAttr>("cleave.forward");

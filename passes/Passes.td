@@ -123,6 +123,13 @@ def Autodiff : Pass<"cleave-autodiff", "ModuleOp"> {
     function also takes the current loss scale as its last argument
     (`cleave.role = "loss_scale"`) and multiplies the seed by it.
 
+    Pipeline stages: an argument marked `cleave.differentiable` (a stage's
+    incoming activations) is differentiated too, and its gradient is a
+    result of the backward function (`cleave.grad_of_arg = i`); a result
+    marked `cleave.differentiable` (outgoing activations) gets its gradient
+    from a backward argument (`cleave.grad_of_result = i`). A function with
+    such results is differentiated even without a loss.
+
     ```mlir
     func.func @forward(%x: tensor<4xf32>) -> (tensor<f32>, tensor<4xf32> {cleave.saved})
         attributes {cleave.backward = @forward_backward, cleave.kind = "forward"}

@@ -98,3 +98,29 @@ func.func @logits(%x: tensor<4xf32>) -> tensor<4xf32> {
   return %p : tensor<4xf32>
 }
 
+
+// -----
+
+cleave.parameter @w : tensor<4x4xf32>
+
+// A pipeline stage without the loss: its incoming activations (argument
+// marked cleave.differentiable) get their gradient returned by the
+// backward, its outgoing activations (result marked cleave.differentiable)
+// receive theirs as the backward's last argument.
+// CHECK-LABEL: func.func @stage(
+// CHECK-SAME: %arg0: tensor<2x4xf32> {cleave.differentiable}
+// CHECK-SAME: -> (tensor<2x4xf32> {cleave.differentiable}, tensor<2x4xf32> {cleave.saved}, tensor<2x4xf32> {cleave.saved})
+func.func @stage(%x: tensor<2x4xf32> {cleave.differentiable})
+    -> (tensor<2x4xf32> {cleave.differentiable}) {
+  %w = cleave.get_param @w : tensor<4x4xf32>
+  %y = cleave.matmul %x, %w : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %z = cleave.tanh %y : tensor<2x4xf32>
+  return %z : tensor<2x4xf32>
+}
+// CHECK-LABEL: func.func @stage_backward(
+// CHECK-SAME: %arg0: tensor<2x4xf32> {cleave.saved_from = 1 : i64}, %arg1: tensor<2x4xf32> {cleave.saved_from = 2 : i64}, %arg2: tensor<2x4xf32> {cleave.grad_of_result = 0 : i64})
+// CHECK-SAME: -> (tensor<2x4xf32> {cleave.grad_of_arg = 0 : i64})
+// CHECK: %[[DY:.*]] = cleave.mul %arg2
+// CHECK: %[[DX:.*]] = cleave.matmul %[[DY]], {{.*}} {transpose_rhs}
+// CHECK: cleave.accumulate_grad @w
+// CHECK: return %[[DX]] : tensor<2x4xf32>
