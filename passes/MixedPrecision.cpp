@@ -2,12 +2,12 @@
 //
 // What PyTorch's autocast does at run time, done once in the IR: matrix
 // products and attention read their operands in the low precision (bf16 or
-// fp16) and produce it; losses, norms and softmaxes compute in fp32;
-// every other op computes in the widest float type of its operands (fp32
-// wins over the low type, as PyTorch's type promotion). Parameters stay
-// fp32 (the master weights the optimizer updates); a product reads a cast
-// of them, so the backward pass (run after this pass) casts their gradients
-// back to fp32 before accumulating.
+// fp16) and produce it; losses, norms, softmaxes and sum/mean reductions
+// compute in fp32; every other op computes in the widest float type of its
+// operands (fp32 wins over the low type, as PyTorch's type promotion).
+// Parameters stay fp32 (the master weights the optimizer updates); a
+// product reads a cast of them, so the backward pass (run after this pass)
+// casts their gradients back to fp32 before accumulating.
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,7 +32,7 @@ Policy policyOf(Operation *op) {
   if (isa<MatmulOp, AttentionOp>(op))
     return Policy::Low;
   if (isa<SoftmaxCrossEntropyOp, NllLossOp, LayerNormOp, RmsNormOp, SoftmaxOp,
-          LogSoftmaxOp>(op))
+          LogSoftmaxOp, ReduceSumOp, ReduceMeanOp>(op))
     return Policy::Fp32;
   if (isa<ConstantOp, GetParamOp, CastOp, func::ReturnOp>(op))
     return Policy::Keep;

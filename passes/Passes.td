@@ -63,8 +63,8 @@ def MixedPrecision : Pass<"cleave-mixed-precision", "ModuleOp"> {
     Applies PyTorch autocast's rules to each forward function, ahead of
     time: `cleave.matmul` and `cleave.attention` cast their float operands
     to `dtype` and produce it; losses (`softmax_cross_entropy`,
-    `nll_loss`), norms (`layer_norm`, `rms_norm`) and `softmax` /
-    `log_softmax` compute in f32; every other op computes in the widest
+    `nll_loss`), norms (`layer_norm`, `rms_norm`), `softmax` /
+    `log_softmax` and the sum and mean reductions compute in f32; every other op computes in the widest
     float type of its operands. Parameters stay f32: the master weights the
     optimizer updates. Run before `cleave-autodiff`, whose rule for
     `cleave.cast` brings the gradients back to f32.
