@@ -957,4 +957,29 @@ def Cleave_SgdOp : Cleave_OptimizerOp<"sgd", "SGD with momentum",
   }], [{cleave.sgd @"fc.weight", %g, %step {lr = 0.1, momentum = 0.9}
         : tensor<64x64xf32>, tensor<i64>}]>;
 
+//===----------------------------------------------------------------------===//
+// Communication
+//===----------------------------------------------------------------------===//
+
+def Cleave_AllReduceGradsOp : Cleave_Op<"all_reduce_grads"> {
+  let summary = "all-reduces a bucket of gradient buffers in place";
+  let description = [{
+    Data parallelism: the gradient buffers of the parameters in `params`
+    (one bucket, reduced by one collective) are combined over the ranks of
+    the mesh's `group` (`"data"`) with `reduce` (`mean`: the gradient of
+    the mean loss over the global batch when every rank's backward starts
+    from its own microbatches). Every rank then holds the same gradients
+    and takes the same optimizer step.
+
+    ```mlir
+    cleave.all_reduce_grads [@"h.0.mlp.c_fc.weight", @"h.0.mlp.c_fc.bias"]
+        {group = "data", reduce = "mean"}
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefArrayAttr:$params, StrAttr:$group,
+                       DefaultValuedStrAttr<StrAttr, "mean">:$reduce);
+  let assemblyFormat = "$params attr-dict";
+  let hasVerifier = 1;
+}
+
 #endif // CLEAVE_OPS_TD

@@ -1,13 +1,15 @@
 //===- TrainingOps.cpp - verifiers of the gradient and optimizer ops ------===//
 //
-// The ops cleave-autodiff and cleave-optimizer write (ir/CleaveOps.td,
-// "Gradients" and "Training state and the optimizer"): each verifier checks
+// The ops the training passes write (ir/CleaveOps.td, "Gradients",
+// "Training state and the optimizer", "Communication"): each verifier checks
 // that a gradient has the type of what it is the gradient of, so a wrong
 // rule fails at the op that it built.
 //
 //===----------------------------------------------------------------------===//
 
 #include "ir/CleaveOps.h"
+
+#include "mlir/IR/SymbolTable.h"
 
 using namespace mlir;
 using namespace mlir::cleave;
@@ -220,3 +222,16 @@ LogicalResult AdamWOp::verify() {
 }
 
 LogicalResult SgdOp::verify() { return verifyOptimizer(*this); }
+
+LogicalResult AllReduceGradsOp::verify() {
+  if (getReduce() != "mean" && getReduce() != "sum")
+    return emitOpError() << "reduce must be \"mean\" or \"sum\", got \""
+                         << getReduce() << "\"";
+  if (getParams().empty())
+    return emitOpError() << "an empty bucket";
+  for (Attribute name : getParams())
+    if (!SymbolTable::lookupNearestSymbolFrom<ParameterOp>(
+            *this, name.cast<FlatSymbolRefAttr>()))
+      return emitOpError() << "no cleave.parameter named " << name;
+  return success();
+}

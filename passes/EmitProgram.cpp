@@ -262,12 +262,16 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
     batch->set_microbatches(microbatches);
     batch->set_seq_len(seqLen);
     batch->set_first_sample(0);
-    int64_t global = globalBatch ? globalBatch : microbatchSize * microbatches;
-    if (global != microbatchSize * microbatches)
+    if (dataDegree < 1)
+      return module.emitError() << "data-degree must be at least 1";
+    int64_t perRank = microbatchSize * microbatches;
+    int64_t global = globalBatch ? globalBatch : perRank * dataDegree;
+    if (global != perRank * dataDegree)
       return module.emitError()
              << "global batch " << global << " is not "
-             << static_cast<int64_t>(microbatches)
-             << " microbatches of " << microbatchSize << " samples";
+             << static_cast<int64_t>(dataDegree) << " data-parallel rank(s) x "
+             << static_cast<int64_t>(microbatches) << " microbatches of "
+             << microbatchSize << " samples";
     batch->set_global_batch(global);
 
     // The schedule: each microbatch's forward and its backward, then the
@@ -291,11 +295,24 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
       if (kindOf(func) == pb::OPTIMIZER)
         addStep(functionIndex[func], -1);
 
-    SmallString<256> programPath(outputDir);
-    llvm::sys::path::append(programPath, "rank-0.pb");
-    std::ofstream out(programPath.c_str(), std::ios::binary);
-    if (!out || !program.SerializeToOstream(&out))
-      return module.emitError() << "cannot write '" << programPath << "'";
+    // One program per data-parallel rank: the same functions, its own
+    // place in the mesh and its own slice of each step's samples.
+    pb::Mesh *m = program.mutable_mesh();
+    m->set_world_size(dataDegree);
+    m->set_data_degree(dataDegree);
+    m->mutable_groups(0)->clear_ranks();
+    for (int64_t r = 0; r < dataDegree; ++r)
+      m->mutable_groups(0)->add_ranks(r);
+    for (int64_t r = 0; r < dataDegree; ++r) {
+      m->set_rank(r);
+      m->set_data_rank(r);
+      batch->set_first_sample(r * perRank);
+      SmallString<256> programPath(outputDir);
+      llvm::sys::path::append(programPath, "rank-" + std::to_string(r) + ".pb");
+      std::ofstream out(programPath.c_str(), std::ios::binary);
+      if (!out || !program.SerializeToOstream(&out))
+        return module.emitError() << "cannot write '" << programPath << "'";
+    }
     return writePlan(program, module);
   }
 
@@ -540,6 +557,21 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
         addFrees(op, fn, freeable, lastUser);
         continue;
       }
+      if (auto reduce = dyn_cast<AllReduceGradsOp>(op)) {
+        pb::Collective *c = fn->add_body()->mutable_collective();
+        c->set_kind(pb::ALL_REDUCE);
+        c->set_group(0); // mesh.groups[0] is "data"
+        c->set_reduce(reduce.getReduce() == "sum" ? pb::SUM : pb::MEAN);
+        for (Attribute name : reduce.getParams()) {
+          auto it = gradTensor.find(name.cast<FlatSymbolRefAttr>().getValue());
+          if (it == gradTensor.end())
+            return reduce.emitError() << "parameter " << name
+                                      << " has no planned gradient";
+          c->add_inputs(it->second);
+          c->add_outputs(it->second);
+        }
+        continue;
+      }
       if (isa<AdamWOp, SgdOp>(op)) {
         if (failed(emitUpdate(op, fn)))
           return failure();
@@ -673,13 +705,19 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
         {"workspace", (int64_t)m.workspace()},
         {"constants", (int64_t)m.constants()},
         {"io", (int64_t)m.io()}};
-    llvm::json::Object rank{
-        {"rank", program.mesh().rank()},
-        {"functions", (int64_t)program.functions_size()},
-        {"kernels", kernels},
-        {"parameters", (int64_t)program.parameters_size()},
-        {"parameter_elements", (int64_t)paramElements},
-        {"predicted_memory", std::move(memory)}};
+    // Every data-parallel rank holds and runs the same.
+    llvm::json::Array ranks;
+    for (int32_t r = 0; r < program.mesh().world_size(); ++r)
+      ranks.push_back(llvm::json::Object{
+          {"rank", r},
+          {"data_rank", r},
+          {"first_sample", r * program.batch().microbatch_size() *
+                               program.batch().microbatches()},
+          {"functions", (int64_t)program.functions_size()},
+          {"kernels", kernels},
+          {"parameters", (int64_t)program.parameters_size()},
+          {"parameter_elements", (int64_t)paramElements},
+          {"predicted_memory", llvm::json::Object(memory)}});
     const pb::Batch &b = program.batch();
     llvm::json::Object plan{
         {"model", program.model()},
@@ -692,7 +730,7 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
                                      {"microbatch_size", b.microbatch_size()},
                                      {"microbatches", b.microbatches()},
                                      {"seq_len", b.seq_len()}}},
-        {"ranks", llvm::json::Array{llvm::json::Value(std::move(rank))}}};
+        {"ranks", std::move(ranks)}};
     SmallString<256> path(outputDir);
     llvm::sys::path::append(path, "plan.json");
     std::error_code ec;

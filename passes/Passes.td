@@ -180,6 +180,32 @@ def Optimizer : Pass<"cleave-optimizer", "ModuleOp"> {
   ];
 }
 
+def DataParallel : Pass<"cleave-data-parallel", "ModuleOp"> {
+  let summary = "averages gradients over the data-parallel ranks (DDP)";
+  let description = [{
+    With `degree > 1`, starts the `@optimizer` function with
+    `cleave.all_reduce_grads` ops over the mesh's `"data"` group: the
+    gradient buffers of the trained parameters, in buckets of about
+    `bucket-bytes`, last parameters first (the order backward finishes
+    them), averaged (`reduce = "mean"`). Each rank's backward starts from
+    the mean over its own microbatches, so the average over ranks is the
+    gradient of the mean loss over the global batch.
+
+    ```mlir
+    func.func @optimizer(%step: tensor<i64> {cleave.role = "step"}) {
+      cleave.all_reduce_grads [@"ln_f.bias", @"ln_f.weight", ...] {group = "data", reduce = "mean"}
+      %g = cleave.get_grad @"ln_f.bias" : tensor<64xf32>
+      ...
+    ```
+  }];
+  let options = [
+    Option<"degree", "degree", "int64_t", /*default=*/"1",
+           "data-parallel ranks">,
+    Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"26214400",
+           "gradient bytes per all-reduce (PyTorch DDP's 25 MiB)">,
+  ];
+}
+
 def MemoryPlan : Pass<"cleave-memory-plan", "ModuleOp"> {
   let summary = "static offsets for every tensor in one arena per memory space";
   let description = [{
@@ -228,6 +254,9 @@ def EmitProgram : Pass<"cleave-emit-program", "ModuleOp"> {
            "samples per step (0: the batch of the function's inputs)">,
     Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
            "microbatches per step">,
+    Option<"dataDegree", "data-degree", "int64_t", /*default=*/"1",
+           "data-parallel ranks: one rank-<r>.pb each, reading samples "
+           "[r*B/D, (r+1)*B/D) of each step">,
     Option<"seed", "seed", "int64_t", /*default=*/"0",
            "seed of generated parameter initial values">,
   ];

@@ -39,12 +39,18 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
     optimizer.decaySteps = options.decaySteps;
     optimizer.minLr = options.minLr;
     pm.addPass(createOptimizer(optimizer));
+    if (options.dataDegree > 1) {
+      DataParallelOptions dp;
+      dp.degree = options.dataDegree;
+      pm.addPass(createDataParallel(dp));
+    }
   }
   pm.addPass(createMemoryPlan());
   EmitProgramOptions emit;
   emit.outputDir = options.outputDir;
   emit.globalBatch = options.globalBatch;
   emit.microbatches = options.microbatches;
+  emit.dataDegree = options.dataDegree;
   emit.seed = options.seed;
   pm.addPass(createEmitProgram(emit));
 }

@@ -21,6 +21,7 @@ struct ProgramPipelineOptions {
   std::string outputDir;
   int64_t globalBatch = 0;
   int64_t microbatches = 1;
+  int64_t dataDegree = 1; // data-parallel ranks (ddp)
   int64_t seed = 0;
   /// Derive backward and add the optimizer (a model with a loss trains).
   bool train = true;

@@ -159,6 +159,8 @@ int main(int argc, char **argv) {
   mlir::cleave::ProgramPipelineOptions pipeline;
   pipeline.outputDir = outputPath;
   pipeline.microbatches = spec.microbatches;
+  pipeline.dataDegree = spec.worldSize / (spec.pipelineParallelDegree *
+                                          spec.tensorParallelDegree);
   pipeline.globalBatch = spec.batchSize.value_or(0);
   pipeline.seed = spec.seed;
   const cleave::OptimizerSpec &opt = spec.optimizer;
