@@ -6,7 +6,8 @@
 // built. Nodes whose inputs are all constants are evaluated on the host;
 // the rest become cleave ops. Float initializers of rank one or more are
 // trainable parameters unless the model's `cleave.buffers` metadata lists
-// them; they are never folded, so their gradients exist later.
+// them or they match ImportOptions::frozen; they are never folded, so their
+// gradients exist later.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +19,7 @@
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/Support/GlobPattern.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinDialect.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
@@ -370,6 +372,23 @@ LogicalResult Importer::declareInitializers() {
       for (auto n : names)
         buffers.insert(n.trim());
     }
+  SmallVector<llvm::GlobPattern> frozen;
+  SmallVector<bool> frozenUsed(options.frozen.size(), false);
+  for (const std::string &pattern : options.frozen) {
+    auto glob = llvm::GlobPattern::create(pattern);
+    if (!glob)
+      return emitError(FileLineColLoc::get(&context, path, 0, 0))
+             << "spec key 'frozen_parameters': bad pattern '" << pattern
+             << "': " << llvm::toString(glob.takeError());
+    frozen.push_back(std::move(*glob));
+  }
+  auto isFrozen = [&](StringRef name) {
+    bool any = false;
+    for (auto [i, glob] : llvm::enumerate(frozen))
+      if (glob.match(name))
+        any = frozenUsed[i] = true;
+    return any;
+  };
   for (const auto &init : model.graph().initializer()) {
     DType dtype = static_cast<DType>(init.data_type());
     auto loc = valueLoc(init.name());
@@ -379,7 +398,7 @@ LogicalResult Importer::declareInitializers() {
     SmallVector<int64_t> shape(init.dims().begin(), init.dims().end());
     auto type = RankedTensorType::get(shape, *element);
     bool trainable = ::cleave::isFloat(dtype) && !shape.empty() &&
-                     !buffers.contains(init.name());
+                     !buffers.contains(init.name()) && !isFrozen(init.name());
     if (trainable) {
       paramInitializers[init.name()] = &init;
       values[init.name()] = Tensor{Value(), nullptr, init.name(), type};
@@ -390,6 +409,20 @@ LogicalResult Importer::declareInitializers() {
       return error(loc) << llvm::toString(t.takeError());
     if (failed(defineConstant(init.name(), std::move(*t), loc)))
       return failure();
+  }
+  for (auto [i, used] : llvm::enumerate(frozenUsed)) {
+    if (used)
+      continue;
+    std::string some;
+    int shown = 0;
+    for (const auto &init : model.graph().initializer())
+      if (shown++ < 8)
+        some += (some.empty() ? "'" : ", '") + init.name() + "'";
+    return emitError(FileLineColLoc::get(&context, path, 0, 0))
+           << "spec key 'frozen_parameters': '" << options.frozen[i]
+           << "' matches no initializer of the model; its initializers "
+              "include "
+           << (some.empty() ? "none" : some);
   }
   return success();
 }

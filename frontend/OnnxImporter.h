@@ -40,6 +40,11 @@ struct ImportOptions {
   std::map<std::string, HostTensor> constantInputs;
   /// Name of the function the graph becomes.
   std::string functionName = "forward";
+  /// Glob patterns of float initializers that are not trained (buffers an
+  /// export turned into initializers): they become constants, as the
+  /// `cleave.buffers` metadata of our own exports does. A pattern that
+  /// matches no initializer is an error.
+  std::vector<std::string> frozen;
 };
 
 /// The ONNX element type of an MLIR element type (Undefined if none).

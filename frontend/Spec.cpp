@@ -289,7 +289,8 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
            "init_scale", "scale_window", "min_scale", "delayed_shift",
            "delayed_parameter_initialization", "placement_strategy",
            "processes_per_host", "device", "device_memory_gib", "batch_size",
-           "prescaled_batch", "optimizer", "seed", "world_size"}))
+           "prescaled_batch", "optimizer", "seed", "world_size",
+           "frozen_parameters"}))
     return std::move(e);
 
   Spec spec;
@@ -404,6 +405,20 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
   if (const json::Value *opt = object->get("optimizer"))
     if (Error e = readOptimizer(*opt, source, spec.optimizer))
       return std::move(e);
+  if (const json::Value *frozen = object->get("frozen_parameters")) {
+    const json::Array *list = frozen->getAsArray();
+    if (!list)
+      return r.error("frozen_parameters",
+                     "expects a list of initializer names or glob patterns, "
+                     "e.g. [\"cos\", \"sin\", \"*.rotary.*\"]");
+    for (const json::Value &v : *list) {
+      auto name = v.getAsString();
+      if (!name || name->empty())
+        return r.error("frozen_parameters",
+                       "expects a list of non-empty strings");
+      spec.frozenParameters.push_back(name->str());
+    }
+  }
 
   // Features that later work brings: only their defaults for now.
   const char *parallel = "the parallel passes";

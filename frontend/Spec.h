@@ -62,6 +62,9 @@ struct Spec {
   std::optional<int64_t> batchSize; // the global batch
   bool prescaledBatch = false;
   OptimizerSpec optimizer;
+  /// Glob patterns of initializers not to train (buffers an export turned
+  /// into initializers, such as rotary tables).
+  std::vector<std::string> frozenParameters;
   int64_t seed = 0;
   int64_t worldSize = 1;
 };

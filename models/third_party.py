@@ -1,6 +1,6 @@
 """Small models written and exported the way an outside user would.
 
-    /usr/bin/python3 models/third_party.py -o DIR [--only NAME ...]
+    /usr/bin/python3 models/third_party.py -o DIR [--only NAME ...] [--train]
 
 Each module returns its loss and is exported with plain torch.onnx.export and
 its DEFAULT settings (eval mode, do_constant_folding=True, keep_initializers_
@@ -279,13 +279,83 @@ def export_all(outdir, only=None, seed=0, verbose=True):
     return manifest
 
 
+def export_training(outdir, only=None, seed=0, steps=10, verbose=True):
+    """For training: each model exported as a user who trains exports it
+    (training mode, no constant folding: one initializer per parameter,
+    named as in state_dict, none merged by value), and PyTorch's reference
+    run of `steps` AdamW steps under DESIGN.md's semantics on DIR/tokens.bin.
+    Writes <name>_train.onnx, <name>.train/ (losses.json, params_init and
+    params_final safetensors) and <name>.spec.json, the spec to train it
+    with: its buffers (exported as initializers) are frozen_parameters."""
+    from reference import DEFAULT_OPTIMIZER, get_batch, make_optimizer
+    os.makedirs(outdir, exist_ok=True)
+    g = torch.Generator().manual_seed(seed + 2)
+    tokens = torch.randint(0, VOCAB, (4096,), generator=g)
+    tokenizer.write_tokens(os.path.join(outdir, "tokens.bin"), tokens.tolist())
+    tokens = tokens.numpy()
+    # eps 1e-6 rather than 1e-8: nn.MultiheadAttention's key bias has a
+    # gradient of exactly zero (softmax cancels it), so what it gets is
+    # rounding noise, which AdamW with eps 1e-8 turns into updates near lr
+    # that no two implementations share; eps 1e-6 keeps them at the noise.
+    opt = dict(DEFAULT_OPTIMIZER, eps=1e-6)
+    for name, cls in MODELS.items():
+        if only and name not in only:
+            continue
+        torch.manual_seed(seed)
+        model = cls()
+        idx, tgt = get_batch(tokens, 0, BATCH, SEQ)
+        path = os.path.join(outdir, name + "_train.onnx")
+        torch.onnx.export(model, (idx, tgt), path, input_names=["idx", "targets"],
+                          output_names=["loss"], opset_version=17,
+                          training=torch.onnx.TrainingMode.TRAINING,
+                          do_constant_folding=False,
+                          dynamic_axes={"idx": {0: "batch"}, "targets": {0: "batch"}})
+        inits = {t.name for t in onnx.load(path).graph.initializer}
+        params = dict(model.named_parameters())
+        assert set(params) <= inits, sorted(set(params) - inits)
+        frozen = sorted(n for n, b in model.named_buffers()
+                        if n in inits and b.is_floating_point())
+        ref = os.path.join(outdir, name + ".train")
+        os.makedirs(ref, exist_ok=True)
+        safetensors_io.save({n: p.detach().clone() for n, p in params.items()},
+                            os.path.join(ref, "params_init.safetensors"))
+        optim = make_optimizer(model, opt)
+        model.train()
+        losses = []
+        for s in range(steps):
+            idx, tgt = get_batch(tokens, s, BATCH, SEQ)
+            optim.zero_grad(set_to_none=True)
+            loss = model(idx, tgt)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(list(model.parameters()), opt["grad_clip"])
+            optim.step()
+            losses.append(float(loss))
+        safetensors_io.save({n: p.detach().clone() for n, p in params.items()},
+                            os.path.join(ref, "params_final.safetensors"))
+        with open(os.path.join(ref, "losses.json"), "w") as f:
+            json.dump({"losses": losses, "optimizer": opt, "batch": BATCH,
+                       "seq": SEQ, "steps": steps}, f)
+        with open(os.path.join(outdir, name + ".spec.json"), "w") as f:
+            json.dump({"batch_size": BATCH, "optimizer": opt,
+                       "frozen_parameters": frozen}, f)
+        if verbose:
+            print("%-26s %d parameters, frozen buffers %s, losses %.4f .. %.4f"
+                  % (name + "_train.onnx", len(params), frozen, losses[0], losses[-1]))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("-o", "--outdir", required=True)
     ap.add_argument("--only", nargs="*", choices=sorted(MODELS))
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--train", action="store_true",
+                    help="training exports and PyTorch training references "
+                         "(export_training) instead of the inference exports")
     a = ap.parse_args()
-    export_all(a.outdir, a.only, a.seed)
+    if a.train:
+        export_training(a.outdir, a.only, a.seed)
+    else:
+        export_all(a.outdir, a.only, a.seed)
 
 
 if __name__ == "__main__":

@@ -498,8 +498,9 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
       if (it == tensorOf.end())
         return func.emitError() << "the forward function " << forwardName
                                 << " must come before its backward";
-      tensorOf[arg] = it->second;
-      if (activationTensors.contains(it->second))
+      int id = it->second; // tensorOf[arg] may rehash and move `it`
+      tensorOf[arg] = id;
+      if (activationTensors.contains(id))
         freeable.insert(arg);
     }
 

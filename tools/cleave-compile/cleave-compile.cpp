@@ -132,6 +132,7 @@ int main(int argc, char **argv) {
     options.resolveBatch = [&](std::optional<int64_t> exported) {
       return cleave::microbatchSize(spec, exported);
     };
+  options.frozen = spec.frozenParameters;
   for (const std::string &binding : bindDims) {
     auto [name, value] = StringRef(binding).split('=');
     int64_t n;
