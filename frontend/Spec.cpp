@@ -371,21 +371,6 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
   if (spec.bf16 && spec.fp16)
     return fail(source + ": spec keys 'bf16' and 'fp16' are both true; "
                          "choose one precision");
-  int64_t dataDegree = spec.worldSize / (spec.pipelineParallelDegree *
-                                         spec.tensorParallelDegree);
-  if (spec.worldSize % (spec.pipelineParallelDegree *
-                        spec.tensorParallelDegree) != 0)
-    return r.error("world_size",
-                   formatv("{0} is not a multiple of pipeline_parallel_degree "
-                           "x tensor_parallel_degree = {1}",
-                           spec.worldSize,
-                           spec.pipelineParallelDegree *
-                               spec.tensorParallelDegree));
-  if (dataDegree > 1 && !spec.ddp)
-    return r.error("world_size",
-                   formatv("{0} ranks leave {1} data-parallel replicas, which "
-                           "need 'ddp': true to average their gradients",
-                           spec.worldSize, dataDegree));
   if (spec.dynamicLossScale && !spec.fp16)
     return r.error("dynamic_loss_scale",
                    "scales an fp16 loss; set 'fp16': true (bf16 and fp32 "
@@ -430,6 +415,21 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
   CLEAVE_SPEC_READ(r.notYet<bool>("offload_activations", false, "offload"));
   CLEAVE_SPEC_READ(r.notYet<bool>("delayed_parameter_initialization", false, parallel));
   CLEAVE_SPEC_READ(r.notYet<std::string>("device", "cpu", "the CUDA backend"));
+  int64_t dataDegree = spec.worldSize / (spec.pipelineParallelDegree *
+                                         spec.tensorParallelDegree);
+  if (spec.worldSize % (spec.pipelineParallelDegree *
+                        spec.tensorParallelDegree) != 0)
+    return r.error("world_size",
+                   formatv("{0} is not a multiple of pipeline_parallel_degree "
+                           "x tensor_parallel_degree = {1}",
+                           spec.worldSize,
+                           spec.pipelineParallelDegree *
+                               spec.tensorParallelDegree));
+  if (dataDegree > 1 && !spec.ddp)
+    return r.error("world_size",
+                   formatv("{0} ranks leave {1} data-parallel replicas, which "
+                           "need 'ddp': true to average their gradients",
+                           spec.worldSize, dataDegree));
   return spec;
 }
 
