@@ -565,6 +565,8 @@ Status Runtime::initialize() {
   for (const pb::Parameter &param : program_.parameters())
     CLEAVE_CHECK(initializeParameter(param));
   CLEAVE_CHECK(prepare());
+  if (options_.trace)
+    CLEAVE_CHECK(trace_.start(comm_));
   initialized_ = true;
   return Status::ok();
 }
@@ -575,6 +577,9 @@ Status Runtime::initialize() {
 
 Status Runtime::runOp(const Op &op) {
   Status status = Status::ok();
+  bool communicates = op.kind == Op::Kind::Collective ||
+                      op.kind == Op::Kind::Send || op.kind == Op::Kind::Recv;
+  double began = communicates && trace_.active() ? trace_.nowUs() : 0;
   switch (op.kind) {
   case Op::Kind::Kernel:
     status = runCpuKernel(op.name, op.attributes, op.inputs, op.outputs);
@@ -617,6 +622,12 @@ Status Runtime::runOp(const Op &op) {
   }
   if (!status)
     return Status::error(op.where + ": " + status.message());
+  if (communicates && trace_.active())
+    trace_.add(op.kind == Op::Kind::Collective
+                   ? pb::CollectiveKind_Name(op.collective)
+                   : op.kind == Op::Kind::Send ? "send to " + str(op.peer)
+                                               : "receive from " + str(op.peer),
+               1, began);
   for (int id : op.written)
     markLive(id);
   return Status::ok();
@@ -682,7 +693,15 @@ Status Runtime::runStep(int64_t step, const TokenData *data,
         continue;
       optimized = true;
     }
+    double began = trace_.active() ? trace_.nowUs() : 0;
     Status status = runFunction(fn, step, entry.microbatch(), data);
+    if (trace_.active())
+      trace_.add(fn.source->name() +
+                     (entry.microbatch() >= 0
+                          ? " mb" + str(entry.microbatch())
+                          : std::string()) +
+                     " (step " + str(step) + ")",
+                 0, began);
     if (!status)
       return Status::error(
           "step " + str(step) + ", schedule[" + str(s) + "] (" + fn.where +

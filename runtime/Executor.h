@@ -57,6 +57,7 @@
 
 #include "runtime/Communicator.h"
 #include "runtime/LossScaler.h"
+#include "runtime/Trace.h"
 #include "runtime/Safetensors.h"
 #include "runtime/Status.h"
 #include "runtime/Tensor.h"
@@ -73,6 +74,7 @@ namespace cleave::runtime {
 
 struct RunOptions {
   bool forwardOnly = false; // run only the FORWARD functions
+  bool trace = false;       // record a TraceRecorder span per function run
 };
 
 /// What one step measured, already combined over the world.
@@ -134,6 +136,11 @@ public:
   uint64_t liveBytes() const { return liveBytes_; }
   uint64_t peakBytes() const { return peakBytes_; }
   bool hasBackward() const;
+  /// Gathers the spans of all ranks (RunOptions::trace); rank 0 writes
+  /// them to `path` as Chrome trace-event JSON. Collective.
+  Status writeTrace(const std::string &path) const {
+    return trace_.write(comm_, path);
+  }
   /// The loss scale the next step uses (fp16 loss scaling).
   double lossScale() const { return scaler_.scale(); }
   bool hasLoss() const;
@@ -168,6 +175,7 @@ private:
   std::vector<int> lossTensors_, gradientTensors_, stepTensors_,
       lossScaleTensors_;
   LossScaler scaler_;
+  TraceRecorder trace_;
   int64_t optimizerSteps_ = 0; // steps the optimizer took (not skipped)
   bool initialized_ = false;
 };

@@ -2,6 +2,7 @@
 //
 //   [mpirun -np N] cleave-run OUT/ --data tokens.bin --steps S
 //       [--metrics m.jsonl] [--forward-only] [--threads N] [--save-params F]
+//       [--trace trace.json]
 //
 // Each rank runs OUT/rank-<rank>.pb. Without mpirun (no OMPI_COMM_WORLD_SIZE
 // in the environment) MPI is never initialized and the world is this one
@@ -48,6 +49,9 @@ const char *kUsage =
     "                      else the host's cores shared by its ranks)\n"
     "  --save-params FILE  after the last step, the full parameters as\n"
     "                      safetensors, keyed by ONNX initializer name\n"
+    "  --trace FILE        what every rank ran when (functions per microbatch,\n"
+    "                      communication), measured: Chrome trace-event JSON\n"
+    "                      for Perfetto or chrome://tracing\n"
     "  --help              this text\n";
 
 struct Flags {
@@ -58,6 +62,7 @@ struct Flags {
   bool forwardOnly = false;
   int threads = 0;
   std::string saveParams;
+  std::string trace;
   bool help = false;
 };
 
@@ -103,6 +108,8 @@ Status parseFlags(int argc, char **argv, Flags &flags) {
       CLEAVE_CHECK(takeValue(flags.metrics));
     } else if (arg == "--save-params") {
       CLEAVE_CHECK(takeValue(flags.saveParams));
+    } else if (arg == "--trace") {
+      CLEAVE_CHECK(takeValue(flags.trace));
     } else if (arg == "--steps") {
       std::string text;
       CLEAVE_CHECK(takeValue(text));
@@ -281,6 +288,8 @@ Status start(const Communicator &comm, Startup &s) {
       CLEAVE_CHECK(s.metrics.open(flags.metrics));
     if (!flags.saveParams.empty())
       CLEAVE_CHECK(checkWritable(flags.saveParams, "parameters"));
+    if (!flags.trace.empty())
+      CLEAVE_CHECK(checkWritable(flags.trace, "trace"));
   }
   if (flags.threads > 0) {
     omp_set_num_threads(flags.threads);
@@ -301,6 +310,7 @@ Status train(Startup &s, Communicator &comm) {
   const Flags &flags = s.flags;
   RunOptions options;
   options.forwardOnly = flags.forwardOnly;
+  options.trace = !flags.trace.empty();
   Runtime runtime(s.program, directoryOf(s.programPath), comm, options);
   CLEAVE_CHECK(runtime.initialize());
   const pb::Batch &batch = s.program.batch();
@@ -349,6 +359,8 @@ Status train(Startup &s, Communicator &comm) {
   CLEAVE_CHECK(s.metrics.close());
   if (!flags.saveParams.empty())
     CLEAVE_CHECK(runtime.saveParameters(flags.saveParams));
+  if (!flags.trace.empty())
+    CLEAVE_CHECK(runtime.writeTrace(flags.trace));
   return Status::ok();
 }
 
