@@ -118,6 +118,46 @@ def params_dict(model):
     return {n: p.detach().clone() for n, p in model.named_parameters()}
 
 
+def train(model, tokens, B, T, steps, opt, autocast=None, verbose=True):
+    """Trains `model` in place for `steps` optimizer steps on the batches of
+    `tokens` (get_batch).  Returns the per-step losses, the gradient norms
+    before clipping, the learning rates, and the step-0 gradients (before
+    clipping) keyed by parameter name plus the step-0 `loss`, as
+    grads.safetensors holds them."""
+    optim = make_optimizer(model, opt)
+    sched = make_scheduler(optim, opt)
+    clip = float(opt.get("grad_clip", 0.0))
+    params = list(model.parameters())
+    losses, norms, lrs, grads0 = [], [], [], None
+    for s in range(steps):
+        idx, tgt = get_batch(tokens, s, B, T)
+        optim.zero_grad(set_to_none=True)
+        if autocast:
+            # Mixed precision as PyTorch runs it: bf16 products, fp32
+            # master weights and gradients.
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = model(idx, tgt)
+        else:
+            loss = model(idx, tgt)
+        loss.backward()
+        norm = torch.norm(torch.stack([p.grad.detach().norm(2) for p in params]), 2)
+        if s == 0:
+            grads0 = {n: p.grad.detach().clone() for n, p in model.named_parameters()}
+            grads0["loss"] = loss.detach().clone()
+        if clip > 0:
+            torch.nn.utils.clip_grad_norm_(params, clip)
+        lrs.append(optim.param_groups[0]["lr"])
+        optim.step()
+        if sched is not None:
+            sched.step()
+        losses.append(float(loss.item()))
+        norms.append(float(norm.item()))
+        if verbose:
+            print("step %3d  loss %.6f  grad_norm %.4f  lr %.4g"
+                  % (s, losses[-1], norms[-1], lrs[-1]))
+    return losses, norms, lrs, grads0
+
+
 def run(cfg, tokens, B, steps, outdir, opt, seed=0, dynamic_batch=True, opset=17,
         data_name=None, verbose=True, forward_only=False, autocast=None):
     os.makedirs(outdir, exist_ok=True)
@@ -155,38 +195,10 @@ def run(cfg, tokens, B, steps, outdir, opt, seed=0, dynamic_batch=True, opset=17
             json.dump(info, f, indent=1)
         return info
     safetensors_io.save(params_dict(model), os.path.join(outdir, "params_init.safetensors"))
-    optim = make_optimizer(model, opt)
-    sched = make_scheduler(optim, opt)
-    clip = float(opt.get("grad_clip", 0.0))
-    params = list(model.parameters())
-    losses, norms, lrs = [], [], []
-    for s in range(steps):
-        idx, tgt = get_batch(tokens, s, B, T)
-        optim.zero_grad(set_to_none=True)
-        if autocast:
-            # Mixed precision as PyTorch runs it: bf16 products, fp32
-            # master weights and gradients.
-            with torch.autocast("cpu", dtype=torch.bfloat16):
-                loss = model(idx, tgt)
-        else:
-            loss = model(idx, tgt)
-        loss.backward()
-        norm = torch.norm(torch.stack([p.grad.detach().norm(2) for p in params]), 2)
-        if s == 0:
-            g = {n: p.grad.detach().clone() for n, p in model.named_parameters()}
-            g["loss"] = loss.detach().clone()
-            safetensors_io.save(g, os.path.join(outdir, "grads.safetensors"))
-        if clip > 0:
-            torch.nn.utils.clip_grad_norm_(params, clip)
-        lrs.append(optim.param_groups[0]["lr"])
-        optim.step()
-        if sched is not None:
-            sched.step()
-        losses.append(float(loss.item()))
-        norms.append(float(norm.item()))
-        if verbose:
-            print("step %3d  loss %.6f  grad_norm %.4f  lr %.4g"
-                  % (s, losses[-1], norms[-1], lrs[-1]))
+    losses, norms, lrs, grads = train(model, tokens, B, T, steps, opt,
+                                      autocast=autocast, verbose=verbose)
+    if grads is not None:
+        safetensors_io.save(grads, os.path.join(outdir, "grads.safetensors"))
     safetensors_io.save(params_dict(model), os.path.join(outdir, "params_final.safetensors"))
     info = {"losses": losses, "grad_norms": norms, "lrs": lrs,
             "optimizer": opt, "batch": B,
