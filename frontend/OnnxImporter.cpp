@@ -6,8 +6,9 @@
 // built. Nodes whose inputs are all constants are evaluated on the host;
 // the rest become cleave ops. Float initializers of rank one or more are
 // trainable parameters unless the model's `cleave.buffers` metadata lists
-// them or they match ImportOptions::frozen; they are never folded, so their
-// gradients exist later.
+// them (then they are constants); they are never folded, so their gradients
+// exist later. Those that match ImportOptions::frozen stay parameters,
+// marked `cleave.frozen`, which autodiff does not differentiate.
 //
 //===----------------------------------------------------------------------===//
 
@@ -117,6 +118,8 @@ private:
   llvm::DenseMap<Attribute, Value> constantCache; // materialize()'s ops
   llvm::StringMap<const onnx::TensorProto *> paramInitializers;
   llvm::StringSet<> declaredParams;
+  /// Parameters that match ImportOptions::frozen: declared `cleave.frozen`.
+  llvm::StringSet<> frozenParams;
   /// From the `cleave.init` metadata: how the runtime initializes a
   /// parameter that comes without data ("normal:0.02", "zeros", "ones").
   llvm::StringMap<std::string> initSpecs;
@@ -313,6 +316,8 @@ FailureOr<Value> Importer::valueOf(const Tensor &t, Location loc) {
     auto initSpec = initSpecs.find(t.param);
     if (initSpec != initSpecs.end())
       param.setInitAttr(builder.getStringAttr(initSpec->second));
+    if (frozenParams.contains(t.param))
+      param->setAttr("cleave.frozen", builder.getUnitAttr());
     declaredParams.insert(t.param);
   }
   return builder
@@ -398,8 +403,10 @@ LogicalResult Importer::declareInitializers() {
     SmallVector<int64_t> shape(init.dims().begin(), init.dims().end());
     auto type = RankedTensorType::get(shape, *element);
     bool trainable = ::cleave::isFloat(dtype) && !shape.empty() &&
-                     !buffers.contains(init.name()) && !isFrozen(init.name());
+                     !buffers.contains(init.name());
     if (trainable) {
+      if (isFrozen(init.name()))
+        frozenParams.insert(init.name());
       paramInitializers[init.name()] = &init;
       values[init.name()] = Tensor{Value(), nullptr, init.name(), type};
       continue;
@@ -416,12 +423,12 @@ LogicalResult Importer::declareInitializers() {
     std::string some;
     int shown = 0;
     for (const auto &init : model.graph().initializer())
-      if (shown++ < 8)
+      if (paramInitializers.count(init.name()) && shown++ < 8)
         some += (some.empty() ? "'" : ", '") + init.name() + "'";
     return emitError(FileLineColLoc::get(&context, path, 0, 0))
            << "spec key 'frozen_parameters': '" << options.frozen[i]
-           << "' matches no initializer of the model; its initializers "
-              "include "
+           << "' matches no parameter of the model (its float initializers "
+              "of rank one or more); its parameters include "
            << (some.empty() ? "none" : some);
   }
   return success();

@@ -40,10 +40,11 @@ struct ImportOptions {
   std::map<std::string, HostTensor> constantInputs;
   /// Name of the function the graph becomes.
   std::string functionName = "forward";
-  /// Glob patterns of float initializers that are not trained (buffers an
-  /// export turned into initializers): they become constants, as the
-  /// `cleave.buffers` metadata of our own exports does. A pattern that
-  /// matches no initializer is an error.
+  /// Glob patterns (`*`, `?`, `[...]`) of parameters that are not trained,
+  /// such as the buffers an export turned into initializers: they stay
+  /// `cleave.parameter`s (saved with the others) marked `cleave.frozen`,
+  /// which autodiff does not differentiate. A pattern that matches no
+  /// parameter is an error.
   std::vector<std::string> frozen;
 };
 

@@ -42,10 +42,17 @@ def Cleave_ParameterOp : Cleave_Op<"parameter", [Symbol, HasParent<"::mlir::Modu
     how the runtime initializes a parameter without `value`: `normal:STD`,
     `zeros` or `ones`.
 
+    The unit attribute `cleave.frozen` marks a parameter that is not trained
+    (the spec's `frozen_parameters`, e.g. rotary cos/sin tables that an
+    export turned from buffers into initializers): `cleave-autodiff` reads
+    it like a constant, so it gets no gradient and no optimizer update, but
+    it is loaded and saved (`--save-params`) like any other parameter.
+
     ```mlir
     cleave.parameter @"transformer.wte.weight" : tensor<256x64xf32>
         = dense_resource<transformer.wte.weight> : tensor<256x64xf32>
     cleave.parameter @"h.0.ln_1.bias" : tensor<64xf32>
+    cleave.parameter @cos {cleave.frozen} : tensor<8x4xf32>
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name,

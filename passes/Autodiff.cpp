@@ -3,7 +3,8 @@
 // For each forward function that returns a scalar loss, builds its backward
 // function: the gradients of every op, in reverse order, by the rules of
 // GradientRules.cpp, ending in one `cleave.accumulate_grad` per parameter
-// read. The forward function then also returns the values the backward
+// read (none for a parameter marked `cleave.frozen`, which is read like a
+// constant). The forward function then also returns the values the backward
 // reads ("saved" results), and the backward function takes them as
 // arguments, so each is a function a pipeline stage can run on its own.
 //
@@ -16,6 +17,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringSet.h"
 
 namespace mlir::cleave {
 #define GEN_PASS_DEF_AUTODIFF
@@ -75,14 +77,21 @@ struct Autodiff : mlir::cleave::impl::AutodiffBase<Autodiff> {
 
     // Values that depend on a parameter, or on an argument marked
     // cleave.differentiable (a pipeline stage's incoming activations):
-    // only they need gradients.
+    // only they need gradients. A frozen parameter (a buffer the export
+    // made an initializer) is read like a constant: no gradient reaches it,
+    // so it gets no accumulate_grad and the optimizer leaves it alone.
+    llvm::StringSet<> frozen;
+    for (auto param : func->getParentOfType<ModuleOp>().getOps<ParameterOp>())
+      if (param->hasAttr("cleave.frozen"))
+        frozen.insert(param.getSymName());
     llvm::DenseSet<Value> varied;
     for (BlockArgument arg : body.getArguments())
       if (func.getArgAttr(arg.getArgNumber(), "cleave.differentiable") &&
           isDifferentiable(arg.getType()))
         varied.insert(arg);
     for (Operation &op : body) {
-      bool fromParam = isa<GetParamOp>(op);
+      auto get = dyn_cast<GetParamOp>(op);
+      bool fromParam = get && !frozen.contains(get.getName());
       bool fromVaried = llvm::any_of(op.getOperands(), [&](Value v) {
         return varied.contains(v);
       });

@@ -112,7 +112,16 @@ def Autodiff : Pass<"cleave-autodiff", "ModuleOp"> {
     `cleave.accumulate_grad` per parameter read (a parameter read twice,
     such as a tied embedding and head, accumulates both). Only values that
     depend on a parameter get gradients; an op on such a path without a
-    rule is an error naming it.
+    rule is an error naming it. A parameter marked `cleave.frozen` (spec key
+    `frozen_parameters`: a buffer the export turned into an initializer) is
+    read like a constant: nothing depends on it for gradients, it gets no
+    `cleave.accumulate_grad`, so cleave-optimizer does not update it.
+
+    ```mlir
+    cleave.parameter @cos {cleave.frozen} : tensor<8x4xf32>
+    // before: %c = cleave.get_param @cos ... feeds the loss
+    // after:  no cleave.accumulate_grad @cos in @forward_backward
+    ```
 
     The backward ops become `@<name>_backward` (`cleave.kind = "backward"`).
     Every forward value it reads is returned by the forward function as an

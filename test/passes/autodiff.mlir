@@ -1,6 +1,6 @@
 // Tests of --cleave-autodiff: the backward function of a loss, saved
 // values, the 1/microbatches seed, tied parameters, matmul rules with
-// transposes (autodiff-errors.mlir: what it refuses).
+// transposes, frozen parameters (autodiff-errors.mlir: what it refuses).
 // RUN: cleave-opt %s --split-input-file --cleave-autodiff=microbatches=4 | FileCheck %s
 
 cleave.parameter @wte : tensor<16x8xf32>
@@ -98,6 +98,32 @@ func.func @logits(%x: tensor<4xf32>) -> tensor<4xf32> {
   return %p : tensor<4xf32>
 }
 
+
+// -----
+
+cleave.parameter @w : tensor<4xf32>
+cleave.parameter @cos {cleave.frozen} : tensor<4xf32>
+
+// A frozen parameter (a buffer the export made an initializer) is read like
+// a constant: nothing is differentiated towards it, and it gets no
+// accumulate_grad, so the optimizer will not update it.
+// CHECK: cleave.parameter @cos {cleave.frozen} : tensor<4xf32>
+// CHECK-LABEL: func.func @forward(
+func.func @forward(%x: tensor<4xf32>) -> tensor<f32> {
+  %w = cleave.get_param @w : tensor<4xf32>
+  %c = cleave.get_param @cos : tensor<4xf32>
+  %e = cleave.exp %c : tensor<4xf32>
+  %p = cleave.mul %x, %w : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %q = cleave.mul %p, %e : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %s = cleave.reduce_mean %q {axes = array<i64: 0>, keepdims = false} : tensor<4xf32> -> tensor<f32>
+  return %s : tensor<f32>
+}
+// CHECK-LABEL: func.func @forward_backward(
+// CHECK-NOT: cleave.exp
+// CHECK-NOT: cleave.accumulate_grad @cos
+// CHECK: cleave.accumulate_grad @w
+// CHECK-NOT: cleave.accumulate_grad @cos
+// CHECK: return
 
 // -----
 

@@ -88,7 +88,15 @@ static int printModule(mlir::ModuleOp module) {
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
   mlir::registerPassManagerCLOptions();
-  cl::ParseCommandLineOptions(argc, argv, "Cleave compiler\n");
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "Cleave compiler\n\n"
+      "Every float initializer of rank >= 1 is a trained parameter, except\n"
+      "those the model's `cleave.buffers` metadata lists (models/export.py\n"
+      "writes it; they become constants) and those matching the spec's\n"
+      "\"frozen_parameters\" (names or glob patterns, for the buffers an\n"
+      "export from elsewhere turned into initializers: loaded and saved,\n"
+      "never trained).\n");
 
   if (!emit.empty() && emit != "mlir") {
     errs() << "cleave-compile: --emit=" << emit
