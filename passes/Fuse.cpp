@@ -17,6 +17,7 @@
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Rewrite/FrozenRewritePatternSet.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "llvm/ADT/DenseSet.h"
 
 #include <cmath>
 
@@ -340,6 +341,28 @@ bool isCausalMask(Value v, bool additive) {
 
 bool hasOneUse(Value v) { return v && v.hasOneUse(); }
 
+/// Whether `v` is computed from a trained parameter (a `cleave.get_param`
+/// of one not marked `cleave.frozen`).
+bool dependsOnTrainedParameter(Value v) {
+  SmallVector<Value> work{v};
+  llvm::DenseSet<Value> seen;
+  while (!work.empty()) {
+    Value x = work.pop_back_val();
+    Operation *op = x.getDefiningOp();
+    if (!op || !seen.insert(x).second)
+      continue;
+    if (auto get = dyn_cast<GetParamOp>(op)) {
+      auto param = SymbolTable::lookupNearestSymbolFrom<ParameterOp>(
+          get, get.getNameAttr());
+      if (!param || !param->hasAttr("cleave.frozen"))
+        return true;
+      continue;
+    }
+    llvm::append_range(work, op->getOperands());
+  }
+  return false;
+}
+
 /// softmax(q k^T * scale [masked]) v, as exports write it -> attention:
 ///   %s = matmul(q', transpose(k, [0, 1, 3, 2]))   q' = q or q * c
 ///   %s' = %s * c | %s / c | %s
@@ -386,6 +409,12 @@ struct FuseAttention : OpRewritePattern<MatmulOp> {
       causal = isCausalMask(rhs, /*additive=*/true);
       if (!causal)
         mask = rhs;
+      // cleave.attention has no gradient for its mask: one computed from a
+      // trained parameter (a learned bias, or a mask buffer the export
+      // made an initializer and the spec did not freeze) stays add +
+      // softmax, whose gradients reach it.
+      if (mask && dependsOnTrainedParameter(mask))
+        return failure();
       scores = lhs;
     }
 

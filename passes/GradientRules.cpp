@@ -180,7 +180,7 @@ LogicalResult mlir::cleave::buildOperandGradients(
   // Elementwise unary rules: gx = g * f'(x, y).
   auto unary = [&](auto derivative) { set(0, [&] { return derivative(); }); };
 
-  bool handled = true;
+  bool handled = true, maskDepends = false;
   llvm::TypeSwitch<Operation *>(op)
       .Case([&](AddOp) {
         set(0, [&] { return e.unbroadcast(g, x(0)); });
@@ -420,7 +420,11 @@ LogicalResult mlir::cleave::buildOperandGradients(
         set(0, [&] { return grad.getDq(); });
         set(1, [&] { return grad.getDk(); });
         set(2, [&] { return grad.getDv(); });
-        // The mask (operand 3) is not differentiated: masks are data.
+        // The mask (operand 3) has no rule: masks are data. One that
+        // depends on a trained parameter (a learned bias, or a mask buffer
+        // the export made an initializer) is refused below rather than
+        // left without its gradient.
+        maskDepends = a.getMask() && want(3);
       })
       .Case([&](EmbeddingOp em) {
         set(0, [&] {
@@ -478,6 +482,11 @@ LogicalResult mlir::cleave::buildOperandGradients(
         }
       })
       .Default([&](Operation *) { handled = false; });
+  if (maskDepends)
+    return op->emitOpError()
+           << "has no gradient rule for its mask, but the mask depends on a "
+              "trained parameter; if that parameter is a buffer (a fixed "
+              "mask), list it in the spec's frozen_parameters";
   if (handled)
     return success();
   return op->emitOpError() << "has no gradient rule, but the loss depends "

@@ -39,7 +39,10 @@ def Fuse : Pass<"cleave-fuse", "ModuleOp"> {
     `torch.onnx.export` spells RMSNorm, GELU (exact and tanh) and SiLU as
     chains of elementwise ops, rotary embeddings (rotate-half) as slices, a
     negation, a concat and products, and attention as two products around a
-    softmax (a constant causal mask becomes `causal`; another mask is kept).
+    softmax (a constant causal mask becomes `causal`; another mask is kept,
+    unless it is computed from a parameter that is not `cleave.frozen`:
+    `cleave.attention` has no gradient for its mask, so such a chain stays
+    unfused and its gradients reach the parameter).
     This pass replaces each such chain with the
     dialect's op, which a backend runs as one fused kernel and later passes
     treat as a unit. A matrix product of a transposed 2-D operand (a

@@ -148,6 +148,36 @@ func.func @attention_additive(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, 
   return %o : tensor<1x2x4x8xf32>
 }
 
+// A float mask read from a parameter: trained, it stays add + softmax
+// (cleave.attention has no gradient for its mask); frozen (a buffer the
+// export made an initializer), it becomes the attention's mask.
+cleave.parameter @bias : tensor<4x4xf32>
+cleave.parameter @frozen_mask {cleave.frozen} : tensor<4x4xf32>
+// CHECK-LABEL: func.func @attention_trained_mask
+// CHECK-NOT: cleave.attention
+// CHECK: cleave.softmax
+func.func @attention_trained_mask(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  %kt = cleave.transpose %k {perm = array<i64: 0, 1, 3, 2>} : tensor<1x2x4x8xf32> -> tensor<1x2x8x4xf32>
+  %s = cleave.matmul %q, %kt : (tensor<1x2x4x8xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x4x4xf32>
+  %m = cleave.get_param @bias : tensor<4x4xf32>
+  %s2 = cleave.add %s, %m : (tensor<1x2x4x4xf32>, tensor<4x4xf32>) -> tensor<1x2x4x4xf32>
+  %p = cleave.softmax %s2 {axis = 3 : i64} : tensor<1x2x4x4xf32>
+  %o = cleave.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  return %o : tensor<1x2x4x8xf32>
+}
+// CHECK-LABEL: func.func @attention_frozen_mask
+// CHECK: %[[M:.*]] = cleave.get_param @frozen_mask
+// CHECK: cleave.attention %arg0, %arg1, %arg2 mask %[[M]] {scale = 1.000000e+00 : f32}
+func.func @attention_frozen_mask(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  %kt = cleave.transpose %k {perm = array<i64: 0, 1, 3, 2>} : tensor<1x2x4x8xf32> -> tensor<1x2x8x4xf32>
+  %s = cleave.matmul %q, %kt : (tensor<1x2x4x8xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x4x4xf32>
+  %m = cleave.get_param @frozen_mask : tensor<4x4xf32>
+  %s2 = cleave.add %s, %m : (tensor<1x2x4x4xf32>, tensor<4x4xf32>) -> tensor<1x2x4x4xf32>
+  %p = cleave.softmax %s2 {axis = 3 : i64} : tensor<1x2x4x4xf32>
+  %o = cleave.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  return %o : tensor<1x2x4x8xf32>
+}
+
 // The probabilities are returned too: nothing to fuse.
 // CHECK-LABEL: func.func @attention_probs_used
 // CHECK-NOT: cleave.attention
