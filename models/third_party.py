@@ -25,6 +25,12 @@ Note what the defaults do: constant folding renames initializers (a Linear
 weight is stored pre-transposed as `onnx::MatMul_NN`), and eval-mode export
 de-duplicates initializers by VALUE, so parameters that are equal at
 initialization (e.g. the weights of two LayerNorms) become ONE initializer.
+
+With --train the script writes instead what export_training says: each
+model exported for training (training mode, no folding) with opset 14 and
+17, static and dynamic batch, PyTorch's 10-step training reference, and the
+spec that trains it, whose frozen_parameters name the buffers the export
+made initializers.
 """
 import argparse
 import json
@@ -42,6 +48,10 @@ import torch                                  # noqa: E402
 import torch.nn as nn                         # noqa: E402
 import torch.nn.functional as F               # noqa: E402
 
+import numpy as np                            # noqa: E402
+from onnx import numpy_helper                 # noqa: E402
+
+import reference                              # noqa: E402
 import safetensors_io                         # noqa: E402
 import tokenizer                              # noqa: E402
 
@@ -279,68 +289,102 @@ def export_all(outdir, only=None, seed=0, verbose=True):
     return manifest
 
 
+def check_no_dropout(name, model, idx, tgt):
+    """PyTorch trains on the train-mode loss; it must not depend on the
+    random state (no active dropout), or no other run could reproduce it."""
+    model.train()
+    with torch.no_grad():
+        torch.manual_seed(1)
+        a = model(idx, tgt)
+        torch.manual_seed(2)
+        b = model(idx, tgt)
+    if not torch.equal(a, b):
+        raise SystemExit("%s: the train-mode loss changes with the random seed "
+                         "(%.7f, %.7f): dropout is active; set its p to 0"
+                         % (name, float(a), float(b)))
+
+
 def export_training(outdir, only=None, seed=0, steps=10, verbose=True):
     """For training: each model exported as a user who trains exports it
     (training mode, no constant folding: one initializer per parameter,
     named as in state_dict, none merged by value), and PyTorch's reference
-    run of `steps` AdamW steps under DESIGN.md's semantics on DIR/tokens.bin.
-    Writes <name>_train.onnx, <name>.train/ (losses.json, params_init and
-    params_final safetensors) and <name>.spec.json, the spec to train it
-    with: its buffers (exported as initializers) are frozen_parameters."""
-    from reference import DEFAULT_OPTIMIZER, get_batch, make_optimizer
+    run of `steps` steps under DESIGN.md's semantics on DIR/tokens.bin
+    (reference.train: its batches, AdamW with weight decay on ndim >= 2
+    only, clip_grad_norm_).  Writes <name>_train_op{14,17}[_dyn].onnx
+    (static batch BATCH, or dynamic), <name>.train/ (losses.json,
+    params_init and params_final safetensors, keyed by initializer name:
+    the parameters and the buffers the export made initializers, which
+    stay unchanged) and <name>.spec.json, the spec to train it with: those
+    buffers are its frozen_parameters."""
     os.makedirs(outdir, exist_ok=True)
     g = torch.Generator().manual_seed(seed + 2)
     tokens = torch.randint(0, VOCAB, (4096,), generator=g)
     tokenizer.write_tokens(os.path.join(outdir, "tokens.bin"), tokens.tolist())
     tokens = tokens.numpy()
-    # eps 1e-6 rather than 1e-8: nn.MultiheadAttention's key bias has a
-    # gradient of exactly zero (softmax cancels it), so what it gets is
-    # rounding noise, which AdamW with eps 1e-8 turns into updates near lr
-    # that no two implementations share; eps 1e-6 keeps them at the noise.
-    opt = dict(DEFAULT_OPTIMIZER, eps=1e-6)
+    # eps 1e-6 rather than 1e-8: the key bias of nn.MultiheadAttention's
+    # in_proj_bias has a gradient of exactly zero (softmax cancels it), so
+    # what it gets is rounding noise, which AdamW with eps 1e-8 turns into
+    # updates near lr that no two implementations share (2e-4 apart after
+    # 10 steps, while its query and value thirds agree to 3e-9); eps 1e-6
+    # keeps them at the noise.
+    opt = dict(reference.DEFAULT_OPTIMIZER, eps=1e-6)
     for name, cls in MODELS.items():
         if only and name not in only:
             continue
         torch.manual_seed(seed)
         model = cls()
-        idx, tgt = get_batch(tokens, 0, BATCH, SEQ)
-        path = os.path.join(outdir, name + "_train.onnx")
-        torch.onnx.export(model, (idx, tgt), path, input_names=["idx", "targets"],
-                          output_names=["loss"], opset_version=17,
-                          training=torch.onnx.TrainingMode.TRAINING,
-                          do_constant_folding=False,
-                          dynamic_axes={"idx": {0: "batch"}, "targets": {0: "batch"}})
-        inits = {t.name for t in onnx.load(path).graph.initializer}
+        idx, tgt = reference.get_batch(tokens, 0, BATCH, SEQ)
+        check_no_dropout(name, model, idx, tgt)
+        weights = dict(model.named_parameters())
+        weights.update(model.named_buffers())
+        weights = {n: w.detach().clone() for n, w in weights.items()}
+        inits = None
+        for opset in (14, 17):
+            for dyn in (False, True):
+                path = os.path.join(outdir, "%s_train_op%d%s.onnx"
+                                    % (name, opset, "_dyn" if dyn else ""))
+                axes = {"idx": {0: "batch"}, "targets": {0: "batch"}} if dyn else None
+                torch.onnx.export(model, (idx, tgt), path, input_names=["idx", "targets"],
+                                  output_names=["loss"], opset_version=opset,
+                                  training=torch.onnx.TrainingMode.TRAINING,
+                                  do_constant_folding=False, dynamic_axes=axes)
+                proto = onnx.load(path)
+                found = [t.name for t in proto.graph.initializer]
+                assert inits is None or sorted(found) == sorted(inits), (path, found)
+                inits = found
+                # The initializers are exactly the weights trained below.
+                for t in proto.graph.initializer:
+                    assert t.name in weights, "%s: initializer %s is no parameter " \
+                        "or buffer" % (path, t.name)
+                    assert np.array_equal(numpy_helper.to_array(t),
+                                          weights[t.name].numpy()), (path, t.name)
         params = dict(model.named_parameters())
-        assert set(params) <= inits, sorted(set(params) - inits)
-        frozen = sorted(n for n, b in model.named_buffers()
-                        if n in inits and b.is_floating_point())
+        assert set(params) <= set(inits), sorted(set(params) - set(inits))
+        frozen = [n for n in inits if n not in params]
         ref = os.path.join(outdir, name + ".train")
         os.makedirs(ref, exist_ok=True)
-        safetensors_io.save({n: p.detach().clone() for n, p in params.items()},
+        safetensors_io.save({n: weights[n] for n in inits},
                             os.path.join(ref, "params_init.safetensors"))
-        optim = make_optimizer(model, opt)
         model.train()
-        losses = []
-        for s in range(steps):
-            idx, tgt = get_batch(tokens, s, BATCH, SEQ)
-            optim.zero_grad(set_to_none=True)
-            loss = model(idx, tgt)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(list(model.parameters()), opt["grad_clip"])
-            optim.step()
-            losses.append(float(loss))
-        safetensors_io.save({n: p.detach().clone() for n, p in params.items()},
+        losses, norms, lrs, _ = reference.train(model, tokens, BATCH, SEQ, steps, opt,
+                                                verbose=False)
+        final = dict(model.named_parameters())
+        final.update(model.named_buffers())
+        safetensors_io.save({n: final[n].detach().clone() for n in inits},
                             os.path.join(ref, "params_final.safetensors"))
         with open(os.path.join(ref, "losses.json"), "w") as f:
-            json.dump({"losses": losses, "optimizer": opt, "batch": BATCH,
-                       "seq": SEQ, "steps": steps}, f)
+            json.dump({"losses": losses, "grad_norms": norms, "lrs": lrs,
+                       "optimizer": opt, "batch": BATCH, "seq": SEQ,
+                       "steps": steps, "seed": seed, "data": "tokens.bin",
+                       "frozen_parameters": frozen}, f, indent=1)
+        spec = {"batch_size": BATCH, "optimizer": opt}
+        if frozen:
+            spec["frozen_parameters"] = frozen
         with open(os.path.join(outdir, name + ".spec.json"), "w") as f:
-            json.dump({"batch_size": BATCH, "optimizer": opt,
-                       "frozen_parameters": frozen}, f)
+            json.dump(spec, f, indent=1)
         if verbose:
-            print("%-26s %d parameters, frozen buffers %s, losses %.4f .. %.4f"
-                  % (name + "_train.onnx", len(params), frozen, losses[0], losses[-1]))
+            print("%-24s %d parameters, frozen %s, losses %.4f .. %.4f"
+                  % (name, len(params), frozen, losses[0], losses[-1]))
 
 
 def main():

@@ -11,9 +11,10 @@ AdamW turns a gradient that is rounding noise (the bias of the attention
 keys, which softmax cancels exactly) into updates of about lr * noise / eps
 that differ in every implementation, on elements near zero (1e-6 apart
 after 10 steps of lr 1e-3, far below one step's 1e-3). Also prints the
-relative error ||ours - theirs|| / ||theirs|| of the worst tensor. Exits
-non-zero if a tensor differs, a name is missing on either side or a shape
-differs.
+relative error ||ours - theirs|| / ||theirs|| of the worst tensor. Equal
+elements count as equal, infinities included (a frozen float mask holds
+-inf); a NaN on either side differs. Exits non-zero if a tensor differs, a
+name is missing on either side or a shape differs.
 """
 import argparse
 import os
@@ -47,13 +48,17 @@ def main():
         if o.shape != t.shape:
             sys.exit("compare_params: %s has shape %s in %s, %s in %s"
                      % (name, o.shape, a.ours, t.shape, a.theirs))
-        excess = np.abs(o - t) - (a.atol + a.rtol * np.abs(t))
-        if t.size and excess.max() > 0:
+        # Equal elements differ by 0, infinities included (a frozen float
+        # mask holds -inf); a NaN on either side differs.
+        with np.errstate(invalid="ignore"):
+            diff = np.where(o == t, 0.0, np.abs(o - t))
+        finite = np.where(np.isfinite(t), t, 0.0)
+        if t.size and not np.all(diff <= a.atol + a.rtol * np.abs(t)):
             bad.append(name)
-        rel = float(np.linalg.norm(o - t)) / max(float(np.linalg.norm(t)), 1e-30)
+        rel = float(np.linalg.norm(diff)) / max(float(np.linalg.norm(finite)), 1e-30)
         if t.size and rel >= worst:
             worst_name, worst = name, rel
-            worst_element = float(np.abs(o - t).max())
+            worst_element = float(diff.max())
     print("%d parameters, worst %s: relative error %.2e, largest element "
           "difference %.2e (rtol %.0e, atol %.0e) %s"
           % (len(theirs), worst_name, worst, worst_element if worst_name else 0.0,

@@ -1,14 +1,21 @@
-"""Trains each model that `models/third_party.py --train` wrote with
+"""Trains each export that `models/third_party.py --train` wrote with
 cleave-compile and cleave-run (on PATH) and compares the losses and final
-parameters with PyTorch's, using compare_losses.py and compare_params.py.
+parameters with PyTorch's, using compare_losses.py and compare_params.py
+with their default tolerances.
 
-    /usr/bin/python3 test/runtime/run_third_party_training.py DIR
+    /usr/bin/python3 test/runtime/run_third_party_training.py DIR [--steps 10]
 
-Prints "<model>: losses ok, parameters ok" per model (or what differed) and
-exits non-zero if any model differs or fails to compile or run.
+Each <model>_train_op<N>[_dyn].onnx is compiled with DIR/<model>.spec.json;
+the dynamic-batch exports with 2 microbatches (gradient accumulation), the
+static ones with 1 (the exported batch is the whole global batch). Prints
+"<export>: losses ok, parameters ok" and the comparisons' worst figures per
+export (or what failed) and exits non-zero if any export differs or fails
+to compile or run.
 """
+import argparse
 import glob
 import os
+import re
 import subprocess
 import sys
 
@@ -21,34 +28,43 @@ def run(cmd):
 
 
 def main():
-    d = sys.argv[1]
-    failed = False
-    for onnx in sorted(glob.glob(os.path.join(d, "*_train.onnx")),
-                       key=lambda p: os.path.getmtime(p)):
-        name = os.path.basename(onnx)[:-len("_train.onnx")]
-        ref = os.path.join(d, name + ".train")
-        out = os.path.join(d, name + ".program")
-        steps = "10"
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dir")
+    ap.add_argument("--steps", type=int, default=10)
+    a = ap.parse_args()
+    d = a.dir
+    exports = sorted(glob.glob(os.path.join(d, "*_train_op*.onnx")))
+    if not exports:
+        sys.exit("run_third_party_training.py: no *_train_op*.onnx in %s" % d)
+    failed = 0
+    for onnx in exports:
+        tag = os.path.basename(onnx)[:-len(".onnx")]
+        model = re.sub(r"_train_op\d+(_dyn)?$", "", tag)
+        ref = os.path.join(d, model + ".train")
+        out = os.path.join(d, tag + ".program")
+        microbatches = "2" if tag.endswith("_dyn") else "1"
         rc, text = run(["cleave-compile", onnx, "--spec",
-                        os.path.join(d, name + ".spec.json"), "-o", out])
+                        os.path.join(d, model + ".spec.json"),
+                        "--set", "microbatches=" + microbatches, "-o", out])
         if rc == 0:
             rc, text = run(["cleave-run", out, "--data", os.path.join(d, "tokens.bin"),
-                            "--steps", steps, "--metrics", out + ".jsonl",
+                            "--steps", str(a.steps), "--metrics", out + ".jsonl",
                             "--save-params", out + ".safetensors"])
         if rc != 0:
-            print("%s: FAILED\n%s" % (name, text))
-            failed = True
+            print("%s: FAILED\n%s" % (tag, text))
+            failed += 1
             continue
         lrc, ltext = run([sys.executable, os.path.join(HERE, "compare_losses.py"),
                           out + ".jsonl", os.path.join(ref, "losses.json")])
         prc, ptext = run([sys.executable, os.path.join(HERE, "compare_params.py"),
                           out + ".safetensors",
                           os.path.join(ref, "params_final.safetensors")])
-        print("%s: losses %s, parameters %s" % (name, "ok" if lrc == 0 else "DIFFER",
+        print("%s: losses %s, parameters %s" % (tag, "ok" if lrc == 0 else "DIFFER",
                                                 "ok" if prc == 0 else "DIFFER"))
         print("   " + ltext.strip().splitlines()[-1])
         print("   " + ptext.strip().splitlines()[-1])
-        failed |= lrc != 0 or prc != 0
+        failed += lrc != 0 or prc != 0
+    print("%d of %d train as in PyTorch" % (len(exports) - failed, len(exports)))
     sys.exit(1 if failed else 0)
 
 
