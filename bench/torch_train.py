@@ -1,13 +1,13 @@
-"""PyTorch CPU training-step time of a named config, for bench/train-cpu.sh.
+"""PyTorch CPU training-step times of a named config, for bench/train-cpu.sh.
 
     /usr/bin/python3 bench/torch_train.py CONFIG --batch B --seq T
         --data tokens.bin --steps S --threads N --optimizer JSON
 
-Times whole training steps (forward, backward, clip_grad_norm_, AdamW) of
-the same model (export.py's weights for the seed) on the same batches as
-cleave-run, under reference.py's training semantics, with N threads; prints
-one JSON line with the median seconds per step and the losses. The first
-step is a warm-up and is not timed.
+Runs S whole training steps (zero_grad, forward, backward, clip_grad_norm_,
+AdamW) of the same model (export.py's weights for the seed) on the same
+batches as cleave-run, under models/reference.py's training semantics, with
+N threads; prints one JSON line with every step's seconds and loss (the
+caller drops the first step as a warm-up).
 """
 import argparse
 import json
@@ -45,7 +45,7 @@ def main():
     params = list(model.parameters())
     clip = float(opt.get("grad_clip", 0.0))
     tokens = read_tokens(a.data)
-    times, losses = [], []
+    seconds, losses = [], []
     for s in range(a.steps):
         idx, tgt = get_batch(tokens, s, a.batch, a.seq)
         start = time.perf_counter()
@@ -55,10 +55,9 @@ def main():
         if clip > 0:
             torch.nn.utils.clip_grad_norm_(params, clip)
         optim.step()
-        times.append(time.perf_counter() - start)
+        seconds.append(time.perf_counter() - start)
         losses.append(float(loss))
-    timed = sorted(times[1:])
-    print(json.dumps({"median_s": timed[len(timed) // 2], "losses": losses,
+    print(json.dumps({"seconds": seconds, "losses": losses,
                       "threads": torch.get_num_threads()}))
 
 
