@@ -10,6 +10,8 @@
 #include "frontend/Spec.h"
 
 #include "llvm/ADT/StringSet.h"
+
+#include <algorithm>
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
@@ -295,11 +297,11 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
 
   Spec spec;
   int64_t batch = 0;
-  bool autoPartition = true;
-  std::string optimize = "speed";
-  double memoryWeight = 0.8;
-  int64_t tpSeed = 0, horizon = 4,
-          defaultPartition = 0;
+  bool &autoPartition = spec.autoPartition;
+  std::string &optimize = spec.optimize;
+  double &memoryWeight = spec.memoryWeight;
+  int64_t tpSeed = 0, horizon = 4;
+  int64_t &defaultPartition = spec.defaultPartition;
   CLEAVE_SPEC_READ(r.get("pipeline_parallel_degree", spec.pipelineParallelDegree));
   CLEAVE_SPEC_READ(r.get("tensor_parallel_degree", spec.tensorParallelDegree));
   CLEAVE_SPEC_READ(r.get("sharded_data_parallel_degree", spec.shardedDataParallelDegree));
@@ -405,9 +407,65 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
     }
   }
 
+  if (const json::Value *points = object->get("partition_points")) {
+    const json::Array *list = points->getAsArray();
+    if (!list)
+      return r.error("partition_points",
+                     "expects a list of ONNX node names, one per stage after "
+                     "the first, e.g. [\"/h.2/ln_1/LayerNormalization\"]");
+    for (const json::Value &v : *list) {
+      auto name = v.getAsString();
+      if (!name || name->empty())
+        return r.error("partition_points", "expects a list of non-empty "
+                                           "ONNX node names");
+      spec.partitionPoints.push_back(name->str());
+    }
+    if (spec.autoPartition && object->get("auto_partition"))
+      return r.error("partition_points",
+                     "are manual split points; set 'auto_partition': false "
+                     "to use them");
+    spec.autoPartition = false;
+  }
+  if (!spec.autoPartition &&
+      (int64_t)spec.partitionPoints.size() !=
+          spec.pipelineParallelDegree * spec.virtualPipelineDegree - 1)
+    return r.error(
+        "partition_points",
+        formatv("names {0} split point(s), but {1} stage(s) need {2}: one "
+                "ONNX node name where each stage after the first begins (or "
+                "set 'auto_partition': true)",
+                spec.partitionPoints.size(),
+                spec.pipelineParallelDegree * spec.virtualPipelineDegree,
+                spec.pipelineParallelDegree * spec.virtualPipelineDegree - 1));
+  if (defaultPartition != 0)
+    return r.error("default_partition",
+                   formatv("is {0}, but stages are contiguous and the ops "
+                           "before the first partition point are stage 0; "
+                           "remove it",
+                           defaultPartition));
+  if (spec.virtualPipelineDegree > 1 && spec.pipeline != "interleaved_virtual")
+    return r.error("virtual_pipeline_degree",
+                   formatv("is {0}, but virtual stages need 'pipeline': "
+                           "\"interleaved_virtual\" (it is \"{1}\")",
+                           spec.virtualPipelineDegree, spec.pipeline));
+  if (spec.pipeline == "interleaved_virtual" && spec.virtualPipelineDegree < 2)
+    return r.error("pipeline",
+                   "is \"interleaved_virtual\", which needs "
+                   "'virtual_pipeline_degree' of 2 or more (with one chunk per "
+                   "rank use \"interleaved\")");
+  if (spec.placementStrategy != "cluster" && spec.placementStrategy != "spread") {
+    std::string order = spec.placementStrategy;
+    std::string sorted = order;
+    std::sort(sorted.begin(), sorted.end());
+    if (sorted != "DPT")
+      return r.error("placement_strategy",
+                     "must be \"cluster\", \"spread\" or an order of the "
+                     "letters D (data), P (pipeline) and T (tensor) such as "
+                     "\"DPT\", got \"" + order + "\"");
+  }
+
   // Features that later work brings: only their defaults for now.
   const char *parallel = "the parallel passes";
-  CLEAVE_SPEC_READ(r.notYet<int64_t>("pipeline_parallel_degree", 1, parallel));
   CLEAVE_SPEC_READ(r.notYet<int64_t>("tensor_parallel_degree", 1, parallel));
   CLEAVE_SPEC_READ(r.notYet<int64_t>("sharded_data_parallel_degree", 1, parallel));
   CLEAVE_SPEC_READ(r.notYet<bool>("shard_optimizer_state", false, parallel));

@@ -56,6 +56,14 @@ struct Spec {
   int64_t delayedShift = 1;
   bool delayedParameterInitialization = false;
   std::string placementStrategy = "cluster";
+  /// Pipeline partition: by the cost model (`optimize` "speed" balances
+  /// time, "memory" balances memory, `memory_weight` mixes the two), or at
+  /// `partition_points`: the ONNX node names where stages 1..p-1 begin.
+  bool autoPartition = true;
+  std::string optimize = "speed";
+  double memoryWeight = 0.8;
+  std::vector<std::string> partitionPoints;
+  int64_t defaultPartition = 0;
   int64_t processesPerHost = 0; // 0: unknown
   std::string device = "cpu";
   double deviceMemoryGib = 0; // 0: no limit checked

@@ -989,4 +989,24 @@ def Cleave_AllReduceGradsOp : Cleave_Op<"all_reduce_grads"> {
   let hasVerifier = 1;
 }
 
+def Cleave_AllReduceOp : Cleave_Op<"all_reduce", [SameOperandsAndResultType]> {
+  let summary = "combines a tensor over the ranks of a mesh group";
+  let description = [{
+    Every rank of the mesh's `group` contributes `input`; each gets back
+    the elementwise `reduce` (`sum`, `mean` or `max`) over the group.
+    The optimizer of a pipeline stage sums its gradients' `sum_squares`
+    over the `"pipeline"` group, so that clipping uses the norm of the
+    whole model's gradient, as `clip_grad_norm_` on one device.
+
+    ```mlir
+    %total = cleave.all_reduce %n2 {group = "pipeline", reduce = "sum"} : tensor<f32>
+    ```
+  }];
+  let arguments = (ins Cleave_FloatTensor:$input, StrAttr:$group,
+                       DefaultValuedStrAttr<StrAttr, "sum">:$reduce);
+  let results = (outs Cleave_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
 #endif // CLEAVE_OPS_TD

@@ -223,6 +223,16 @@ LogicalResult AdamWOp::verify() {
 
 LogicalResult SgdOp::verify() { return verifyOptimizer(*this); }
 
+LogicalResult AllReduceOp::verify() {
+  if (getReduce() != "sum" && getReduce() != "mean" && getReduce() != "max")
+    return emitOpError() << "reduce must be \"sum\", \"mean\" or \"max\", "
+                            "got \""
+                         << getReduce() << "\"";
+  if (getGroup().empty())
+    return emitOpError() << "needs the name of a mesh group";
+  return success();
+}
+
 LogicalResult AllReduceGradsOp::verify() {
   if (getReduce() != "mean" && getReduce() != "sum")
     return emitOpError() << "reduce must be \"mean\" or \"sum\", got \""

@@ -12,6 +12,7 @@
 #include "ir/CleaveOps.h"
 #include "passes/Layout.h"
 #include "passes/Passes.h"
+#include "passes/PipelineSchedule.h"
 
 #include "program.pb.h"
 
@@ -20,6 +21,7 @@
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringSet.h"
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -28,6 +30,9 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <fstream>
+#include <map>
+#include <set>
+#include <tuple>
 
 namespace mlir::cleave {
 #define GEN_PASS_DEF_EMITPROGRAM
@@ -167,6 +172,16 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
   int64_t microbatchSize = 0, seqLen = 0;
   int integerArgs = 0;
 
+  // Pipeline emission: the buffer (one per stage held), the slot whose
+  // copy of the per-microbatch values is being emitted, the neighbours.
+  bool pipelined = false;
+  int currentBuffer = 0;
+  int64_t slotBase = 0, slotBytes = 0, currentSlot = 0;
+  int64_t stageIndex = 0;
+  int prevRank = -1, nextRank = -1;
+  // Where each parameter's bytes are in params.bin (by name).
+  llvm::StringMap<std::pair<uint64_t, uint64_t>> paramFile;
+
   FailureOr<int> addTensor(Type type, int64_t offset, pb::Category category,
                            StringRef name, Operation *where) {
     auto tensor = type.dyn_cast<RankedTensorType>();
@@ -177,7 +192,9 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
     if (failed(dtype))
       return failure();
     pb::Tensor *t = program.add_tensors();
-    t->set_buffer(0);
+    if (offset >= slotBase && offset < slotBase + slotBytes)
+      offset += currentSlot * slotBytes;
+    t->set_buffer(currentBuffer);
     t->set_offset(offset);
     for (int64_t d : tensor.getShape())
       t->add_shape(d);
@@ -194,6 +211,12 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
     if (outputDir.empty())
       return module.emitError()
              << "cleave-emit-program needs output-dir=FOLDER";
+    SmallVector<ModuleOp> stageModules;
+    for (auto stage : module.getOps<ModuleOp>())
+      if (stage->hasAttr("cleave.stage"))
+        stageModules.push_back(stage);
+    if (!stageModules.empty())
+      return emitPipeline(module, stageModules);
     auto funcs = llvm::to_vector(module.getOps<func::FuncOp>());
     if (funcs.empty())
       return module.emitError() << "cleave-emit-program: the module has no "
@@ -318,15 +341,45 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
 
   /// Parameters (data in params.bin), their gradient buffers.
   LogicalResult emitParameters(ModuleOp module) {
+    if (failed(writeParamsFile({module})))
+      return failure();
+    return addParameters(module);
+  }
+
+  /// params.bin: the initial bytes of every parameter with data, once per
+  /// name (a tied parameter held by two stages is written once).
+  LogicalResult writeParamsFile(ArrayRef<ModuleOp> modules) {
+    ModuleOp top = getOperation();
     SmallString<256> paramsPath(outputDir);
     llvm::sys::path::append(paramsPath, "params.bin");
     if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
-      return module.emitError() << "cannot create '" << outputDir
-                                << "': " << ec.message();
+      return top.emitError() << "cannot create '" << outputDir
+                             << "': " << ec.message();
     std::ofstream params(paramsPath.c_str(), std::ios::binary);
     if (!params)
-      return module.emitError() << "cannot write '" << paramsPath << "'";
+      return top.emitError() << "cannot write '" << paramsPath << "'";
     uint64_t paramsOffset = 0;
+    for (ModuleOp module : modules)
+      for (auto param : module.getOps<ParameterOp>()) {
+        auto value = param.getValueAttr();
+        if (!value || paramFile.count(param.getSymName()))
+          continue;
+        auto bytes = bytesOf(value, param);
+        if (failed(bytes))
+          return failure();
+        params.write(bytes->data(), bytes->size());
+        paramFile[param.getSymName()] = {paramsOffset, bytes->size()};
+        paramsOffset += bytes->size();
+      }
+    params.close();
+    if (!params)
+      return top.emitError() << "writing '" << paramsPath << "' failed";
+    return success();
+  }
+
+  /// The module's parameters (and gradient buffers) as tensors of the
+  /// current buffer, with where their initial values come from.
+  LogicalResult addParameters(ModuleOp module) {
     for (auto param : module.getOps<ParameterOp>()) {
       auto offset = param->getAttrOfType<IntegerAttr>("cleave.offset");
       if (!offset)
@@ -352,16 +405,11 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
         p->add_slice_size(d);
       }
       p->set_seed(seed);
-      if (auto value = param.getValueAttr()) {
-        auto bytes = bytesOf(value, param);
-        if (failed(bytes))
-          return failure();
-        params.write(bytes->data(), bytes->size());
+      if (auto it = paramFile.find(param.getSymName()); it != paramFile.end()) {
         pb::FileData *file = p->mutable_file();
         file->set_path("params.bin");
-        file->set_offset(paramsOffset);
-        file->set_size_bytes(bytes->size());
-        paramsOffset += bytes->size();
+        file->set_offset(it->second.first);
+        file->set_size_bytes(it->second.second);
       } else if (auto init = param.getInitAttr()) {
         p->set_generator(init.getValue().str());
       } else {
@@ -371,9 +419,6 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
                   "\"normal:STD\", \"zeros\" or \"ones\")";
       }
     }
-    params.close();
-    if (!params)
-      return module.emitError() << "writing '" << paramsPath << "' failed";
     return success();
   }
 
@@ -404,6 +449,13 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
       if (type.getRank() != 0 || !type.getElementType().isF32())
         return func.emitError() << "the loss scale argument must be tensor<f32>";
       binding->set_role(pb::LOSS_SCALE);
+      return success();
+    }
+    if (role && (role.getValue() == "tokens" || role.getValue() == "targets")) {
+      // A pipeline stage's model inputs, named by the partition.
+      binding->set_role(role.getValue() == "tokens" ? pb::TOKENS : pb::TARGETS);
+      microbatchSize = type.getDimSize(0);
+      seqLen = type.getDimSize(1);
       return success();
     }
     if (role && role.getValue() == "step") {
@@ -458,16 +510,15 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
     if (func.isExternal())
       return func.emitError() << "cannot emit a function without a body";
     Block &body = func.getBody().front();
-    // Stage boundaries (cleave.differentiable arguments and results) are
-    // wired to other ranks by the pipeline passes, which this emitter does
-    // not run yet.
-    for (unsigned i = 0; i < func.getNumArguments(); ++i)
+    // Stage boundaries: wired to the neighbouring stages' ranks when
+    // emitting a pipeline; a one-rank program cannot bind them.
+    for (unsigned i = 0; !pipelined && i < func.getNumArguments(); ++i)
       if (func.getArgAttr(i, "cleave.differentiable") ||
           func.getArgAttr(i, "cleave.grad_of_result"))
         return func.emitError()
                << "argument " << i << " is a pipeline stage boundary; a "
                   "one-rank program cannot bind it";
-    for (unsigned i = 0; i < func.getNumResults(); ++i)
+    for (unsigned i = 0; !pipelined && i < func.getNumResults(); ++i)
       if (func.getResultAttr(i, "cleave.differentiable") ||
           func.getResultAttr(i, "cleave.grad_of_arg"))
         return func.emitError()
@@ -479,6 +530,13 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
     for (BlockArgument arg : body.getArguments()) {
       auto from = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
                                                      "cleave.saved_from");
+      if (pipelined && !from) {
+        FailureOr<bool> received = receiveArgument(func, arg, fn);
+        if (failed(received))
+          return failure();
+        if (*received)
+          continue;
+      }
       if (!from) {
         if (failed(bindInput(func, arg)))
           return failure();
@@ -517,6 +575,13 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
         for (auto [index, v] : llvm::enumerate(ret.getOperands())) {
           if (func.getResultAttr(index, "cleave.saved"))
             continue;
+          if (pipelined) {
+            FailureOr<bool> sent = sendResult(func, index, v, fn);
+            if (failed(sent))
+              return failure();
+            if (*sent)
+              continue;
+          }
           pb::Binding *binding = program.add_outputs();
           binding->set_tensor(tensorOf.lookup(v));
           auto name =
@@ -561,7 +626,10 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
       if (auto reduce = dyn_cast<AllReduceGradsOp>(op)) {
         pb::Collective *c = fn->add_body()->mutable_collective();
         c->set_kind(pb::ALL_REDUCE);
-        c->set_group(0); // mesh.groups[0] is "data"
+        FailureOr<int> group = groupIndex(reduce.getGroup(), &op);
+        if (failed(group))
+          return failure();
+        c->set_group(*group);
         c->set_reduce(reduce.getReduce() == "sum" ? pb::SUM : pb::MEAN);
         for (Attribute name : reduce.getParams()) {
           auto it = gradTensor.find(name.cast<FlatSymbolRefAttr>().getValue());
@@ -571,6 +639,31 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
           c->add_inputs(it->second);
           c->add_outputs(it->second);
         }
+        continue;
+      }
+      if (auto reduce = dyn_cast<AllReduceOp>(op)) {
+        auto offsets = op.getAttrOfType<DenseI64ArrayAttr>("cleave.offsets");
+        if (!offsets || offsets.size() != 1)
+          return op.emitError() << "op has no planned offsets; run "
+                                   "cleave-memory-plan first";
+        auto id = addTensor(reduce.getType(), offsets[0], pb::ACTIVATIONS,
+                            name, &op);
+        if (failed(id))
+          return failure();
+        FailureOr<int> group = groupIndex(reduce.getGroup(), &op);
+        if (failed(group))
+          return failure();
+        pb::Collective *c = fn->add_body()->mutable_collective();
+        c->set_kind(pb::ALL_REDUCE);
+        c->set_group(*group);
+        c->set_reduce(reduce.getReduce() == "sum"    ? pb::SUM
+                      : reduce.getReduce() == "mean" ? pb::MEAN
+                                                     : pb::MAX);
+        c->add_inputs(tensorOf.lookup(reduce.getInput()));
+        c->add_outputs(*id);
+        tensorOf[reduce.getResult()] = *id;
+        freeable.insert(reduce.getResult());
+        addFrees(op, fn, freeable, lastUser);
         continue;
       }
       if (isa<AdamWOp, SgdOp>(op)) {
@@ -681,6 +774,557 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
       ++k;
     }
     return addAttributes(op, kernel);
+  }
+
+  //===--------------------------------------------------------------------===//
+  // Pipelines
+  //===--------------------------------------------------------------------===//
+
+  static int fwdTag(int64_t stage, int64_t boundary) {
+    return int(((2 * stage) << 8) | boundary);
+  }
+  static int bwdTag(int64_t stage, int64_t boundary) {
+    return int(((2 * stage + 1) << 8) | boundary);
+  }
+
+  int64_t pipelineRanks = 1;
+
+  /// The world rank of (data rank d, pipeline rank p) by `placement`.
+  int worldRank(int64_t d, int64_t p) const {
+    std::string order = placement == "cluster"  ? "DPT"
+                        : placement == "spread" ? "TPD"
+                                                : std::string(placement);
+    int64_t rank = 0;
+    for (char axis : order) {
+      int64_t degree = axis == 'D' ? dataDegree : axis == 'P' ? pipelineRanks : 1;
+      int64_t coord = axis == 'D' ? d : axis == 'P' ? p : 0;
+      rank = rank * degree + coord;
+    }
+    return int(rank);
+  }
+
+  int64_t dataRankOfProgram = 0;
+
+  /// The mesh group named `name` (data, pipeline, tied:<stages>).
+  FailureOr<int> groupIndex(StringRef name, Operation *where) {
+    pb::Mesh *mesh = program.mutable_mesh();
+    for (int g = 0; g < mesh->groups_size(); ++g)
+      if (mesh->groups(g).name() == name)
+        return g;
+    if (pipelined && name.startswith("tied:")) {
+      SmallVector<StringRef> parts;
+      name.drop_front(5).split(parts, ',');
+      pb::Group *group = mesh->add_groups();
+      group->set_name(name.str());
+      std::set<int> seen;
+      for (StringRef part : parts) {
+        int64_t stage;
+        if (part.getAsInteger(10, stage))
+          return where->emitError() << "bad tied group name '" << name << "'";
+        int r = worldRank(dataRankOfProgram, stage % pipelineRanks);
+        if (!seen.insert(r).second)
+          return where->emitError()
+                 << "a parameter is shared by stages on the same rank ("
+                 << name << "); choose other partition points";
+        group->add_ranks(r);
+      }
+      return mesh->groups_size() - 1;
+    }
+    return where->emitError() << "no mesh group named '" << name << "'";
+  }
+
+  /// A stage function's received argument: a forward's incoming activation
+  /// or a backward's incoming gradient. false for other arguments.
+  FailureOr<bool> receiveArgument(func::FuncOp func, BlockArgument arg,
+                                  pb::Function *fn) {
+    unsigned i = arg.getArgNumber();
+    auto boundary = func.getArgAttrOfType<IntegerAttr>(i, "cleave.boundary");
+    auto gradOf = func.getArgAttrOfType<IntegerAttr>(i, "cleave.grad_of_result");
+    if (!boundary && !gradOf)
+      return false;
+    int peer;
+    int tag;
+    if (boundary) {
+      peer = prevRank;
+      tag = fwdTag(stageIndex - 1, boundary.getInt());
+    } else {
+      func::FuncOp forward = forwardOf(func);
+      auto b = forward ? forward.getResultAttrOfType<IntegerAttr>(
+                             gradOf.getInt(), "cleave.boundary")
+                       : IntegerAttr();
+      if (!b)
+        return func.emitError() << "argument " << i
+                                << " is the gradient of a result that is not "
+                                   "a stage boundary";
+      peer = nextRank;
+      tag = bwdTag(stageIndex, b.getInt());
+    }
+    if (peer < 0)
+      return func.emitError() << "argument " << i << " of stage "
+                              << stageIndex << " has no stage to come from";
+    auto offset = func.getArgAttrOfType<IntegerAttr>(i, "cleave.offset");
+    if (!offset)
+      return func.emitError() << "argument " << i << " has no planned offset";
+    auto id = addTensor(arg.getType(), offset.getInt(), pb::ACTIVATIONS,
+                        boundary ? "received activation"
+                                 : "received gradient",
+                        func);
+    if (failed(id))
+      return failure();
+    tensorOf[arg] = *id;
+    pb::SendRecv *r = fn->add_body()->mutable_send_recv();
+    r->set_send(false);
+    r->set_peer(peer);
+    r->set_tensor(*id);
+    r->set_tag(tag);
+    return true;
+  }
+
+  /// A stage function's sent result: a forward's outgoing activation or a
+  /// backward's gradient of an incoming one. false for other results.
+  FailureOr<bool> sendResult(func::FuncOp func, unsigned index, Value v,
+                             pb::Function *fn) {
+    auto boundary = func.getResultAttrOfType<IntegerAttr>(index, "cleave.boundary");
+    auto gradOf = func.getResultAttrOfType<IntegerAttr>(index, "cleave.grad_of_arg");
+    if (!boundary && !gradOf)
+      return false;
+    int peer, tag;
+    if (boundary) {
+      peer = nextRank;
+      tag = fwdTag(stageIndex, boundary.getInt());
+    } else {
+      func::FuncOp forward = forwardOf(func);
+      auto b = forward ? forward.getArgAttrOfType<IntegerAttr>(
+                             gradOf.getInt(), "cleave.boundary")
+                       : IntegerAttr();
+      if (!b)
+        return func.emitError() << "result " << index
+                                << " is the gradient of an argument that is "
+                                   "not a stage boundary";
+      peer = prevRank;
+      tag = bwdTag(stageIndex - 1, b.getInt());
+    }
+    if (peer < 0)
+      return func.emitError() << "result " << index << " of stage "
+                              << stageIndex << " has no stage to go to";
+    pb::SendRecv *r = fn->add_body()->mutable_send_recv();
+    r->set_send(true);
+    r->set_peer(peer);
+    r->set_tensor(tensorOf.lookup(v));
+    r->set_tag(tag);
+    return true;
+  }
+
+  static func::FuncOp forwardOf(func::FuncOp backward) {
+    auto name = backward->getAttrOfType<FlatSymbolRefAttr>("cleave.forward");
+    return name ? SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(backward,
+                                                                      name)
+                : func::FuncOp();
+  }
+
+  /// One program per rank of the data x pipeline mesh.
+  LogicalResult emitPipeline(ModuleOp top, ArrayRef<ModuleOp> stages) {
+    pipelined = true;
+    auto info = top->getAttrOfType<DictionaryAttr>("cleave.pipeline");
+    auto schedule = top->getAttrOfType<ArrayAttr>("cleave.schedule");
+    if (!info || !schedule)
+      return top.emitError() << "the pipeline has no schedule; run "
+                                "cleave-pipeline-schedule first";
+    pipelineRanks = intFrom(info, "ranks");
+    int64_t s = stages.size();
+    if (pipelineRanks < 2 || s % pipelineRanks != 0 ||
+        (int64_t)schedule.size() != pipelineRanks)
+      return top.emitError() << "cleave.pipeline and cleave.schedule do not "
+                                "match the " << s << " stage modules";
+    if (dataDegree < 1 || microbatches < 1)
+      return top.emitError() << "data-degree and microbatches must be at "
+                                "least 1";
+    if (placement != "cluster" && placement != "spread") {
+      std::string sorted = placement;
+      std::sort(sorted.begin(), sorted.end());
+      if (sorted != "DPT")
+        return top.emitError() << "placement must be cluster, spread or an "
+                                  "order of D, P and T, got '"
+                               << placement << "'";
+    }
+    for (ModuleOp m : stages)
+      if (!m->getAttrOfType<DictionaryAttr>("cleave.memory"))
+        return m.emitError() << "stage module has no memory plan; run "
+                                "cleave-memory-plan on each stage";
+    if (failed(writeParamsFile(stages)))
+      return failure();
+    // The microbatch's shape, from whichever stages read the model inputs.
+    int64_t mbSize = 0, seq = 0;
+    for (ModuleOp m : stages)
+      m.walk([&](func::FuncOp func) {
+        for (unsigned i = 0; i < func.getNumArguments(); ++i)
+          if (auto role = func.getArgAttrOfType<StringAttr>(i, "cleave.role"))
+            if (role.getValue() == "tokens" || role.getValue() == "targets") {
+              auto type = func.getArgumentTypes()[i].cast<RankedTensorType>();
+              mbSize = type.getDimSize(0);
+              seq = type.getDimSize(1);
+            }
+      });
+    if (mbSize < 1)
+      return top.emitError() << "no stage reads the token ids: the partition "
+                                "marks them cleave.role = \"tokens\"";
+    int64_t perRank = mbSize * microbatches;
+    int64_t global = globalBatch ? globalBatch : perRank * dataDegree;
+    if (global != perRank * dataDegree)
+      return top.emitError()
+             << "global batch " << global << " is not "
+             << static_cast<int64_t>(dataDegree) << " data-parallel rank(s) x "
+             << static_cast<int64_t>(microbatches) << " microbatches of "
+             << mbSize << " samples";
+
+    for (int64_t d = 0; d < dataDegree; ++d)
+      for (int64_t p = 0; p < pipelineRanks; ++p) {
+        if (failed(emitPipelineRank(top, stages, schedule, d, p, mbSize, seq,
+                                    global)))
+          return failure();
+      }
+    return writePipelinePlan(top, stages, info, schedule, mbSize, seq, global);
+  }
+
+  LogicalResult emitPipelineRank(ModuleOp top, ArrayRef<ModuleOp> stages,
+                                 ArrayAttr schedule, int64_t d, int64_t p,
+                                 int64_t mbSize, int64_t seq, int64_t global) {
+    program.Clear();
+    tensorOf.clear();
+    paramTensor.clear();
+    gradTensor.clear();
+    activationTensors.clear();
+    dataRankOfProgram = d;
+    int64_t s = stages.size();
+    int rank = worldRank(d, p);
+    program.set_magic("cleave-program");
+    program.set_version(pb::VERSION_CURRENT);
+    if (auto file = top.getLoc().dyn_cast<FileLineColLoc>())
+      program.set_model(file.getFilename().str());
+    pb::Mesh *mesh = program.mutable_mesh();
+    mesh->set_rank(rank);
+    mesh->set_world_size(int(dataDegree * pipelineRanks));
+    mesh->set_data_degree(int(dataDegree));
+    mesh->set_pipeline_degree(int(pipelineRanks));
+    mesh->set_tensor_degree(1);
+    mesh->set_data_rank(int(d));
+    mesh->set_pipeline_rank(int(p));
+    pb::Group *data = mesh->add_groups();
+    data->set_name("data");
+    for (int64_t dd = 0; dd < dataDegree; ++dd)
+      data->add_ranks(worldRank(dd, p));
+    pb::Group *pipe = mesh->add_groups();
+    pipe->set_name("pipeline");
+    for (int64_t pp = 0; pp < pipelineRanks; ++pp)
+      pipe->add_ranks(worldRank(d, pp));
+
+    if (auto scaling = top->getAttrOfType<DictionaryAttr>("cleave.loss_scaling")) {
+      pb::LossScaling *ls = program.mutable_loss_scaling();
+      ls->set_enabled(true);
+      auto real = [&](StringRef key) {
+        auto f = scaling.getAs<FloatAttr>(key);
+        return f ? f.getValueAsDouble() : 0.0;
+      };
+      ls->set_initial_scale(real("initial_scale"));
+      ls->set_scale_window(intFrom(scaling, "scale_window"));
+      ls->set_min_scale(real("min_scale"));
+      ls->set_delayed_shift(intFrom(scaling, "delayed_shift"));
+    }
+
+    std::map<std::tuple<int64_t, bool, int64_t>, int> functionIndex;
+    SmallVector<int> optimizers;
+    pb::MemoryPlan *plan = program.mutable_memory();
+    int chunk = 0;
+    for (int64_t st = p; st < s; st += pipelineRanks, ++chunk) {
+      ModuleOp m = stages[st];
+      auto memory = m->getAttrOfType<DictionaryAttr>("cleave.memory");
+      currentBuffer = chunk;
+      pb::Buffer *arena = program.add_buffers();
+      arena->set_space(pb::DEVICE);
+      arena->set_size_bytes(intFrom(memory, "arena_bytes"));
+      arena->set_alignment(intFrom(memory, "alignment"));
+      plan->set_peak_bytes(plan->peak_bytes() + intFrom(memory, "peak_bytes"));
+      plan->set_parameters(plan->parameters() + intFrom(memory, "parameters"));
+      plan->set_gradients(plan->gradients() + intFrom(memory, "gradients"));
+      plan->set_optimizer_state(plan->optimizer_state() +
+                                intFrom(memory, "optimizer_state"));
+      plan->set_activations(plan->activations() + intFrom(memory, "activations"));
+      plan->set_workspace(plan->workspace() + intFrom(memory, "workspace"));
+      plan->set_constants(plan->constants() + intFrom(memory, "constants"));
+      plan->set_io(plan->io() + intFrom(memory, "io"));
+      slotBase = intFrom(memory, "slot_base");
+      slotBytes = intFrom(memory, "slot_bytes");
+      int64_t slots = std::max<int64_t>(1, intFrom(memory, "slots"));
+      stageIndex = st;
+      prevRank = st > 0 ? worldRank(d, (st - 1) % pipelineRanks) : -1;
+      nextRank = st + 1 < s ? worldRank(d, (st + 1) % pipelineRanks) : -1;
+      currentSlot = 0;
+      if (failed(addParameters(m)))
+        return failure();
+      SmallVector<func::FuncOp> forwards, optimizerFuncs;
+      for (auto func : m.getOps<func::FuncOp>()) {
+        pb::FunctionKind kind = kindOf(func);
+        if (kind == pb::FORWARD)
+          forwards.push_back(func);
+        else if (kind == pb::OPTIMIZER)
+          optimizerFuncs.push_back(func);
+      }
+      if (forwards.size() != 1)
+        return m.emitError() << "a stage module needs one forward function";
+      func::FuncOp forward = forwards.front();
+      auto backwardName = forward->getAttrOfType<FlatSymbolRefAttr>("cleave.backward");
+      func::FuncOp backward =
+          backwardName ? SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+                             forward, backwardName)
+                       : func::FuncOp();
+      for (int64_t k = 0; k < slots; ++k) {
+        currentSlot = k;
+        tensorOf.clear();
+        std::string suffix = slots > 1 ? " slot " + std::to_string(k) : "";
+        functionIndex[{st, false, k}] = program.functions_size();
+        if (failed(emitFunction(forward)))
+          return failure();
+        program.mutable_functions(program.functions_size() - 1)
+            ->set_name("stage " + std::to_string(st) + " forward" + suffix);
+        if (backward) {
+          functionIndex[{st, true, k}] = program.functions_size();
+          if (failed(emitFunction(backward)))
+            return failure();
+          program.mutable_functions(program.functions_size() - 1)
+              ->set_name("stage " + std::to_string(st) + " backward" + suffix);
+        }
+      }
+      currentSlot = 0;
+      tensorOf.clear();
+      for (func::FuncOp opt : optimizerFuncs) {
+        optimizers.push_back(program.functions_size());
+        if (failed(emitFunction(opt)))
+          return failure();
+        program.mutable_functions(program.functions_size() - 1)
+            ->set_name("stage " + std::to_string(st) + " optimizer");
+      }
+    }
+    if (chunk > 1 && optimizers.size() > 1) {
+      int withNorm = 0;
+      for (int f : optimizers)
+        for (const pb::Instruction &inst : program.functions(f).body())
+          withNorm += inst.has_collective() &&
+                      program.mesh().groups(inst.collective().group()).name() ==
+                          "pipeline";
+      if (withNorm > 1)
+        return top.emitError()
+               << "gradient clipping with virtual pipeline stages is not "
+                  "supported yet: each rank's chunks would clip by partial "
+                  "norms; set optimizer.grad_clip to 0 or use "
+                  "'pipeline': \"interleaved\"";
+    }
+
+    auto addStep = [&](int function, int64_t mb) {
+      pb::Step *step = program.add_schedule();
+      step->set_function(function);
+      step->set_microbatch(mb);
+    };
+    ArrayRef<int64_t> actions =
+        schedule[p].cast<DenseI64ArrayAttr>().asArrayRef();
+    for (size_t a = 0; a + 3 < actions.size(); a += 4) {
+      auto it = functionIndex.find({actions[a], actions[a + 1] != 0,
+                                    actions[a + 3]});
+      if (it == functionIndex.end())
+        return top.emitError() << "the schedule of pipeline rank " << p
+                               << " names stage " << actions[a]
+                               << " (slot " << actions[a + 3]
+                               << "), which the rank does not hold";
+      addStep(it->second, actions[a + 2]);
+    }
+    for (int f : optimizers)
+      addStep(f, -1);
+
+    pb::Batch *batch = program.mutable_batch();
+    batch->set_microbatch_size(mbSize);
+    batch->set_microbatches(microbatches);
+    batch->set_seq_len(seq);
+    batch->set_first_sample(d * mbSize * microbatches);
+    batch->set_global_batch(global);
+
+    SmallString<256> programPath(outputDir);
+    llvm::sys::path::append(programPath,
+                            "rank-" + std::to_string(rank) + ".pb");
+    std::ofstream out(programPath.c_str(), std::ios::binary);
+    if (!out || !program.SerializeToOstream(&out))
+      return top.emitError() << "cannot write '" << programPath << "'";
+    rankMemory[rank] = program.memory();
+    return success();
+  }
+
+  std::map<int, pb::MemoryPlan> rankMemory;
+
+  /// plan.json of a pipeline: stages, ranks, the schedule and the
+  /// predicted timeline of one data-parallel replica.
+  LogicalResult writePipelinePlan(ModuleOp top, ArrayRef<ModuleOp> stages,
+                                  DictionaryAttr info, ArrayAttr schedule,
+                                  int64_t mbSize, int64_t seq, int64_t global) {
+    namespace pl = ::cleave::pipeline;
+    int64_t s = stages.size();
+    pl::Options options;
+    auto kindName = info.getAs<StringAttr>("kind");
+    options.kind = pl::parseKind(kindName ? kindName.getValue().str() : "")
+                       .value_or(pl::Kind::Interleaved);
+    options.ranks = int(pipelineRanks);
+    options.microbatches = int(microbatches);
+    options.virtualStages = int(s / pipelineRanks);
+    options.activeMicrobatches = int(intFrom(info, "active_microbatches"));
+    pl::Schedule sched;
+    sched.perRank.resize(pipelineRanks);
+    sched.slotsPerStage.assign(s, 1);
+    for (int64_t p = 0; p < pipelineRanks; ++p) {
+      ArrayRef<int64_t> a = schedule[p].cast<DenseI64ArrayAttr>().asArrayRef();
+      for (size_t i = 0; i + 3 < a.size(); i += 4) {
+        pl::Action action;
+        action.stage = int(a[i]);
+        action.backward = a[i + 1] != 0;
+        action.microbatch = int(a[i + 2]);
+        action.slot = int(a[i + 3]);
+        sched.perRank[p].push_back(action);
+      }
+    }
+    auto real = [](Operation *op, StringRef key) {
+      auto f = op->getAttrOfType<FloatAttr>(key);
+      return f ? f.getValueAsDouble() : 0.0;
+    };
+    auto realIn = [](DictionaryAttr dict, StringRef key) {
+      auto f = dict.getAs<FloatAttr>(key);
+      return f ? f.getValueAsDouble() : 0.0;
+    };
+    pl::Costs costs;
+    double maxSent = 0;
+    llvm::json::Array stageList;
+    for (int64_t st = 0; st < s; ++st) {
+      ModuleOp m = stages[st];
+      costs.forward.push_back(real(m, "cleave.forward_seconds"));
+      costs.backward.push_back(real(m, "cleave.backward_seconds"));
+      double sent = 0, paramBytes = 0;
+      int64_t ops = 0, params = 0;
+      std::string first, last;
+      for (auto param : m.getOps<ParameterOp>()) {
+        ++params;
+        paramBytes += tensorBytes(param.getType());
+      }
+      for (auto func : m.getOps<func::FuncOp>()) {
+        if (kindOf(func) != pb::FORWARD)
+          continue;
+        if (auto a = func->getAttrOfType<StringAttr>("cleave.first_node"))
+          first = a.str();
+        if (auto a = func->getAttrOfType<StringAttr>("cleave.last_node"))
+          last = a.str();
+        for (unsigned i = 0; i < func.getNumResults(); ++i)
+          if (func.getResultAttr(i, "cleave.boundary"))
+            sent += tensorBytes(func.getResultTypes()[i]);
+        func.walk([&](Operation *op) {
+          ops += isa<CleaveDialect>(op->getDialect()) &&
+                 !isa<ConstantOp, GetParamOp>(op);
+        });
+      }
+      maxSent = std::max(maxSent, sent);
+      stageList.push_back(llvm::json::Object{
+          {"stage", st},
+          {"pipeline_rank", (int64_t)st % pipelineRanks},
+          {"first_node", first},
+          {"last_node", last},
+          {"ops", ops},
+          {"parameters", params},
+          {"parameter_bytes", paramBytes},
+          {"forward_seconds", costs.forward.back()},
+          {"backward_seconds", costs.backward.back()},
+          {"sent_bytes", sent},
+          {"slots", intFrom(m->getAttrOfType<DictionaryAttr>("cleave.memory"),
+                            "slots")}});
+    }
+    double link = realIn(info, "link_bytes_per_second");
+    costs.transfer = realIn(info, "link_latency_seconds") +
+                     (link > 0 ? maxSent / link : 0.0);
+    pl::Timeline timeline = pl::simulate(sched, options, costs);
+    double totalBusy = 0;
+    for (double b : timeline.busy)
+      totalBusy += b;
+    double predictedBubble =
+        timeline.makespan > 0
+            ? 1 - totalBusy / (timeline.makespan * double(pipelineRanks))
+            : 0;
+
+    int64_t dataRanks = dataDegree, mbs = microbatches;
+    llvm::json::Array ranks;
+    for (int64_t d = 0; d < dataRanks; ++d)
+      for (int64_t p = 0; p < pipelineRanks; ++p) {
+        int r = worldRank(d, p);
+        const pb::MemoryPlan &m = rankMemory[r];
+        llvm::json::Array held;
+        for (int64_t st = p; st < s; st += pipelineRanks)
+          held.push_back(st);
+        ranks.push_back(llvm::json::Object{
+            {"rank", r},
+            {"data_rank", d},
+            {"pipeline_rank", p},
+            {"stages", std::move(held)},
+            {"first_sample", d * mbSize * mbs},
+            {"predicted_memory",
+             llvm::json::Object{{"peak_bytes", (int64_t)m.peak_bytes()},
+                                {"parameters", (int64_t)m.parameters()},
+                                {"gradients", (int64_t)m.gradients()},
+                                {"optimizer_state", (int64_t)m.optimizer_state()},
+                                {"activations", (int64_t)m.activations()},
+                                {"workspace", (int64_t)m.workspace()},
+                                {"constants", (int64_t)m.constants()},
+                                {"io", (int64_t)m.io()}}},
+            {"predicted_step_seconds", timeline.makespan},
+            {"bubble_fraction", p < (int64_t)timeline.idleFraction.size()
+                                    ? timeline.idleFraction[p]
+                                    : 0.0}});
+      }
+    std::sort(ranks.begin(), ranks.end(), [](const llvm::json::Value &a,
+                                             const llvm::json::Value &b) {
+      return *a.getAsObject()->getInteger("rank") <
+             *b.getAsObject()->getInteger("rank");
+    });
+    llvm::json::Array spans;
+    for (const pl::Span &span : timeline.spans)
+      spans.push_back(llvm::json::Object{
+          {"rank", span.rank},
+          {"kind", span.backward ? "backward" : "forward"},
+          {"stage", span.stage},
+          {"microbatch", span.microbatch},
+          {"start", span.start},
+          {"end", span.end}});
+    llvm::json::Object plan{
+        {"model", program.model()},
+        {"world_size", dataRanks * pipelineRanks},
+        {"mesh", llvm::json::Object{{"data", dataRanks},
+                                    {"pipeline", pipelineRanks},
+                                    {"tensor", 1}}},
+        {"placement", std::string(placement)},
+        {"batch", llvm::json::Object{{"global_batch", global},
+                                     {"microbatch_size", mbSize},
+                                     {"microbatches", mbs},
+                                     {"seq_len", seq}}},
+        {"schedule",
+         llvm::json::Object{
+             {"kind", kindName ? kindName.str() : std::string()},
+             {"microbatches", mbs},
+             {"virtual_stages", s / pipelineRanks},
+             {"active_microbatches", intFrom(info, "active_microbatches")},
+             {"theoretical_bubble", realIn(info, "theoretical_bubble")},
+             {"predicted_bubble", predictedBubble}}},
+        {"stages", std::move(stageList)},
+        {"ranks", std::move(ranks)},
+        {"timeline", std::move(spans)}};
+    SmallString<256> path(outputDir);
+    llvm::sys::path::append(path, "plan.json");
+    std::error_code ec;
+    llvm::raw_fd_ostream os(path, ec);
+    if (ec)
+      return top.emitError() << "cannot write '" << path
+                             << "': " << ec.message();
+    os << llvm::formatv("{0:2}", llvm::json::Value(std::move(plan))) << "\n";
+    return success();
   }
 
   /// plan.json: what each rank holds and runs, and the predicted memory.

@@ -6,6 +6,11 @@
 // activations live from definition to last use and reuse freed space
 // first-fit. Results are written as attributes (see Passes.td).
 //
+// A pipeline stage (`cleave.slots = K`) keeps up to K microbatches in
+// flight: the values that outlive a function (what it receives, returns or
+// saves for backward) get a slot region of their own, which the emitter
+// repeats K times; the activations inside a function share one region.
+//
 //===----------------------------------------------------------------------===//
 
 #include "ir/CleaveOps.h"
@@ -15,6 +20,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringSet.h"
 
 #include <map>
@@ -85,6 +91,13 @@ private:
   std::map<int64_t, int64_t> freeBlocks; // offset -> size
 };
 
+/// An argument the runtime fills once per step (the step number, the loss
+/// scale), not per microbatch.
+bool isPerStep(func::FuncOp func, unsigned index) {
+  auto role = func.getArgAttrOfType<StringAttr>(index, "cleave.role");
+  return role && (role.getValue() == "step" || role.getValue() == "loss_scale");
+}
+
 /// Optimizer state tensors an update op keeps (AdamW: two moments; SGD:
 /// a momentum buffer when it has momentum).
 int64_t stateCount(Operation *op) {
@@ -109,6 +122,9 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
     if (failed(plan(module)))
       signalPassFailure();
   }
+
+  /// Values with an offset of their own (a pipeline stage's slot region).
+  llvm::DenseMap<Value, int64_t> fixedOffset;
 
   int64_t aligned(Type type) { return alignUp(tensorBytes(type), alignment); }
 
@@ -155,6 +171,29 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
     if (walk.wasInterrupted())
       return failure();
 
+    // A pipeline stage's per-microbatch values: the arguments and results
+    // of its forward and backward functions.
+    auto slotsAttr = module->getAttrOfType<IntegerAttr>("cleave.slots");
+    int64_t slots = slotsAttr ? slotsAttr.getInt() : 0;
+    if (slotsAttr && slots < 1)
+      return module.emitError() << "cleave.slots must be at least 1";
+    llvm::SetVector<Value> perMicrobatch;
+    if (slots)
+      for (func::FuncOp func : module.getOps<func::FuncOp>()) {
+        auto kind = func->getAttrOfType<StringAttr>("cleave.kind");
+        if (!kind || kind.getValue() == "optimizer" || func.isExternal())
+          continue;
+        Block &body = func.getBody().front();
+        for (BlockArgument arg : body.getArguments())
+          if (!func.getArgAttr(arg.getArgNumber(), "cleave.saved_from") &&
+              !isPerStep(func, arg.getArgNumber()))
+            perMicrobatch.insert(arg);
+        for (Value v : body.getTerminator()->getOperands())
+          if (!v.getDefiningOp<ConstantOp>() &&
+              !v.getDefiningOp<GetParamOp>())
+            perMicrobatch.insert(v);
+      }
+
     // Inputs and constants of every function: live for the whole step.
     // A backward function's arguments are the forward values it reads, in
     // the forward's storage.
@@ -168,7 +207,8 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
         if (!arg.getType().isa<RankedTensorType>())
           return func.emitError() << "argument " << arg.getArgNumber()
                                   << " is not a tensor";
-        if (func.getArgAttr(arg.getArgNumber(), "cleave.saved_from"))
+        if (func.getArgAttr(arg.getArgNumber(), "cleave.saved_from") ||
+            perMicrobatch.contains(arg))
           continue;
         func.setArgAttr(arg.getArgNumber(), "cleave.offset",
                         b.getI64IntegerAttr(cursor));
@@ -181,6 +221,19 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
         constantBytes += aligned(constant.getType());
       }
     }
+    // The slot region: slot 0's offsets; slot k adds k * slotBytes.
+    int64_t slotBase = cursor, slotBytes = 0;
+    fixedOffset.clear();
+    for (Value v : perMicrobatch) {
+      fixedOffset[v] = slotBase + slotBytes;
+      slotBytes += aligned(v.getType());
+    }
+    for (func::FuncOp func : funcs)
+      for (BlockArgument arg : func.getBody().front().getArguments())
+        if (auto it = fixedOffset.find(arg); it != fixedOffset.end())
+          func.setArgAttr(arg.getArgNumber(), "cleave.offset",
+                          b.getI64IntegerAttr(it->second));
+    cursor += slotBytes * std::max<int64_t>(slots, 1);
     int64_t activationBase = cursor;
 
     // Activations: one timeline over the functions in module order (the
@@ -208,7 +261,11 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
                                     << " has no valid cleave.saved_from";
           Value source = ret->getOperand(from.getInt());
           alias[arg] = source;
-          if (auto it = offsetOf.find(source); it != offsetOf.end()) {
+          if (auto fixed = fixedOffset.find(source);
+              fixed != fixedOffset.end()) {
+            func.setArgAttr(arg.getArgNumber(), "cleave.offset",
+                            b.getI64IntegerAttr(fixed->second));
+          } else if (auto it = offsetOf.find(source); it != offsetOf.end()) {
             offsetOf[arg] = it->second;
             func.setArgAttr(arg.getArgNumber(), "cleave.offset",
                             b.getI64IntegerAttr(activationBase + it->second));
@@ -229,11 +286,18 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
     memory.append("parameters", b.getI64IntegerAttr(paramBytes));
     memory.append("constants", b.getI64IntegerAttr(constantBytes));
     memory.append("io", b.getI64IntegerAttr(ioBytes));
-    memory.append("activations", b.getI64IntegerAttr(activationPeak));
+    memory.append("activations",
+                  b.getI64IntegerAttr(activationPeak +
+                                      slotBytes * std::max<int64_t>(slots, 1)));
     memory.append("gradients", b.getI64IntegerAttr(gradBytes));
     memory.append("optimizer_state", b.getI64IntegerAttr(stateBytes));
     memory.append("workspace", b.getI64IntegerAttr(0));
     memory.append("alignment", b.getI64IntegerAttr(alignment));
+    if (slots) {
+      memory.append("slot_base", b.getI64IntegerAttr(slotBase));
+      memory.append("slot_bytes", b.getI64IntegerAttr(slotBytes));
+      memory.append("slots", b.getI64IntegerAttr(slots));
+    }
     module->setAttr("cleave.memory", memory.getDictionary(module.getContext()));
     return success();
   }
@@ -298,6 +362,10 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
       for (Value result : op.getResults()) {
         if (!result.getType().isa<RankedTensorType>())
           return op.emitError() << "result is not a tensor";
+        if (auto fixed = fixedOffset.find(result); fixed != fixedOffset.end()) {
+          offsets.push_back(fixed->second);
+          continue;
+        }
         int64_t offset = activations.allocate(tensorBytes(result.getType()));
         offsetOf[result] = offset;
         offsets.push_back(activationBase + offset);

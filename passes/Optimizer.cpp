@@ -6,12 +6,19 @@
 // squares of all of them. Weight decay is given only to parameters of two
 // or more dimensions (DESIGN.md, "Training semantics").
 //
+// In a pipeline stage (a module with `cleave.stage`), a parameter that
+// other stages also hold (`cleave.tied_stages`) first sums its gradient
+// with theirs, and the clipping norm is summed over the stages (counting a
+// tied parameter once, in its first stage) so every stage clips by the
+// norm of the whole model's gradient.
+//
 //===----------------------------------------------------------------------===//
 
 #include "ir/CleaveOps.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
 
 namespace mlir::cleave {
@@ -44,7 +51,11 @@ struct Optimizer : mlir::cleave::impl::OptimizerBase<Optimizer> {
     // Parameters with gradients, in the order they are declared.
     llvm::SetVector<StringRef> trained;
     module.walk([&](AccumulateGradOp op) { trained.insert(op.getName()); });
-    if (trained.empty())
+    auto stageAttr = module->getAttrOfType<IntegerAttr>("cleave.stage");
+    auto stagesAttr = module->getAttrOfType<IntegerAttr>("cleave.stages");
+    bool pipelined = stageAttr && stagesAttr && stagesAttr.getInt() > 1;
+    // A stage without trained parameters still takes part in the norm's sum.
+    if (trained.empty() && !(pipelined && gradClip > 0))
       return; // nothing to train
     MLIRContext *ctx = module.getContext();
     SymbolTable symbols(module);
@@ -69,10 +80,45 @@ struct Optimizer : mlir::cleave::impl::OptimizerBase<Optimizer> {
     for (ParameterOp param : params)
       grads.push_back(b.create<GetGradOp>(param.getLoc(), param.getType(),
                                           param.getSymName()));
+    // Tied parameters: one sum per set of stages that share parameters.
+    llvm::MapVector<Attribute, SmallVector<Attribute>> tiedSets;
+    auto firstStage = [&](ParameterOp param) -> int64_t {
+      auto tied = param->getAttrOfType<ArrayAttr>("cleave.tied_stages");
+      return tied && !tied.empty() ? tied[0].cast<IntegerAttr>().getInt()
+                                   : (stageAttr ? stageAttr.getInt() : 0);
+    };
+    for (ParameterOp param : params)
+      if (auto tied = param->getAttrOfType<ArrayAttr>("cleave.tied_stages"))
+        if (pipelined && tied.size() > 1)
+          tiedSets[tied].push_back(FlatSymbolRefAttr::get(param.getSymNameAttr()));
+    for (auto &[stages, names] : tiedSets) {
+      std::string group = "tied";
+      for (auto [i, s] : llvm::enumerate(stages.cast<ArrayAttr>()))
+        group += (i ? "," : ":") +
+                 std::to_string(s.cast<IntegerAttr>().getInt());
+      b.create<AllReduceGradsOp>(loc, b.getArrayAttr(names),
+                                 b.getStringAttr(group),
+                                 b.getStringAttr("sum"));
+    }
+
     Value sumSquares;
-    if (gradClip > 0)
-      sumSquares = b.create<SumSquaresOp>(
-          loc, RankedTensorType::get({}, b.getF32Type()), grads);
+    auto scalar = RankedTensorType::get({}, b.getF32Type());
+    if (gradClip > 0) {
+      SmallVector<Value> counted;
+      for (auto [param, grad] : llvm::zip(params, grads))
+        if (!pipelined || firstStage(param) == stageAttr.getInt())
+          counted.push_back(grad);
+      sumSquares =
+          counted.empty()
+              ? b.create<ConstantOp>(loc, DenseElementsAttr::get(
+                                              scalar, b.getF32FloatAttr(0)))
+                    .getResult()
+              : b.create<SumSquaresOp>(loc, scalar, counted).getResult();
+      if (pipelined)
+        sumSquares = b.create<AllReduceOp>(loc, sumSquares,
+                                           b.getStringAttr("pipeline"),
+                                           b.getStringAttr("sum"));
+    }
 
     for (auto [param, grad] : llvm::zip(params, grads)) {
       auto ptype = param.getType().cast<RankedTensorType>();

@@ -159,6 +159,91 @@ def Autodiff : Pass<"cleave-autodiff", "ModuleOp"> {
   ];
 }
 
+def PipelinePartition : Pass<"cleave-pipeline-partition", "ModuleOp"> {
+  let summary = "splits the forward function into contiguous pipeline stages";
+  let description = [{
+    Cuts the forward function's ops (in order) into `stages` contiguous
+    pieces and moves each into a nested `module @stage<k>` with
+    `cleave.stage = k` and `cleave.stages`, holding a copy of each
+    parameter it reads (a parameter read by several stages, such as a tied
+    embedding and head, is held by each, marked `cleave.tied_stages`) and
+    its own constants. Stage `k`'s function takes the activations that
+    cross its first cut as arguments and returns those crossing its last
+    cut (`cleave.boundary = i`; float ones are `cleave.differentiable`, so
+    cleave-autodiff gives each stage a backward with gradients in and out);
+    the model inputs it reads keep their attributes; the last stage returns
+    the loss.
+
+    The cuts: with `split-points`, before the first op of each named ONNX
+    node. Otherwise only where the fewest activation bytes cross (between
+    layers: the residual stream), chosen by dynamic programming to minimize
+    the slowest stage's time by the cost model (forward plus backward plus
+    sending its activations; `optimize=speed`), or
+    `memory-weight * memory + (1 - memory-weight) * time`, each relative to
+    the whole model (`optimize=memory`), where a stage's memory counts its
+    parameters four times (weights, gradients, two AdamW moments) and the
+    activations it makes. More stages than such places is an error.
+
+    ```mlir
+    // After (stages=2):
+    module @stage0 attributes {cleave.stage = 0, cleave.stages = 2} {
+      cleave.parameter @wte {cleave.tied_stages = [0, 1]} : tensor<256x64xf32>
+      func.func @forward(%ids: tensor<2x8xi64>) -> (tensor<2x8x64xf32> {cleave.boundary = 0, cleave.differentiable})
+    }
+    module @stage1 attributes {cleave.stage = 1, cleave.stages = 2} {
+      func.func @forward(%h: tensor<2x8x64xf32> {cleave.boundary = 0, cleave.differentiable}, %targets: tensor<2x8xi64>) -> tensor<f32>
+    }
+    ```
+  }];
+  let options = [
+    Option<"stages", "stages", "int64_t", /*default=*/"1",
+           "pipeline stages: pipeline degree x virtual stages per rank">,
+    ListOption<"splitPoints", "split-points", "std::string",
+               "ONNX node names where stages 1.. begin (manual partition)">,
+    Option<"optimize", "optimize", "std::string", /*default=*/"\"speed\"",
+           "speed (balance time) or memory (mix memory and time)">,
+    Option<"memoryWeight", "memory-weight", "double", /*default=*/"0.8",
+           "with optimize=memory: the weight of memory against time">,
+    Option<"backend", "backend", "std::string", /*default=*/"\"cpu\"",
+           "whose checked-in rates the cost model uses (cpu, h100)">,
+    Option<"ratesFile", "rates", "std::string", /*default=*/"\"\"",
+           "a rates file written by cleave-calibrate, instead of the defaults">,
+  ];
+}
+
+def PipelineSchedule : Pass<"cleave-pipeline-schedule", "ModuleOp"> {
+  let summary = "orders each pipeline rank's (stage, forward/backward, microbatch) work";
+  let description = [{
+    For a module split into stage modules, builds the schedule of `kind`:
+    `simple` (GPipe: all forwards, then all backwards), `interleaved`
+    (1F1B, SMP's meaning) or `interleaved_virtual` (Megatron's interleaved
+    1F1B; stage `s` runs on pipeline rank `s % ranks`). It is checked to be
+    free of deadlock by simulation before it is written: the top module
+    gets `cleave.schedule`, one array per pipeline rank of
+    `[stage, backward, microbatch, slot]` quadruples, and
+    `cleave.pipeline` (kind, ranks, microbatches, virtual stages, active
+    microbatches, theoretical bubble); each stage module gets
+    `cleave.slots` (microbatches in flight there, each with its own copy of
+    the activations kept for backward) and its predicted
+    `cleave.forward_seconds` / `cleave.backward_seconds` per microbatch from
+    the cost model.
+  }];
+  let options = [
+    Option<"kind", "kind", "std::string", /*default=*/"\"interleaved\"",
+           "simple, interleaved or interleaved_virtual">,
+    Option<"ranks", "ranks", "int64_t", /*default=*/"1", "pipeline degree">,
+    Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
+           "microbatches per step">,
+    Option<"activeMicrobatches", "active-microbatches", "int64_t",
+           /*default=*/"0",
+           "at most this many microbatches in flight per stage (0: the schedule's own)">,
+    Option<"backend", "backend", "std::string", /*default=*/"\"cpu\"",
+           "whose checked-in rates predict the stage times (cpu, h100)">,
+    Option<"ratesFile", "rates", "std::string", /*default=*/"\"\"",
+           "a rates file written by cleave-calibrate, instead of the defaults">,
+  ];
+}
+
 def Optimizer : Pass<"cleave-optimizer", "ModuleOp"> {
   let summary = "adds the optimizer step (AdamW or SGD, clipping, LR schedule)";
   let description = [{
@@ -169,6 +254,14 @@ def Optimizer : Pass<"cleave-optimizer", "ModuleOp"> {
     measured by one `cleave.sum_squares` (the global norm of
     `clip_grad_norm_`). Weight decay is applied to parameters of two or more
     dimensions only. A module without gradients is left unchanged.
+
+    In a pipeline stage (a module with `cleave.stage` and `cleave.stages`
+    > 1, written by cleave-pipeline-partition), the gradients of
+    parameters held by several stages (`cleave.tied_stages`, such as a tied
+    embedding and head) are first summed over those stages'
+    ranks (`cleave.all_reduce_grads {group = "tied:0,3", reduce = "sum"}`),
+    and the sum of squares is summed over the `"pipeline"` group
+    (`cleave.all_reduce`), a tied parameter counted in its first stage only.
   }];
   let options = [
     Option<"type", "type", "std::string", /*default=*/"\"adamw\"",
@@ -258,6 +351,18 @@ def EmitProgram : Pass<"cleave-emit-program", "ModuleOp"> {
     `free`; the schedule runs `@forward` once per microbatch. The first two
     integer arguments are the token ids and targets, a scalar float result
     is the loss. The module itself is left unchanged.
+
+    A module split into pipeline stages (nested `module @stage<k>`, each
+    planned, with `cleave.schedule` from cleave-pipeline-schedule) gives
+    one program per rank of the data x pipeline mesh, the ranks numbered
+    by `placement`. A rank holds the stages `s` with `s % P` = its
+    pipeline rank, each in its own buffer, with its forward and backward
+    functions repeated per activation slot. Stage boundaries become
+    receives at a function's start and non-blocking sends at its end
+    (activations forward, their gradients backward); the schedule is the
+    rank's order from `cleave.schedule`, then the optimizer. `plan.json`
+    also gives each stage's ONNX nodes and predicted times, each rank's
+    predicted memory, step time and bubble, and the predicted timeline.
   }];
   let options = [
     Option<"outputDir", "output-dir", "std::string", /*default=*/"\"\"",
@@ -271,6 +376,9 @@ def EmitProgram : Pass<"cleave-emit-program", "ModuleOp"> {
            "[r*B/D, (r+1)*B/D) of each step">,
     Option<"seed", "seed", "int64_t", /*default=*/"0",
            "seed of generated parameter initial values">,
+    Option<"placement", "placement", "std::string", /*default=*/"\"cluster\"",
+           "how mesh axes map to ranks: cluster (= DPT), spread (= TPD), or "
+           "an order of D, P, T from the slowest-varying axis to the fastest">,
   ];
 }
 

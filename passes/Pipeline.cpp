@@ -3,6 +3,7 @@
 #include "passes/Pipeline.h"
 #include "passes/Passes.h"
 
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
 
 using namespace mlir;
@@ -22,10 +23,24 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
     mp.delayedShift = options.delayedShift;
     pm.addPass(createMixedPrecision(mp));
   }
+  int64_t stages = options.pipelineDegree * options.virtualStages;
+  if (stages > 1) {
+    PipelinePartitionOptions partition;
+    partition.stages = stages;
+    partition.splitPoints = options.splitPoints;
+    partition.optimize = options.optimize;
+    partition.memoryWeight = options.memoryWeight;
+    partition.backend = options.backend;
+    partition.ratesFile = options.ratesFile;
+    pm.addPass(createPipelinePartition(partition));
+  }
+  // Each stage is trained as a model of its own; without a pipeline the
+  // module is the one stage.
+  OpPassManager &stage = stages > 1 ? pm.nest<ModuleOp>() : pm;
   if (options.train) {
     AutodiffOptions autodiff;
     autodiff.microbatches = options.microbatches;
-    pm.addPass(createAutodiff(autodiff));
+    stage.addPass(createAutodiff(autodiff));
     OptimizerOptions optimizer;
     optimizer.type = options.optimizer;
     optimizer.lr = options.lr;
@@ -38,19 +53,32 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
     optimizer.warmupSteps = options.warmupSteps;
     optimizer.decaySteps = options.decaySteps;
     optimizer.minLr = options.minLr;
-    pm.addPass(createOptimizer(optimizer));
+    stage.addPass(createOptimizer(optimizer));
     if (options.dataDegree > 1) {
       DataParallelOptions dp;
       dp.degree = options.dataDegree;
-      pm.addPass(createDataParallel(dp));
+      stage.addPass(createDataParallel(dp));
     }
   }
-  pm.addPass(createMemoryPlan());
+  if (stages > 1) {
+    PipelineScheduleOptions schedule;
+    schedule.kind = options.schedule;
+    schedule.ranks = options.pipelineDegree;
+    schedule.microbatches = options.microbatches;
+    schedule.activeMicrobatches = options.activeMicrobatches;
+    schedule.backend = options.backend;
+    schedule.ratesFile = options.ratesFile;
+    pm.addPass(createPipelineSchedule(schedule));
+    pm.nest<ModuleOp>().addPass(createMemoryPlan());
+  } else {
+    pm.addPass(createMemoryPlan());
+  }
   EmitProgramOptions emit;
   emit.outputDir = options.outputDir;
   emit.globalBatch = options.globalBatch;
   emit.microbatches = options.microbatches;
   emit.dataDegree = options.dataDegree;
   emit.seed = options.seed;
+  emit.placement = options.placement;
   pm.addPass(createEmitProgram(emit));
 }

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace mlir {
 class OpPassManager;
@@ -34,6 +35,15 @@ struct ProgramPipelineOptions {
   bool dynamicLossScale = false;
   double initScale = 4294967296.0, minScale = 1;
   int64_t scaleWindow = 1000, delayedShift = 1;
+  /// Pipeline parallelism: stages = pipelineDegree x virtualStages.
+  int64_t pipelineDegree = 1, virtualStages = 1, activeMicrobatches = 0;
+  std::string schedule = "interleaved";
+  std::vector<std::string> splitPoints; // manual partition
+  std::string optimize = "speed";
+  double memoryWeight = 0.8;
+  std::string backend = "cpu"; // whose checked-in rates the cost model uses
+  std::string ratesFile;       // or rates from cleave-calibrate
+  std::string placement = "cluster";
 };
 
 /// import contract check -> fusion -> mixed precision -> autodiff -> optimizer -> memory plan

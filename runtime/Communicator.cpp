@@ -347,6 +347,46 @@ Status Communicator::send(int peer, int tag, const TensorRef &t) {
   return Status::ok();
 }
 
+Status Communicator::startSend(int peer, int tag, const TensorRef &t) {
+  if (!mpi_ || peer < 0 || peer >= size_ || peer == rank_)
+    return Status::error("send to rank " + std::to_string(peer) +
+                         ": not another rank of this world of " +
+                         std::to_string(size_));
+  if (t.sizeBytes() > size_t(INT_MAX))
+    return Status::error("send of " + describe(t) +
+                         ": more bytes than one MPI call takes");
+  PendingSend p{MPI_REQUEST_NULL, static_cast<const char *>(t.data),
+                t.sizeBytes()};
+  MPI_CHECK(MPI_Isend(t.data, int(t.sizeBytes()), MPI_BYTE, peer, tag,
+                      MPI_COMM_WORLD, &p.request));
+  pending_.push_back(p);
+  return Status::ok();
+}
+
+Status Communicator::finishSendsOverlapping(const void *data, size_t size) {
+  const char *begin = static_cast<const char *>(data), *end = begin + size;
+  for (size_t i = 0; i < pending_.size();) {
+    PendingSend &p = pending_[i];
+    if (p.data < end && begin < p.data + p.size) {
+      MPI_Request request = p.request;
+      pending_.erase(pending_.begin() + i);
+      MPI_CHECK(MPI_Wait(&request, MPI_STATUS_IGNORE));
+      continue;
+    }
+    ++i;
+  }
+  return Status::ok();
+}
+
+Status Communicator::finishSends() {
+  while (!pending_.empty()) {
+    MPI_Request request = pending_.back().request;
+    pending_.pop_back();
+    MPI_CHECK(MPI_Wait(&request, MPI_STATUS_IGNORE));
+  }
+  return Status::ok();
+}
+
 Status Communicator::recv(int peer, int tag, const TensorRef &t) {
   if (!mpi_ || peer < 0 || peer >= size_ || peer == rank_)
     return Status::error("receive from rank " + std::to_string(peer) +

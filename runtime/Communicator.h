@@ -80,6 +80,15 @@ public:
   /// Blocking point-to-point with a world rank.
   Status send(int peer, int tag, const TensorRef &t);
   Status recv(int peer, int tag, const TensorRef &t);
+  /// Starts sending `t` and returns at once (a pipeline stage sends while
+  /// it computes on): its bytes must not change until the send finishes.
+  Status startSend(int peer, int tag, const TensorRef &t);
+  /// Finishes the started sends whose bytes overlap [data, data + size):
+  /// call before writing there.
+  Status finishSendsOverlapping(const void *data, size_t size);
+  /// Finishes every started send.
+  Status finishSends();
+  bool sending() const { return !pending_.empty(); }
 
   // Over the whole world, for the driver.
   Status sumAll(std::vector<double> &values);
@@ -104,6 +113,12 @@ private:
   int size_ = 1;
   std::string host_;
   std::vector<Group> groups_;
+  struct PendingSend {
+    MPI_Request request;
+    const char *data;
+    size_t size;
+  };
+  std::vector<PendingSend> pending_;
   // 16-bit float sum and max (MPI has no half types).
   MPI_Op halfSum_ = MPI_OP_NULL, halfMax_ = MPI_OP_NULL;
   MPI_Op bf16Sum_ = MPI_OP_NULL, bf16Max_ = MPI_OP_NULL;

@@ -577,6 +577,10 @@ Status Runtime::initialize() {
 
 Status Runtime::runOp(const Op &op) {
   Status status = Status::ok();
+  // A send still reading a tensor finishes before anything overwrites it.
+  if (comm_.sending() && op.kind != Op::Kind::Send)
+    for (const TensorRef &out : op.outputs)
+      CLEAVE_CHECK(comm_.finishSendsOverlapping(out.data, out.sizeBytes()));
   bool communicates = op.kind == Op::Kind::Collective ||
                       op.kind == Op::Kind::Send || op.kind == Op::Kind::Recv;
   double began = communicates && trace_.active() ? trace_.nowUs() : 0;
@@ -604,7 +608,7 @@ Status Runtime::runOp(const Op &op) {
     }
     break;
   case Op::Kind::Send:
-    status = comm_.send(op.peer, op.tag, op.inputs[0]);
+    status = comm_.startSend(op.peer, op.tag, op.inputs[0]);
     break;
   case Op::Kind::Recv:
     status = comm_.recv(op.peer, op.tag, op.outputs[0]);
@@ -716,6 +720,7 @@ Status Runtime::runStep(int64_t step, const TokenData *data,
     }
   }
 
+  CLEAVE_CHECK(comm_.finishSends());
   if (optimized)
     ++optimizerSteps_;
   if (scaling && checked)

@@ -56,6 +56,18 @@ static cl::opt<bool>
                           "otherwise as large as its weights)"),
                  cl::init(false));
 
+static cl::opt<std::string>
+    ratesPath("rates",
+              cl::desc("rates measured by cleave-calibrate, for the cost "
+                       "model (default: the checked-in rates of the spec's "
+                       "device)"),
+              cl::value_desc("rates.json"), cl::init(""));
+static cl::opt<bool>
+    writeReport("report",
+                cl::desc("also write OUT/report.html: the partition, memory "
+                         "per rank and the pipeline timeline"),
+                cl::init(false));
+
 /// Prints the module for --emit=mlir.
 static int printModule(mlir::ModuleOp module) {
   std::string error;
@@ -190,6 +202,16 @@ int main(int argc, char **argv) {
   pipeline.warmupSteps = opt.warmupSteps;
   pipeline.decaySteps = opt.decaySteps;
   pipeline.minLr = opt.minLr;
+  pipeline.pipelineDegree = spec.pipelineParallelDegree;
+  pipeline.virtualStages = spec.virtualPipelineDegree;
+  pipeline.activeMicrobatches = spec.activeMicrobatches;
+  pipeline.schedule = spec.pipeline;
+  pipeline.splitPoints = spec.partitionPoints;
+  pipeline.optimize = spec.optimize;
+  pipeline.memoryWeight = spec.memoryWeight;
+  pipeline.backend = spec.device == "cuda" ? "h100" : "cpu";
+  pipeline.ratesFile = ratesPath;
+  pipeline.placement = spec.placementStrategy;
   mlir::cleave::buildProgramPipeline(pm, pipeline);
   if (mlir::failed(pm.run(**module)))
     return 1;

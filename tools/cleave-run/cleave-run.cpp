@@ -270,7 +270,8 @@ Status start(const Communicator &comm, Startup &s) {
     return Status::error(
         s.programPath + " has no backward function: it can only run "
                         "forward; pass --forward-only");
-  if (!hasLoss && !flags.forwardOnly)
+  // In a pipeline only the last stage computes the loss.
+  if (!hasLoss && !flags.forwardOnly && s.program.mesh().pipeline_degree() <= 1)
     return Status::error(s.programPath +
                          " has no LOSS output to train on; pass "
                          "--forward-only to run it");

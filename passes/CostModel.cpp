@@ -1,0 +1,152 @@
+//===- CostModel.cpp - FLOPs, bytes and time of dialect ops ---------------===//
+
+#include "passes/CostModel.h"
+#include "ir/CleaveOps.h"
+#include "passes/Layout.h"
+
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <algorithm>
+
+using namespace mlir;
+using namespace mlir::cleave;
+
+namespace {
+
+double elements(Type type) {
+  auto tensor = type.dyn_cast<RankedTensorType>();
+  return tensor && tensor.hasStaticShape() ? double(tensor.getNumElements())
+                                           : 0.0;
+}
+
+double bytes(Type type) {
+  auto tensor = type.dyn_cast<RankedTensorType>();
+  return tensor && tensor.hasStaticShape() ? double(tensorBytes(tensor)) : 0.0;
+}
+
+} // namespace
+
+OpCost mlir::cleave::estimateCost(Operation *op) {
+  OpCost cost;
+  if (isa<ConstantOp, GetParamOp, GetGradOp>(op))
+    return cost;
+  for (Value v : op->getOperands())
+    cost.bytes += bytes(v.getType());
+  for (Value v : op->getResults())
+    cost.bytes += bytes(v.getType());
+  if (auto matmul = dyn_cast<MatmulOp>(op)) {
+    auto lhs = matmul.getLhs().getType().cast<RankedTensorType>();
+    int64_t k = matmul.getTransposeLhs() ? lhs.getDimSize(lhs.getRank() - 2)
+                                         : lhs.getDimSize(lhs.getRank() - 1);
+    cost.flops = 2.0 * elements(matmul.getType()) * double(k);
+    return cost;
+  }
+  if (auto attention = dyn_cast<AttentionOp>(op)) {
+    auto q = attention.getQ().getType().cast<RankedTensorType>();
+    auto k = attention.getK().getType().cast<RankedTensorType>();
+    double b = q.getDimSize(0), h = q.getDimSize(1), tq = q.getDimSize(2),
+           d = q.getDimSize(3), tk = k.getDimSize(2);
+    // Two products (q k^T and p v) and the softmax; causal skips half.
+    double work = 4.0 * b * h * tq * tk * d + 5.0 * b * h * tq * tk;
+    cost.flops = attention.getCausal() ? work / 2 : work;
+    return cost;
+  }
+  for (Value v : op->getResults())
+    cost.flops += elements(v.getType());
+  return cost;
+}
+
+double mlir::cleave::seconds(const OpCost &cost, const Rates &rates) {
+  double compute = rates.flopsPerSecond > 0 ? cost.flops / rates.flopsPerSecond
+                                            : 0.0;
+  double memory = rates.bytesPerSecond > 0 ? cost.bytes / rates.bytesPerSecond
+                                           : 0.0;
+  return std::max(compute, memory);
+}
+
+double mlir::cleave::transferSeconds(double bytes, const Rates &rates) {
+  if (bytes <= 0)
+    return 0;
+  return rates.linkLatencySeconds +
+         (rates.linkBytesPerSecond > 0 ? bytes / rates.linkBytesPerSecond
+                                       : 0.0);
+}
+
+llvm::Expected<Rates> mlir::cleave::defaultRates(llvm::StringRef backend) {
+  Rates r;
+  r.backend = backend.str();
+  // These equal data/rates/<backend>.json (a unit test checks it).
+  if (backend == "cpu") {
+    // `cleave-calibrate --threads 2` on the 2-core build machine.
+    r.flopsPerSecond = 9.0e10;
+    r.bytesPerSecond = 1.0e10;
+    r.linkBytesPerSecond = 3.0e9;
+    r.linkLatencySeconds = 5e-6;
+    return r;
+  }
+  if (backend == "h100") {
+    // One H100 80GB HBM3: bf16 dense products at 798 TFLOP/s and a
+    // device-to-device copy at 3.0 TB/s as measured on the lent machine
+    // (the device tool's KINDS.md); NVLink 4 at 450 GB/s per direction.
+    r.flopsPerSecond = 7.98e14;
+    r.bytesPerSecond = 3.0e12;
+    r.linkBytesPerSecond = 4.5e11;
+    r.linkLatencySeconds = 1e-5;
+    return r;
+  }
+  return llvm::createStringError(
+      llvm::inconvertibleErrorCode(),
+      "no default rates for backend '%s' (the defaults: cpu, h100; or write "
+      "a rates file with cleave-calibrate)",
+      backend.str().c_str());
+}
+
+llvm::Expected<Rates> mlir::cleave::readRates(llvm::StringRef path) {
+  auto fail = [&](const llvm::Twine &why) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   (path + ": " + why).str());
+  };
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
+  if (!buffer)
+    return fail("cannot read the rates: " + buffer.getError().message());
+  llvm::Expected<llvm::json::Value> parsed =
+      llvm::json::parse((*buffer)->getBuffer());
+  if (!parsed)
+    return fail("not valid JSON: " + llvm::toString(parsed.takeError()));
+  const llvm::json::Object *object = parsed->getAsObject();
+  if (!object)
+    return fail("expects an object such as " +
+                formatRates(*defaultRates("cpu")));
+  Rates r;
+  if (auto backend = object->getString("backend"))
+    r.backend = backend->str();
+  struct Field {
+    const char *key;
+    double *value;
+  } fields[] = {{"flops_per_second", &r.flopsPerSecond},
+                {"bytes_per_second", &r.bytesPerSecond},
+                {"link_bytes_per_second", &r.linkBytesPerSecond},
+                {"link_latency_seconds", &r.linkLatencySeconds}};
+  for (Field f : fields) {
+    std::optional<double> v = object->getNumber(f.key);
+    if (!v)
+      return fail(llvm::Twine("'") + f.key + "' is missing or not a number");
+    if (!(*v >= 0) || (*v == 0 && llvm::StringRef(f.key).endswith("second") &&
+                       llvm::StringRef(f.key) != "link_latency_seconds"))
+      return fail(llvm::Twine("'") + f.key + "' must be positive");
+    *f.value = *v;
+  }
+  return r;
+}
+
+std::string mlir::cleave::formatRates(const Rates &r) {
+  return llvm::formatv("{{\"backend\": \"{0}\", \"flops_per_second\": {1:e}, "
+                       "\"bytes_per_second\": {2:e}, "
+                       "\"link_bytes_per_second\": {3:e}, "
+                       "\"link_latency_seconds\": {4:e}}",
+                       r.backend, r.flopsPerSecond, r.bytesPerSecond,
+                       r.linkBytesPerSecond, r.linkLatencySeconds)
+      .str();
+}

@@ -1,0 +1,127 @@
+//===- SchedulePipeline.cpp - the cleave-pipeline-schedule pass -----------===//
+//
+// Writes the order in which each pipeline rank runs its stages' forward and
+// backward functions per microbatch (PipelineSchedule.h builds and checks
+// it), the activation slots each stage needs for the microbatches in
+// flight, and each stage's predicted time from the cost model.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ir/CleaveOps.h"
+#include "passes/CostModel.h"
+#include "passes/Passes.h"
+#include "passes/PipelineSchedule.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+namespace mlir::cleave {
+#define GEN_PASS_DEF_PIPELINESCHEDULE
+#include "passes/Passes.h.inc"
+} // namespace mlir::cleave
+
+using namespace mlir;
+using namespace mlir::cleave;
+namespace pipeline = ::cleave::pipeline;
+
+namespace {
+
+struct SchedulePipeline
+    : mlir::cleave::impl::PipelineScheduleBase<SchedulePipeline> {
+  using PipelineScheduleBase::PipelineScheduleBase;
+
+  void runOnOperation() override {
+    if (failed(schedule()))
+      signalPassFailure();
+  }
+
+  LogicalResult schedule() {
+    ModuleOp module = getOperation();
+    SmallVector<ModuleOp> stageModules;
+    for (auto stage : module.getOps<ModuleOp>())
+      if (stage->hasAttr("cleave.stage"))
+        stageModules.push_back(stage);
+    if (stageModules.empty())
+      return success(); // one stage: the emitter's own order
+    std::optional<pipeline::Kind> k = pipeline::parseKind(kind);
+    if (!k)
+      return module.emitError() << "cleave-pipeline-schedule: kind must be "
+                                   "simple, interleaved or "
+                                   "interleaved_virtual, got '"
+                                << kind << "'";
+    int64_t s = stageModules.size();
+    if (ranks < 1 || s % ranks != 0)
+      return module.emitError()
+             << "cleave-pipeline-schedule: " << s
+             << " stages do not divide evenly over "
+             << static_cast<int64_t>(ranks) << " pipeline ranks";
+    pipeline::Options options;
+    options.kind = *k;
+    options.ranks = ranks;
+    options.microbatches = microbatches;
+    options.virtualStages = s / ranks;
+    options.activeMicrobatches = activeMicrobatches;
+    std::string error;
+    std::optional<pipeline::Schedule> built = pipeline::build(options, error);
+    if (!built)
+      return module.emitError() << error;
+    if (!pipeline::verify(*built, options, error))
+      return module.emitError() << "cleave-pipeline-schedule: the "
+                                << kind << " schedule would hang: " << error;
+
+    llvm::Expected<Rates> rates =
+        ratesFile.empty() ? defaultRates(backend) : readRates(ratesFile);
+    if (!rates)
+      return module.emitError() << llvm::toString(rates.takeError());
+    Builder b(module.getContext());
+    for (auto [index, stage] : llvm::enumerate(stageModules)) {
+      int64_t id = stage->getAttrOfType<IntegerAttr>("cleave.stage").getInt();
+      if (id != (int64_t)index)
+        return stage.emitError() << "stage modules must be in order; found "
+                                    "stage " << id << " at position " << index;
+      double forward = 0;
+      stage.walk([&](func::FuncOp func) {
+        if (!func->hasAttr("cleave.kind") ||
+            func->getAttrOfType<StringAttr>("cleave.kind").getValue() ==
+                "forward")
+          func.walk([&](Operation *op) {
+            if (op->getDialect() &&
+                isa<CleaveDialect>(op->getDialect()))
+              forward += seconds(estimateCost(op), *rates);
+          });
+      });
+      stage->setAttr("cleave.slots",
+                     b.getI64IntegerAttr(built->slotsPerStage[index]));
+      stage->setAttr("cleave.forward_seconds", b.getF64FloatAttr(forward));
+      stage->setAttr("cleave.backward_seconds",
+                     b.getF64FloatAttr(forward * kBackwardFactor));
+    }
+    SmallVector<Attribute> perRank;
+    for (const std::vector<pipeline::Action> &actions : built->perRank) {
+      SmallVector<int64_t> flat;
+      for (const pipeline::Action &a : actions) {
+        flat.push_back(a.stage);
+        flat.push_back(a.backward);
+        flat.push_back(a.microbatch);
+        flat.push_back(a.slot);
+      }
+      perRank.push_back(b.getDenseI64ArrayAttr(flat));
+    }
+    module->setAttr("cleave.schedule", b.getArrayAttr(perRank));
+    NamedAttrList info;
+    info.append("kind", b.getStringAttr(kind));
+    info.append("ranks", b.getI64IntegerAttr(ranks));
+    info.append("microbatches", b.getI64IntegerAttr(microbatches));
+    info.append("virtual_stages", b.getI64IntegerAttr(options.virtualStages));
+    info.append("active_microbatches", b.getI64IntegerAttr(activeMicrobatches));
+    info.append("theoretical_bubble",
+                b.getF64FloatAttr(pipeline::theoreticalBubble(options)));
+    info.append("link_bytes_per_second",
+                b.getF64FloatAttr(rates->linkBytesPerSecond));
+    info.append("link_latency_seconds",
+                b.getF64FloatAttr(rates->linkLatencySeconds));
+    module->setAttr("cleave.pipeline", info.getDictionary(module.getContext()));
+    return success();
+  }
+};
+
+} // namespace
