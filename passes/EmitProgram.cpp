@@ -353,11 +353,11 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
     SmallString<256> paramsPath(outputDir);
     llvm::sys::path::append(paramsPath, "params.bin");
     if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
-      return top.emitError() << "cannot create '" << outputDir
+      return mlir::emitError(top.getLoc()) << "cannot create '" << outputDir
                              << "': " << ec.message();
     std::ofstream params(paramsPath.c_str(), std::ios::binary);
     if (!params)
-      return top.emitError() << "cannot write '" << paramsPath << "'";
+      return mlir::emitError(top.getLoc()) << "cannot write '" << paramsPath << "'";
     uint64_t paramsOffset = 0;
     for (ModuleOp module : modules)
       for (auto param : module.getOps<ParameterOp>()) {
@@ -373,7 +373,7 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
       }
     params.close();
     if (!params)
-      return top.emitError() << "writing '" << paramsPath << "' failed";
+      return mlir::emitError(top.getLoc()) << "writing '" << paramsPath << "' failed";
     return success();
   }
 
@@ -928,22 +928,22 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
     auto info = top->getAttrOfType<DictionaryAttr>("cleave.pipeline");
     auto schedule = top->getAttrOfType<ArrayAttr>("cleave.schedule");
     if (!info || !schedule)
-      return top.emitError() << "the pipeline has no schedule; run "
+      return mlir::emitError(top.getLoc()) << "the pipeline has no schedule; run "
                                 "cleave-pipeline-schedule first";
     pipelineRanks = intFrom(info, "ranks");
     int64_t s = stages.size();
     if (pipelineRanks < 2 || s % pipelineRanks != 0 ||
         (int64_t)schedule.size() != pipelineRanks)
-      return top.emitError() << "cleave.pipeline and cleave.schedule do not "
+      return mlir::emitError(top.getLoc()) << "cleave.pipeline and cleave.schedule do not "
                                 "match the " << s << " stage modules";
     if (dataDegree < 1 || microbatches < 1)
-      return top.emitError() << "data-degree and microbatches must be at "
+      return mlir::emitError(top.getLoc()) << "data-degree and microbatches must be at "
                                 "least 1";
     if (placement != "cluster" && placement != "spread") {
       std::string sorted = placement;
       std::sort(sorted.begin(), sorted.end());
       if (sorted != "DPT")
-        return top.emitError() << "placement must be cluster, spread or an "
+        return mlir::emitError(top.getLoc()) << "placement must be cluster, spread or an "
                                   "order of D, P and T, got '"
                                << placement << "'";
     }
@@ -966,12 +966,12 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
             }
       });
     if (mbSize < 1)
-      return top.emitError() << "no stage reads the token ids: the partition "
+      return mlir::emitError(top.getLoc()) << "no stage reads the token ids: the partition "
                                 "marks them cleave.role = \"tokens\"";
     int64_t perRank = mbSize * microbatches;
     int64_t global = globalBatch ? globalBatch : perRank * dataDegree;
     if (global != perRank * dataDegree)
-      return top.emitError()
+      return mlir::emitError(top.getLoc())
              << "global batch " << global << " is not "
              << static_cast<int64_t>(dataDegree) << " data-parallel rank(s) x "
              << static_cast<int64_t>(microbatches) << " microbatches of "
@@ -1118,7 +1118,7 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
       auto it = functionIndex.find({actions[a], actions[a + 1] != 0,
                                     actions[a + 3]});
       if (it == functionIndex.end())
-        return top.emitError() << "the schedule of pipeline rank " << p
+        return mlir::emitError(top.getLoc()) << "the schedule of pipeline rank " << p
                                << " names stage " << actions[a]
                                << " (slot " << actions[a + 3]
                                << "), which the rank does not hold";
@@ -1139,7 +1139,7 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
                             "rank-" + std::to_string(rank) + ".pb");
     std::ofstream out(programPath.c_str(), std::ios::binary);
     if (!out || !program.SerializeToOstream(&out))
-      return top.emitError() << "cannot write '" << programPath << "'";
+      return mlir::emitError(top.getLoc()) << "cannot write '" << programPath << "'";
     rankMemory[rank] = program.memory();
     return success();
   }
@@ -1167,7 +1167,7 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
     }
     bool clipped = llvm::all_of(pivots, [](int p) { return p >= 0; });
     if (!clipped && llvm::any_of(pivots, [](int p) { return p >= 0; }))
-      return top.emitError() << "some chunks clip their gradients and some "
+      return mlir::emitError(top.getLoc()) << "some chunks clip their gradients and some "
                                 "do not";
     pb::Function merged;
     merged.set_name("optimizer");
@@ -1375,7 +1375,7 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
     std::error_code ec;
     llvm::raw_fd_ostream os(path, ec);
     if (ec)
-      return top.emitError() << "cannot write '" << path
+      return mlir::emitError(top.getLoc()) << "cannot write '" << path
                              << "': " << ec.message();
     os << llvm::formatv("{0:2}", llvm::json::Value(std::move(plan))) << "\n";
     return success();

@@ -70,12 +70,12 @@ struct PipelinePartition
   LogicalResult partition() {
     ModuleOp module = getOperation();
     if (stages < 1)
-      return module.emitError() << "cleave-pipeline-partition: stages must be "
+      return mlir::emitError(module.getLoc()) << "cleave-pipeline-partition: stages must be "
                                    "at least 1";
     if (stages == 1)
       return success();
     if (optimize != "speed" && optimize != "memory")
-      return module.emitError() << "cleave-pipeline-partition: optimize must "
+      return mlir::emitError(module.getLoc()) << "cleave-pipeline-partition: optimize must "
                                    "be speed or memory, got '"
                                 << optimize << "'";
     func::FuncOp forward;
@@ -90,7 +90,7 @@ struct PipelinePartition
       forward = func;
     }
     if (!forward)
-      return module.emitError()
+      return mlir::emitError(module.getLoc())
              << "cleave-pipeline-partition: no forward function to split";
     Block &body = forward.getBody().front();
     Operation *ret = body.getTerminator();
@@ -151,7 +151,7 @@ struct PipelinePartition
 
   FailureOr<SmallVector<int64_t>> namedCuts(func::FuncOp forward) {
     if ((int64_t)splitPoints.size() != stages - 1)
-      return forward.emitError()
+      return mlir::emitError(forward.getLoc())
              << "partition_points names " << splitPoints.size()
              << " split point(s), but " << static_cast<int64_t>(stages)
              << " stages need " << static_cast<int64_t>(stages) - 1;
@@ -167,12 +167,12 @@ struct PipelinePartition
         std::string some;
         for (int64_t i = 0; i < (int64_t)work.size() && i < 400; i += 40)
           some += (some.empty() ? "'" : ", '") + nodeName(work[i]) + "'";
-        return forward.emitError()
+        return mlir::emitError(forward.getLoc())
                << "partition_points: no ONNX node named '" << name
                << "' in the model (node names look like " << some << ")";
       }
       if (found == 0 || (!cuts.empty() && found <= cuts.back()))
-        return forward.emitError()
+        return mlir::emitError(forward.getLoc())
                << "partition_points: '" << name
                << "' does not come after the previous split point; give the "
                   "nodes where stages 1.." << static_cast<int64_t>(stages) - 1
@@ -206,7 +206,7 @@ struct PipelinePartition
       else
         places.back() = c;
     if ((int64_t)places.size() < stages - 1)
-      return forward.emitError()
+      return mlir::emitError(forward.getLoc())
              << static_cast<int64_t>(stages)
              << " pipeline stages (pipeline_parallel_degree x "
                 "virtual_pipeline_degree) need "
@@ -285,7 +285,7 @@ struct PipelinePartition
     llvm::Expected<Rates> rates =
         ratesFile.empty() ? defaultRates(backend) : readRates(ratesFile);
     if (!rates) {
-      forward.emitError() << llvm::toString(rates.takeError());
+      mlir::emitError(forward.getLoc()) << llvm::toString(rates.takeError());
       return failure();
     }
     return *rates;
@@ -418,7 +418,7 @@ struct PipelinePartition
         for (auto [i, v] : llvm::enumerate(sent)) {
           Value mapped = operandOf(v);
           if (!mapped)
-            return forward.emitError() << "cleave-pipeline-partition: a "
+            return mlir::emitError(forward.getLoc()) << "cleave-pipeline-partition: a "
                                           "value sent on was never received";
           results.push_back(mapped);
           resultAttrs.push_back(boundaryAttrs(v, i));

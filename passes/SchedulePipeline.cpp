@@ -44,13 +44,13 @@ struct SchedulePipeline
       return success(); // one stage: the emitter's own order
     std::optional<pipeline::Kind> k = pipeline::parseKind(kind);
     if (!k)
-      return module.emitError() << "cleave-pipeline-schedule: kind must be "
+      return mlir::emitError(module.getLoc()) << "cleave-pipeline-schedule: kind must be "
                                    "simple, interleaved or "
                                    "interleaved_virtual, got '"
                                 << kind << "'";
     int64_t s = stageModules.size();
     if (ranks < 1 || s % ranks != 0)
-      return module.emitError()
+      return mlir::emitError(module.getLoc())
              << "cleave-pipeline-schedule: " << s
              << " stages do not divide evenly over "
              << static_cast<int64_t>(ranks) << " pipeline ranks";
@@ -63,15 +63,15 @@ struct SchedulePipeline
     std::string error;
     std::optional<pipeline::Schedule> built = pipeline::build(options, error);
     if (!built)
-      return module.emitError() << error;
+      return mlir::emitError(module.getLoc()) << error;
     if (!pipeline::verify(*built, options, error))
-      return module.emitError() << "cleave-pipeline-schedule: the "
+      return mlir::emitError(module.getLoc()) << "cleave-pipeline-schedule: the "
                                 << kind << " schedule would hang: " << error;
 
     llvm::Expected<Rates> rates =
         ratesFile.empty() ? defaultRates(backend) : readRates(ratesFile);
     if (!rates)
-      return module.emitError() << llvm::toString(rates.takeError());
+      return mlir::emitError(module.getLoc()) << llvm::toString(rates.takeError());
     Builder b(module.getContext());
     for (auto [index, stage] : llvm::enumerate(stageModules)) {
       int64_t id = stage->getAttrOfType<IntegerAttr>("cleave.stage").getInt();
