@@ -13,5 +13,6 @@ config.environment["PATH"] = os.pathsep.join(
     [config.cleave_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
 config.substitutions.append(("%torch_python", config.torch_python))
 config.substitutions.append(("%src_root", config.cleave_src_root))
+config.substitutions.append(("%cleave_bin", config.cleave_tools_dir))
 config.substitutions.append(("%inputs", os.path.join(config.cleave_src_root, "test", "inputs")))
 config.substitutions.append(("%models", os.path.join(config.cleave_src_root, "models")))
