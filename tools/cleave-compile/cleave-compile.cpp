@@ -12,6 +12,7 @@
 #include "ir/CleaveOps.h"
 #include "passes/Passes.h"
 #include "passes/Pipeline.h"
+#include "tools/cleave-compile/Report.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/MLIRContext.h"
@@ -19,6 +20,9 @@
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
 
 using namespace llvm;
@@ -67,6 +71,40 @@ static cl::opt<bool>
                 cl::desc("also write OUT/report.html: the partition, memory "
                          "per rank and the pipeline timeline"),
                 cl::init(false));
+
+/// --report: OUT/report.html from OUT/plan.json.
+static int reportPage(StringRef folder) {
+  SmallString<256> planPath(folder), pagePath(folder);
+  llvm::sys::path::append(planPath, "plan.json");
+  llvm::sys::path::append(pagePath, "report.html");
+  auto buffer = MemoryBuffer::getFile(planPath, /*IsText=*/true);
+  if (!buffer) {
+    errs() << "cleave-compile: cannot read " << planPath << ": "
+           << buffer.getError().message() << "\n";
+    return 1;
+  }
+  Expected<llvm::json::Value> plan = llvm::json::parse((*buffer)->getBuffer());
+  if (!plan || !plan->getAsObject()) {
+    errs() << "cleave-compile: " << planPath << " is not a JSON object"
+           << (plan ? "" : ": " + toString(plan.takeError())) << "\n";
+    return 1;
+  }
+  Expected<std::string> page = cleave::renderReport(*plan->getAsObject());
+  if (!page) {
+    errs() << "cleave-compile: " << toString(page.takeError()) << "\n";
+    return 1;
+  }
+  std::error_code ec;
+  llvm::raw_fd_ostream os(pagePath, ec);
+  if (ec) {
+    errs() << "cleave-compile: cannot write " << pagePath << ": "
+           << ec.message() << "\n";
+    return 1;
+  }
+  os << *page;
+  outs() << "report: " << pagePath << "\n";
+  return 0;
+}
 
 /// Prints the module for --emit=mlir.
 static int printModule(mlir::ModuleOp module) {
@@ -215,5 +253,5 @@ int main(int argc, char **argv) {
   mlir::cleave::buildProgramPipeline(pm, pipeline);
   if (mlir::failed(pm.run(**module)))
     return 1;
-  return 0;
+  return writeReport ? reportPage(outputPath) : 0;
 }

@@ -1,0 +1,28 @@
+//===- Report.h - plan.json as a page to read at a glance -------*- C++ -*-===//
+//
+// `cleave-compile --report` writes the plan as a self-contained page (inline
+// SVG and CSS, nothing fetched): the stage partition, the predicted memory per
+// rank by category and the pipeline timeline per rank.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_TOOLS_CLEAVE_COMPILE_REPORT_H
+#define CLEAVE_TOOLS_CLEAVE_COMPILE_REPORT_H
+
+#include "llvm/Support/Error.h"
+#include "llvm/Support/JSON.h"
+
+#include <string>
+
+namespace cleave {
+
+/// The page for `plan` (the object plan.json holds), or an error naming the
+/// first field the page needs that is missing or has the wrong type, e.g.
+/// "plan.json: ranks[2].predicted_memory.activations is not a number".
+/// `schedule` and `timeline` are optional: a plan without a pipeline renders
+/// with a line saying there is no pipeline timeline.
+llvm::Expected<std::string> renderReport(const llvm::json::Object &plan);
+
+} // namespace cleave
+
+#endif // CLEAVE_TOOLS_CLEAVE_COMPILE_REPORT_H
