@@ -25,6 +25,10 @@ CONFIGS = {
                      vocab=50257, seq=2048),
     "gpt3-175b": dict(family="gpt2", n_layer=96, d_model=12288, n_head=96,
                       vocab=50257, seq=2048),
+    # Eight equal blocks and a small vocabulary: pipeline stages balance
+    # (bench/pipeline-bubble.sh measures the bubble with it).
+    "gpt2-pipe": dict(family="gpt2", n_layer=8, d_model=256, n_head=8,
+                      vocab=256, seq=128),
     # ---------------------------------------------------------------- Llama
     "llama-toy": dict(family="llama", n_layer=2, d_model=64, n_head=4,
                       n_kv_head=2, ffn_hidden=192, vocab=256, seq=32),
