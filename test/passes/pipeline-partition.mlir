@@ -2,15 +2,15 @@
 // small model with a tied embedding and head split into stage modules
 // (cost-based, at named nodes, by memory), the errors, and the programs the
 // emitter writes for each pipeline rank (receives, sends, groups, schedule).
-// RUN: cleave-opt %s --cleave-pipeline-partition=stages=2 | FileCheck %s
+// RUN: cleave-opt %s "--cleave-pipeline-partition=stages=2 rates=%inputs/rates-flops.json" | FileCheck %s
 // RUN: cleave-opt %s "--cleave-pipeline-partition=stages=3 split-points=/l2/MatMul,/head/MatMul" | FileCheck %s --check-prefix=SPLIT
-// RUN: cleave-opt %s "--cleave-pipeline-partition=stages=2 optimize=memory memory-weight=1.0" | FileCheck %s --check-prefix=MEM
+// RUN: cleave-opt %s "--cleave-pipeline-partition=stages=2 optimize=memory memory-weight=1.0 rates=%inputs/rates-flops.json" | FileCheck %s --check-prefix=MEM
 // RUN: not cleave-opt %s --cleave-pipeline-partition=stages=5 2>&1 | FileCheck %s --check-prefix=MANY
 // RUN: not cleave-opt %s "--cleave-pipeline-partition=stages=2 split-points=/nope" 2>&1 | FileCheck %s --check-prefix=NAME
 // RUN: not cleave-opt %s "--cleave-pipeline-partition=stages=3 split-points=/head/MatMul,/l2/MatMul" 2>&1 | FileCheck %s --check-prefix=ORDER
-// RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-pipeline-partition{stages=2},builtin.module(cleave-autodiff{microbatches=4},cleave-optimizer{grad-clip=1.0}),cleave-pipeline-schedule{ranks=2 microbatches=4 kind=simple},builtin.module(cleave-memory-plan))' | FileCheck %s --check-prefix=SCHED
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-pipeline-partition{stages=2 rates=%inputs/rates-flops.json},builtin.module(cleave-autodiff{microbatches=4},cleave-optimizer{grad-clip=1.0}),cleave-pipeline-schedule{ranks=2 microbatches=4 kind=simple},builtin.module(cleave-memory-plan))' | FileCheck %s --check-prefix=SCHED
 // RUN: not cleave-opt %s --pass-pipeline='builtin.module(cleave-pipeline-partition{stages=4},builtin.module(cleave-autodiff{microbatches=3}),cleave-pipeline-schedule{ranks=2 microbatches=3 kind=interleaved_virtual})' 2>&1 | FileCheck %s --check-prefix=VIRTUAL
-// RUN: rm -rf %t && cleave-opt %s --pass-pipeline='builtin.module(cleave-pipeline-partition{stages=2},builtin.module(cleave-autodiff{microbatches=2},cleave-optimizer{grad-clip=1.0}),cleave-pipeline-schedule{ranks=2 microbatches=2},builtin.module(cleave-memory-plan),cleave-emit-program{output-dir=%t microbatches=2})' -o /dev/null
+// RUN: rm -rf %t && cleave-opt %s --pass-pipeline='builtin.module(cleave-pipeline-partition{stages=2 rates=%inputs/rates-flops.json},builtin.module(cleave-autodiff{microbatches=2},cleave-optimizer{grad-clip=1.0}),cleave-pipeline-schedule{ranks=2 microbatches=2},builtin.module(cleave-memory-plan),cleave-emit-program{output-dir=%t microbatches=2})' -o /dev/null
 // RUN: protoc --decode=cleave.program.Program -I %src_root/runtime %src_root/runtime/program.proto < %t/rank-0.pb | FileCheck %s --check-prefix=RANK0
 // RUN: protoc --decode=cleave.program.Program -I %src_root/runtime %src_root/runtime/program.proto < %t/rank-1.pb | FileCheck %s --check-prefix=RANK1
 // RUN: FileCheck %s --check-prefix=PLAN < %t/plan.json
@@ -38,16 +38,17 @@ func.func @forward(%x: tensor<2x4xi64>, %t: tensor<2x4xi64>) -> tensor<f32> {
   return %loss : tensor<f32>
 }
 
-// The cost model puts the cut after the embedding (the head's product over
-// the vocabulary is the largest op); @emb is held by both stages.
+// Counting FLOPs only (test/inputs/rates-flops.json), the head's product
+// over the vocabulary (2048) about equals the two layers (2 x 1152): the cut
+// goes before the head, and @emb is held by both stages.
 // CHECK: module @stage0 attributes {cleave.stage = 0 : i64, cleave.stages = 2 : i64}
-// CHECK-NEXT: cleave.parameter @emb {cleave.tied_stages = [0, 1]
-// CHECK-NEXT: func.func @forward(%arg0: tensor<2x4xi64> {cleave.role = "tokens"}) -> (tensor<2x4x8xf32> {cleave.boundary = 0 : i64, cleave.differentiable}) attributes {cleave.first_node = "/emb/Gather", cleave.last_node = "/emb/Gather"}
-// CHECK: module @stage1 attributes {cleave.stage = 1 : i64, cleave.stages = 2 : i64}
+// CHECK-DAG: cleave.parameter @emb {cleave.tied_stages = [0, 1]
 // CHECK-DAG: cleave.parameter @w1
 // CHECK-DAG: cleave.parameter @w2
-// CHECK-DAG: cleave.parameter @emb {cleave.tied_stages = [0, 1]
-// CHECK: func.func @forward(%arg0: tensor<2x4x8xf32> {cleave.boundary = 0 : i64, cleave.differentiable}, %arg1: tensor<2x4xi64> {cleave.role = "targets"}) -> tensor<f32>
+// CHECK: func.func @forward(%arg0: tensor<2x4xi64> {cleave.role = "tokens"}) -> (tensor<2x4x8xf32> {cleave.boundary = 0 : i64, cleave.differentiable}) attributes {cleave.first_node = "/emb/Gather", cleave.last_node = "/l2/Add"}
+// CHECK: module @stage1 attributes {cleave.stage = 1 : i64, cleave.stages = 2 : i64}
+// CHECK-NEXT: cleave.parameter @emb {cleave.tied_stages = [0, 1]
+// CHECK-NEXT: func.func @forward(%arg0: tensor<2x4x8xf32> {cleave.boundary = 0 : i64, cleave.differentiable}, %arg1: tensor<2x4xi64> {cleave.role = "targets"}) -> tensor<f32> attributes {cleave.first_node = "/head/MatMul", cleave.last_node = "/loss"}
 // CHECK-NOT: func.func
 
 // SPLIT: module @stage0
