@@ -244,6 +244,59 @@ Status Communicator::allReduce(int group, Reduce op, const TensorRef &in,
   return Status::ok();
 }
 
+Status Communicator::startAllReduce(int group, Reduce op, const TensorRef &t,
+                                    int event) {
+  const Group &g = groups_[group];
+  if (g.ranks.size() == 1)
+    return Status::ok();
+  MPI_Datatype type;
+  MPI_Op mpiOp;
+  CLEAVE_CHECK(datatype(t.dtype, type));
+  CLEAVE_CHECK(reduceOp(t.dtype, op, mpiOp));
+  StartedReduce started{event, {}, t, op, int(g.ranks.size())};
+  size_t elementSize = dtypeSize(t.dtype);
+  char *base = static_cast<char *>(t.data);
+  for (int64_t done = 0, n = t.numElements(); done < n;) {
+    int count = int(std::min(kMaxCount, n - done));
+    started.requests.push_back(MPI_REQUEST_NULL);
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, base + done * elementSize, count,
+                             type, mpiOp, g.comm, &started.requests.back()));
+    done += count;
+  }
+  started_.push_back(std::move(started));
+  return Status::ok();
+}
+
+Status Communicator::finishCollective(int event) {
+  for (size_t i = 0; i < started_.size();) {
+    if (started_[i].event != event) {
+      ++i;
+      continue;
+    }
+    StartedReduce s = std::move(started_[i]);
+    started_.erase(started_.begin() + i);
+    MPI_CHECK(MPI_Waitall(int(s.requests.size()), s.requests.data(),
+                          MPI_STATUSES_IGNORE));
+    if (s.op == Reduce::Mean)
+      CLEAVE_CHECK(scaleMean(s.tensor, s.count));
+  }
+  return Status::ok();
+}
+
+Status Communicator::finishCollectives() {
+  while (!started_.empty())
+    CLEAVE_CHECK(finishCollective(started_.front().event));
+  return Status::ok();
+}
+
+void Communicator::progress() {
+  for (StartedReduce &s : started_) {
+    int done = 0;
+    MPI_Testall(int(s.requests.size()), s.requests.data(), &done,
+                MPI_STATUSES_IGNORE);
+  }
+}
+
 Status Communicator::allGather(int group, const TensorRef &in,
                                const TensorRef &out) {
   const Group &g = groups_[group];

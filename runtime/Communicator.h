@@ -89,6 +89,16 @@ public:
   /// Finishes every started send.
   Status finishSends();
   bool sending() const { return !pending_.empty(); }
+  /// Starts an in-place all-reduce of `t` over `group` that `event`
+  /// names, and returns at once; finishCollective(event) completes it.
+  Status startAllReduce(int group, Reduce op, const TensorRef &t, int event);
+  /// Completes the started all-reduces of `event` (none: nothing to do).
+  Status finishCollective(int event);
+  /// Completes every started all-reduce.
+  Status finishCollectives();
+  /// Lets started all-reduces advance (MPI progresses inside its calls).
+  void progress();
+  bool collecting() const { return !started_.empty(); }
 
   // Over the whole world, for the driver.
   Status sumAll(std::vector<double> &values);
@@ -119,6 +129,14 @@ private:
     size_t size;
   };
   std::vector<PendingSend> pending_;
+  struct StartedReduce {
+    int event;
+    std::vector<MPI_Request> requests;
+    TensorRef tensor;
+    Reduce op;
+    int count; // ranks in the group, for the mean
+  };
+  std::vector<StartedReduce> started_;
   // 16-bit float sum and max (MPI has no half types).
   MPI_Op halfSum_ = MPI_OP_NULL, halfMax_ = MPI_OP_NULL;
   MPI_Op bf16Sum_ = MPI_OP_NULL, bf16Max_ = MPI_OP_NULL;

@@ -241,6 +241,7 @@ struct Runtime::Op {
   std::vector<int> written; // tensors that become live
   int tensor = -1;          // Free
   int peer = 0, tag = 0, group = 0, root = 0;
+  int event = 0; // a started all-reduce's id, or the id an Event waits for
   pb::CollectiveKind collective = pb::ALL_REDUCE;
   Reduce reduce = Reduce::Sum;
 };
@@ -493,6 +494,7 @@ Status Runtime::prepare() {
         op.group = c.group();
         op.root = c.root();
         op.reduce = reduceOf(c.reduce());
+        op.event = c.event();
         for (int id : c.inputs()) {
           op.inputs.push_back(tensors_[id]);
           reads.insert(id);
@@ -529,6 +531,7 @@ Status Runtime::prepare() {
       case pb::Instruction::kEvent:
         op.kind = Op::Kind::Event;
         op.where += ".event";
+        op.event = inst.event().wait() ? inst.event().id() : 0;
         break;
       case pb::Instruction::kFree:
         op.kind = Op::Kind::Free;
@@ -577,6 +580,8 @@ Status Runtime::initialize() {
 
 Status Runtime::runOp(const Op &op) {
   Status status = Status::ok();
+  if (comm_.collecting())
+    comm_.progress();
   // A send still reading a tensor finishes before anything overwrites it.
   if (comm_.sending() && op.kind != Op::Kind::Send)
     for (const TensorRef &out : op.outputs)
@@ -602,7 +607,9 @@ Status Runtime::runOp(const Op &op) {
         status = comm_.broadcast(op.group, op.root, in, out);
         break;
       default:
-        status = comm_.allReduce(op.group, op.reduce, in, out);
+        status = op.event > 0 && in.data == out.data
+                     ? comm_.startAllReduce(op.group, op.reduce, out, op.event)
+                     : comm_.allReduce(op.group, op.reduce, in, out);
         break;
       }
     }
@@ -618,7 +625,10 @@ Status Runtime::runOp(const Op &op) {
                  op.outputs[0].sizeBytes());
     break;
   case Op::Kind::Event:
-    // The CPU runs everything in order on one stream: nothing to wait for.
+    // The CPU runs kernels in order on one stream; a wait completes the
+    // all-reduces started under its id.
+    if (op.event > 0)
+      status = comm_.finishCollective(op.event);
     break;
   case Op::Kind::Free:
     markDead(op.tensor);
@@ -690,6 +700,7 @@ Status Runtime::runStep(int64_t step, const TokenData *data,
       continue;
     if (fn.source->kind() == pb::OPTIMIZER) {
       if (scaling && !checked) {
+        CLEAVE_CHECK(comm_.finishCollectives());
         CLEAVE_CHECK(unscaleGradients(result.skipped));
         checked = true;
       }
@@ -721,6 +732,7 @@ Status Runtime::runStep(int64_t step, const TokenData *data,
   }
 
   CLEAVE_CHECK(comm_.finishSends());
+  CLEAVE_CHECK(comm_.finishCollectives());
   if (optimized)
     ++optimizerSteps_;
   if (scaling && checked)

@@ -388,6 +388,17 @@ private:
       return fail(where, str(c.inputs_size()) + " inputs and " +
                              str(c.outputs_size()) +
                              " outputs; expected one output per input");
+    if (c.event() < 0)
+      return fail(where, "negative event " + str(c.event()));
+    if (c.event() > 0 && c.kind() != pb::ALL_REDUCE)
+      return fail(where, "only an ALL_REDUCE can be started without waiting "
+                         "(event " + str(c.event()) + ")");
+    for (int i = 0; c.event() > 0 && i < c.inputs_size(); ++i)
+      if (c.inputs(i) != c.outputs(i))
+        return fail(where, "a started all-reduce works in place, but input " +
+                               str(i) + " is tensor " + str(c.inputs(i)) +
+                               " and output " + str(i) + " is " +
+                               str(c.outputs(i)));
     if (c.kind() == pb::BROADCAST && (c.root() < 0 || c.root() >= members))
       return fail(where, "root " + str(c.root()) + " is not a rank of group " +
                              str(c.group()) + " (" + str(members) +

@@ -7,6 +7,8 @@
 // RUN: not cleave-opt %s --cleave-autodiff --cleave-data-parallel=degree=2 2>&1 | FileCheck %s --check-prefix=NOOPT
 // RUN: rm -rf %t && cleave-opt %s --cleave-autodiff=microbatches=2 --cleave-optimizer --cleave-data-parallel=degree=2 --cleave-memory-plan --cleave-emit-program="output-dir=%t microbatches=2 data-degree=2" -o /dev/null
 // RUN: protoc --decode=cleave.program.Program -I %src_root/runtime %src_root/runtime/program.proto < %t/rank-1.pb | FileCheck %s --check-prefix=RANK1
+// RUN: rm -rf %t.b && cleave-opt %s --cleave-autodiff=microbatches=2 --cleave-optimizer "--cleave-data-parallel=degree=2 bucket-bytes=1" --cleave-memory-plan --cleave-emit-program="output-dir=%t.b microbatches=2 data-degree=2" -o /dev/null
+// RUN: protoc --decode=cleave.program.Program -I %src_root/runtime %src_root/runtime/program.proto < %t.b/rank-0.pb | FileCheck %s --check-prefix=OVERLAP
 
 cleave.parameter @w {init = "normal:0.02"} : tensor<4x8xf32>
 cleave.parameter @b {init = "zeros"} : tensor<8xf32>
@@ -42,11 +44,40 @@ func.func @forward(%x: tensor<2x4xi64>, %t: tensor<2x4xi64>) -> tensor<f32> {
 // RANK1-NEXT: microbatches: 2
 // RANK1-NEXT: seq_len: 4
 // RANK1-NEXT: first_sample: 4
+// The bucket's all-reduce is started in the last microbatch's backward,
+// right after its last gradient is accumulated, and the optimizer waits for
+// it.
 // RANK1: kind: OPTIMIZER
 // RANK1-NEXT: body {
-// RANK1-NEXT: collective {
+// RANK1-NEXT: event {
+// RANK1-NEXT: id: 1
+// RANK1-NEXT: wait: true
+// RANK1: name: "forward_backward (last microbatch)"
+// RANK1: op: "accumulate_grad"
+// RANK1: op: "accumulate_grad"
+// RANK1-NEXT: inputs:
+// RANK1-NEXT: outputs: [[LAST:[0-9]+]]
+// RANK1: collective {
 // RANK1-NEXT: inputs:
 // RANK1-NEXT: inputs:
 // RANK1-NEXT: outputs:
 // RANK1-NEXT: outputs:
 // RANK1-NEXT: reduce: MEAN
+// RANK1-NEXT: event: 1
+// RANK1: schedule {
+// RANK1: schedule {
+// RANK1: schedule {
+// RANK1: schedule {
+// RANK1-NEXT: function: 3
+// RANK1-NEXT: microbatch: 1
+
+// One bucket per parameter: @b's gradient is final first, and its
+// all-reduce runs while the backward still computes @w's.
+// OVERLAP: name: "forward_backward (last microbatch)"
+// OVERLAP: op: "accumulate_grad"
+// OVERLAP: collective {
+// OVERLAP: event: 1
+// OVERLAP: op: "matmul"
+// OVERLAP: op: "accumulate_grad"
+// OVERLAP: collective {
+// OVERLAP: event: 2
