@@ -587,7 +587,8 @@ Status Runtime::runOp(const Op &op) {
     for (const TensorRef &out : op.outputs)
       CLEAVE_CHECK(comm_.finishSendsOverlapping(out.data, out.sizeBytes()));
   bool communicates = op.kind == Op::Kind::Collective ||
-                      op.kind == Op::Kind::Send || op.kind == Op::Kind::Recv;
+                      op.kind == Op::Kind::Send || op.kind == Op::Kind::Recv ||
+                      (op.kind == Op::Kind::Event && op.event > 0);
   double began = communicates && trace_.active() ? trace_.nowUs() : 0;
   switch (op.kind) {
   case Op::Kind::Kernel:
@@ -637,8 +638,11 @@ Status Runtime::runOp(const Op &op) {
   if (!status)
     return Status::error(op.where + ": " + status.message());
   if (communicates && trace_.active())
-    trace_.add(op.kind == Op::Kind::Collective
-                   ? pb::CollectiveKind_Name(op.collective)
+    trace_.add(op.kind == Op::Kind::Event ? "wait for ALL_REDUCE " + str(op.event)
+               : op.kind == Op::Kind::Collective
+                   ? pb::CollectiveKind_Name(op.collective) +
+                         (op.event > 0 ? " " + str(op.event) + " started"
+                                       : std::string())
                    : op.kind == Op::Kind::Send ? "send to " + str(op.peer)
                                                : "receive from " + str(op.peer),
                1, began);
