@@ -11,6 +11,7 @@
 
 #include "ir/CleaveOps.h"
 #include "passes/Layout.h"
+#include "passes/NodeName.h"
 #include "passes/Passes.h"
 #include "passes/PipelineSchedule.h"
 
@@ -130,16 +131,6 @@ LogicalResult convertAttribute(Attribute attr, pb::Attribute &out) {
     return failure();
   }
   return success();
-}
-
-std::string locationName(Location loc) {
-  if (auto name = loc.dyn_cast<NameLoc>())
-    return name.getName().str();
-  if (auto fused = loc.dyn_cast<FusedLoc>())
-    for (Location inner : fused.getLocations())
-      if (auto name = inner.dyn_cast<NameLoc>())
-        return name.getName().str();
-  return "";
 }
 
 int64_t intFrom(DictionaryAttr dict, StringRef key) {
@@ -699,7 +690,7 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
         tensorOf[get.getResult()] = it->second;
         continue;
       }
-      std::string name = locationName(op.getLoc());
+      std::string name = onnxNodeName(op.getLoc());
       if (auto acc = dyn_cast<AccumulateGradOp>(op)) {
         auto it = gradTensor.find(acc.getName());
         if (it == gradTensor.end())
@@ -842,7 +833,7 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
       return op.emitError() << "no parameter " << symbol;
     pb::Kernel *kernel = fn->add_body()->mutable_kernel();
     kernel->set_op(op.getName().stripDialect().str());
-    kernel->set_location(locationName(op.getLoc()));
+    kernel->set_location(onnxNodeName(op.getLoc()));
     kernel->add_inputs(tensorOf.lookup(op.getOperand(0)));
     kernel->add_inputs(tensorOf.lookup(op.getOperand(1)));
     kernel->add_inputs(op.getNumOperands() > 2

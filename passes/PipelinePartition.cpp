@@ -14,6 +14,7 @@
 #include "ir/CleaveOps.h"
 #include "passes/CostModel.h"
 #include "passes/Layout.h"
+#include "passes/NodeName.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -36,17 +37,7 @@ using namespace mlir::cleave;
 
 namespace {
 
-/// The ONNX node name an op was imported from, or "".
-std::string nodeName(Operation *op) {
-  Location loc = op->getLoc();
-  if (auto name = loc.dyn_cast<NameLoc>())
-    return name.getName().str();
-  if (auto fused = loc.dyn_cast<FusedLoc>())
-    for (Location inner : fused.getLocations())
-      if (auto name = inner.dyn_cast<NameLoc>())
-        return name.getName().str();
-  return "";
-}
+std::string nodeName(Operation *op) { return onnxNodeName(op->getLoc()); }
 
 /// Ops every stage makes for itself instead of receiving: storage names.
 bool cloned(Operation *op) { return isa<ConstantOp, GetParamOp>(op); }

@@ -387,27 +387,28 @@ Status Communicator::broadcast(int group, int root, const TensorRef &in,
   return Status::ok();
 }
 
-Status Communicator::send(int peer, int tag, const TensorRef &t) {
+Status Communicator::checkPointToPoint(int peer, const TensorRef &t,
+                                       const char *what) const {
   if (!mpi_ || peer < 0 || peer >= size_ || peer == rank_)
-    return Status::error("send to rank " + std::to_string(peer) +
+    return Status::error(std::string(what) + " rank " + std::to_string(peer) +
                          ": not another rank of this world of " +
                          std::to_string(size_));
   if (t.sizeBytes() > size_t(INT_MAX))
-    return Status::error("send of " + describe(t) +
+    return Status::error(std::string(what) + " rank " + std::to_string(peer) +
+                         " of " + describe(t) +
                          ": more bytes than one MPI call takes");
+  return Status::ok();
+}
+
+Status Communicator::send(int peer, int tag, const TensorRef &t) {
+  CLEAVE_CHECK(checkPointToPoint(peer, t, "send to"));
   MPI_CHECK(MPI_Send(t.data, int(t.sizeBytes()), MPI_BYTE, peer, tag,
                      MPI_COMM_WORLD));
   return Status::ok();
 }
 
 Status Communicator::startSend(int peer, int tag, const TensorRef &t) {
-  if (!mpi_ || peer < 0 || peer >= size_ || peer == rank_)
-    return Status::error("send to rank " + std::to_string(peer) +
-                         ": not another rank of this world of " +
-                         std::to_string(size_));
-  if (t.sizeBytes() > size_t(INT_MAX))
-    return Status::error("send of " + describe(t) +
-                         ": more bytes than one MPI call takes");
+  CLEAVE_CHECK(checkPointToPoint(peer, t, "send to"));
   PendingSend p{MPI_REQUEST_NULL, static_cast<const char *>(t.data),
                 t.sizeBytes()};
   MPI_CHECK(MPI_Isend(t.data, int(t.sizeBytes()), MPI_BYTE, peer, tag,
@@ -441,13 +442,7 @@ Status Communicator::finishSends() {
 }
 
 Status Communicator::recv(int peer, int tag, const TensorRef &t) {
-  if (!mpi_ || peer < 0 || peer >= size_ || peer == rank_)
-    return Status::error("receive from rank " + std::to_string(peer) +
-                         ": not another rank of this world of " +
-                         std::to_string(size_));
-  if (t.sizeBytes() > size_t(INT_MAX))
-    return Status::error("receive of " + describe(t) +
-                         ": more bytes than one MPI call takes");
+  CLEAVE_CHECK(checkPointToPoint(peer, t, "receive from"));
   MPI_Status status;
   MPI_CHECK(MPI_Recv(t.data, int(t.sizeBytes()), MPI_BYTE, peer, tag,
                      MPI_COMM_WORLD, &status));

@@ -117,6 +117,9 @@ private:
   Status datatype(DType dtype, MPI_Datatype &type) const;
   Status reduceOp(DType dtype, Reduce op, MPI_Op &mpiOp) const;
   Status scaleMean(const TensorRef &t, int count) const;
+  /// `peer` is another rank of the world and `t` fits one MPI call.
+  Status checkPointToPoint(int peer, const TensorRef &t,
+                           const char *what) const;
 
   bool mpi_ = false;
   int rank_ = 0;
