@@ -444,6 +444,33 @@ const BadField kBadFields[] = {
      },
      "functions[0].body[11].collective ALL_REDUCE: a MEAN of tensor 3 (i64[2, "
      "3]): mean is for floating-point tensors only"},
+    {"StartedGatherIsRefused",
+     [](TinyModel &m) {
+       auto *c = m.b.p.mutable_functions(0)->add_body()->mutable_collective();
+       c->set_kind(pb::ALL_GATHER);
+       c->set_event(1);
+       c->add_inputs(m.loss);
+       c->add_outputs(m.loss);
+     },
+     "functions[0].body[11].collective ALL_GATHER: only an ALL_REDUCE can be "
+     "started without waiting (event 1)"},
+    {"StartedReduceNotInPlace",
+     [](TinyModel &m) {
+       auto *c = m.b.p.mutable_functions(0)->add_body()->mutable_collective();
+       c->set_event(2);
+       c->add_inputs(m.bias);
+       c->add_outputs(m.loss);
+     },
+     "functions[0].body[11].collective ALL_REDUCE: a started all-reduce works "
+     "in place, but input 0 is tensor 2 and output 0 is 10"},
+    {"NegativeCollectiveEvent",
+     [](TinyModel &m) {
+       auto *c = m.b.p.mutable_functions(0)->add_body()->mutable_collective();
+       c->set_event(-1);
+       c->add_inputs(m.loss);
+       c->add_outputs(m.loss);
+     },
+     "functions[0].body[11].collective ALL_REDUCE: negative event -1"},
     {"BroadcastRoot",
      [](TinyModel &m) {
        auto *c = m.b.p.mutable_functions(0)->add_body()->mutable_collective();
