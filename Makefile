@@ -21,7 +21,7 @@ check: build
 
 # The bad-input tests once more under AddressSanitizer and UBSan.
 asan: deps
-	@test -f build-asan/build.ninja || cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCLEAVE_ASAN=ON
+	@test -f build-asan/build.ninja || cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCLEAVE_ASAN=ON -DCLEAVE_CUDA=OFF
 	cmake --build build-asan -j $(JOBS) --target cleave-compile cleave-opt cleave-run
 	cd build-asan && ctest --output-on-failure -L bad-input
 

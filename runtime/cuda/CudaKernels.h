@@ -1,0 +1,215 @@
+//===- CudaKernels.h - the CUDA backend's kernel entry point ---*- C++ -*-===//
+//
+// The CUDA counterpart of runtime/cpu/Kernels.h: the same op names,
+// attributes, operands and results, with TensorRef data pointers that are
+// device pointers and every kernel enqueued on the caller's stream (nothing
+// here synchronizes). Ops without a CUDA kernel yet are an error naming the
+// op and listing the ones there are. No global state: the caller owns the
+// stream and picks the device (selectCudaDevice).
+//
+// The second half of this header is not API: it declares what the kernel
+// files (elementwise.cu, softmax.cu, norms.cu, optimizer.cu, matmul.cpp)
+// share with each other and with Device.cpp's dispatch table.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CLEAVE_RUNTIME_CUDA_CUDAKERNELS_H
+#define CLEAVE_RUNTIME_CUDA_CUDAKERNELS_H
+
+#include "runtime/Status.h"
+#include "runtime/Tensor.h"
+#include "runtime/cpu/Kernels.h"
+
+#include <cuda_runtime_api.h>
+
+#include <string>
+#include <vector>
+
+namespace cleave::runtime {
+
+/// The number of CUDA devices; 0 when there is no device or no driver
+/// (never an error).
+int cudaDeviceCount();
+
+/// Makes device `localRank % count` current on the calling thread and
+/// returns it in `device`. An error when there is no device or driver, or
+/// `localRank` is negative. (Reading the local rank, e.g. from
+/// OMPI_COMM_WORLD_LOCAL_RANK, is the caller's business.)
+Status selectCudaDevice(int localRank, int &device);
+
+/// Enqueues dialect op `op` on `stream` (the current device's). Inputs and
+/// outputs are views of device memory; an absent optional operand has null
+/// data. Returns an error naming the op for an op or element type without a
+/// CUDA kernel, operands that do not fit the op, or a failed CUDA call.
+Status runCudaKernel(const std::string &op, const Attributes &attributes,
+                     const std::vector<TensorRef> &inputs,
+                     const std::vector<TensorRef> &outputs,
+                     cudaStream_t stream);
+
+/// The ops runCudaKernel implements, sorted.
+const std::vector<std::string> &cudaKernelOps();
+
+/// One parameter of an AdamW step: the operand and results of its
+/// cleave.adamw op, in device memory. param, expAvg and expAvgSq (f32) are
+/// read and written; grad is f32, bf16 or f16 of the parameter's shape.
+struct AdamWTensors {
+  TensorRef grad;
+  TensorRef param, expAvg, expAvgSq;
+};
+
+/// cleave.adamw on every parameter of `params` at once: one kernel launch
+/// (per 512 parameters) instead of one per parameter. The parameters share
+/// the op's attributes (lr, weight_decay, beta1, beta2, eps, max_norm,
+/// warmup_steps, decay_steps, min_lr), the step (an i64 scalar on the
+/// device) and sum_squares (an f32 scalar on the device; null data: no
+/// clipping). Each element is updated exactly as runtime/cpu/optimizer.cpp
+/// updates it. The schedule and the clipping coefficient are computed on the
+/// device from step and sum_squares, so nothing waits for the host; a step
+/// below 1 (an error on the CPU) leaves the parameters unchanged.
+Status adamwMultiTensor(const Attributes &attributes, const TensorRef &step,
+                        const TensorRef &sumSquares,
+                        const std::vector<AdamWTensors> &params,
+                        cudaStream_t stream);
+
+//===----------------------------------------------------------------------===//
+// Not API: what the kernel files share
+//===----------------------------------------------------------------------===//
+
+namespace cpu {
+struct KernelArgs;
+} // namespace cpu
+
+namespace cuda {
+
+/// A kernel of the dispatch table: checks its operands (the dispatcher has
+/// checked their counts) and enqueues its work on `stream`.
+using KernelFn = Status (*)(const cpu::KernelArgs &args, cudaStream_t stream);
+
+// elementwise.cu
+Status addKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status subKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status mulKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status divKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status geluKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status siluKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+// softmax.cu
+Status softmaxKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status logSoftmaxKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+// norms.cu
+Status layerNormKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status rmsNormKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+// matmul.cpp
+Status matmulKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+// optimizer.cu
+Status adamwKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+
+/// Threads per block of the elementwise kernels, and the most blocks their
+/// grid-stride loops are launched with.
+constexpr int kBlockThreads = 256;
+constexpr int64_t kMaxBlocks = 1 << 16;
+
+inline unsigned blocksFor(int64_t n, int threads = kBlockThreads) {
+  int64_t blocks = (n + threads - 1) / threads;
+  return unsigned(blocks < kMaxBlocks ? blocks : kMaxBlocks);
+}
+
+} // namespace cuda
+} // namespace cleave::runtime
+
+#ifdef __CUDACC__
+// Only KernelSupport.h's KernelArgs, shapes and broadcasting plans are used
+// (its OpenMP loops are not: compile with -Xcompiler -Wno-unknown-pragmas).
+#include "runtime/cpu/KernelSupport.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+namespace cleave::runtime::cuda {
+
+/// Calls f(cpu::Tag<T>{}) for the device storage type of a float dtype
+/// (float, __nv_bfloat16, __half); other types are an error naming `what`.
+template <typename F>
+Status visitDeviceFloat(const cpu::KernelArgs &a, DType dtype, F &&f,
+                        const char *what = "x") {
+  switch (dtype) {
+  case DType::F32:
+    return f(cpu::Tag<float>{});
+  case DType::BF16:
+    return f(cpu::Tag<__nv_bfloat16>{});
+  case DType::F16:
+    return f(cpu::Tag<__half>{});
+  default:
+    return a.error(std::string("no CUDA kernel for element type ") +
+                   dtypeName(dtype) + " (" + what +
+                   "); the CUDA kernels take f32, bf16 and f16");
+  }
+}
+
+/// 16-bit floats are computed in float and stored rounding to nearest even,
+/// as the CPU backend's load/store do.
+__device__ __forceinline__ float toFloat(float v) { return v; }
+__device__ __forceinline__ float toFloat(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+__device__ __forceinline__ float toFloat(__half v) { return __half2float(v); }
+
+template <typename T> __device__ __forceinline__ T fromFloat(float v);
+template <> __device__ __forceinline__ float fromFloat<float>(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 fromFloat<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+template <> __device__ __forceinline__ __half fromFloat<__half>(float v) {
+  return __float2half_rn(v);
+}
+
+struct SumOp {
+  __device__ __forceinline__ float operator()(float a, float b) const {
+    return a + b;
+  }
+};
+/// fmaxf: a NaN element is skipped, as the CPU's maxOf skips it (the NaN
+/// then propagates through the exp that follows).
+struct MaxOp {
+  __device__ __forceinline__ float operator()(float a, float b) const {
+    return fmaxf(a, b);
+  }
+};
+
+/// Reduces `v` over the block (blockDim.x a multiple of 32, at most 1024)
+/// and returns the result to every thread. Every thread of the block must
+/// call it; consecutive calls may reuse the shared memory (the second
+/// barrier orders them).
+template <typename Op>
+__device__ float blockReduce(float v, Op op, float identity) {
+  __shared__ float partial[32];
+  __shared__ float result;
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int offset = 16; offset; offset >>= 1)
+    v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  if (lane == 0)
+    partial[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < int(blockDim.x >> 5) ? partial[lane] : identity;
+    for (int offset = 16; offset; offset >>= 1)
+      v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
+    if (lane == 0)
+      result = v;
+  }
+  __syncthreads();
+  return result;
+}
+
+/// Threads for a block that walks rows of `n` elements: a multiple of 32,
+/// from 32 to 1024.
+inline int rowThreads(int64_t n, int most = 1024) {
+  int64_t t = (n + 31) / 32 * 32;
+  return int(t < 32 ? 32 : t > most ? most : t);
+}
+
+} // namespace cleave::runtime::cuda
+#endif // __CUDACC__
+
+#endif // CLEAVE_RUNTIME_CUDA_CUDAKERNELS_H
