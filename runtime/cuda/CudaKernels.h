@@ -8,8 +8,9 @@
 // stream and picks the device (selectCudaDevice).
 //
 // The second half of this header is not API: it declares what the kernel
-// files (elementwise.cu, softmax.cu, norms.cu, optimizer.cu, matmul.cpp)
-// share with each other and with Device.cpp's dispatch table.
+// files (elementwise.cu, softmax.cu, norms.cu, optimizer.cu, matmul.cpp,
+// lookup.cu, losses.cu, attention.cu, rotary.cu) share with each other and
+// with Device.cpp's dispatch table.
 //
 //===----------------------------------------------------------------------===//
 #ifndef CLEAVE_RUNTIME_CUDA_CUDAKERNELS_H
@@ -91,6 +92,7 @@ Status mulKernel(const cpu::KernelArgs &a, cudaStream_t stream);
 Status divKernel(const cpu::KernelArgs &a, cudaStream_t stream);
 Status geluKernel(const cpu::KernelArgs &a, cudaStream_t stream);
 Status siluKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status castKernel(const cpu::KernelArgs &a, cudaStream_t stream);
 // softmax.cu
 Status softmaxKernel(const cpu::KernelArgs &a, cudaStream_t stream);
 Status logSoftmaxKernel(const cpu::KernelArgs &a, cudaStream_t stream);
@@ -101,6 +103,14 @@ Status rmsNormKernel(const cpu::KernelArgs &a, cudaStream_t stream);
 Status matmulKernel(const cpu::KernelArgs &a, cudaStream_t stream);
 // optimizer.cu
 Status adamwKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+// lookup.cu
+Status embeddingKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+// losses.cu
+Status softmaxCrossEntropyKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+// attention.cu
+Status attentionKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+// rotary.cu
+Status rotaryKernel(const cpu::KernelArgs &a, cudaStream_t stream);
 
 /// Threads per block of the elementwise kernels, and the most blocks their
 /// grid-stride loops are launched with.

@@ -30,15 +30,20 @@ struct KernelEntry {
 const KernelEntry kKernels[] = {
     {"adamw", cuda::adamwKernel, 2, 3, 3},
     {"add", cuda::addKernel, 2, 2},
+    {"attention", cuda::attentionKernel, 3, 4},
+    {"cast", cuda::castKernel, 1, 1},
     {"div", cuda::divKernel, 2, 2},
+    {"embedding", cuda::embeddingKernel, 2, 2},
     {"gelu", cuda::geluKernel, 1, 1},
     {"layer_norm", cuda::layerNormKernel, 1, 3},
     {"log_softmax", cuda::logSoftmaxKernel, 1, 1},
     {"matmul", cuda::matmulKernel, 2, 2},
     {"mul", cuda::mulKernel, 2, 2},
     {"rms_norm", cuda::rmsNormKernel, 2, 2},
+    {"rotary", cuda::rotaryKernel, 3, 3},
     {"silu", cuda::siluKernel, 1, 1},
     {"softmax", cuda::softmaxKernel, 1, 1},
+    {"softmax_cross_entropy", cuda::softmaxCrossEntropyKernel, 2, 2},
     {"sub", cuda::subKernel, 2, 2},
 };
 
@@ -48,6 +53,8 @@ bool isOptionalOperand(const std::string &op, size_t index) {
     return index >= 1;
   if (op == "adamw")
     return index == 2; // sum_squares, without clipping
+  if (op == "attention")
+    return index == 3; // the mask
   return false;
 }
 

@@ -1,13 +1,17 @@
-//===- elementwise.cu - CUDA kernels of add, sub, mul, div, gelu, silu ----===//
+//===- elementwise.cu - CUDA kernels of the elementwise ops and cast ------===//
 //
-// The CUDA side of runtime/cpu/elementwise.cpp, for f32, bf16 and f16
-// (16-bit floats are computed in float and stored rounding to nearest even).
+// add, sub, mul, div, gelu, silu: the CUDA side of runtime/cpu/elementwise.cpp,
+// for f32, bf16 and f16 (16-bit floats are computed in float and stored
+// rounding to nearest even).
 // Binary ops broadcast as numpy does, either operand, through the CPU
 // backend's BroadcastPlan: the result's dimensions merged where both
 // operands allow, each operand with a stride per merged dimension (0 where it
 // is broadcast). Operands of the result's shape take a plain indexed loop.
 // Every kernel is a grid-stride loop, one element per thread per step, with
 // 32-bit index arithmetic when the result has fewer than 2^31 elements.
+// cast converts between f32, bf16 and f16 through float (exact from the
+// 16-bit types), rounding to nearest even as the CPU's convert does; a cast
+// to the same type is a device-to-device copy.
 //
 //===----------------------------------------------------------------------===//
 
@@ -201,6 +205,14 @@ Status floatUnary(const KernelArgs &a, cudaStream_t stream) {
   });
 }
 
+/// out[i] = D(x[i]) through float.
+template <typename S, typename D, typename Index>
+__global__ void convert(const S *__restrict__ x, D *__restrict__ out, Index n) {
+  for (Index i = Index(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += Index(gridDim.x) * blockDim.x)
+    out[i] = fromFloat<D>(toFloat(x[i]));
+}
+
 } // namespace
 
 namespace cleave::runtime::cuda {
@@ -230,6 +242,42 @@ Status geluKernel(const KernelArgs &a, cudaStream_t stream) {
     return floatUnary<GeluErfOp>(a, stream);
   return a.error("approximate must be \"none\" or \"tanh\", got \"" +
                  approximate + "\"");
+}
+
+Status castKernel(const KernelArgs &a, cudaStream_t stream) {
+  const TensorRef &x = a.in(0), &out = a.out();
+  CLEAVE_CHECK(a.expectShape(out, x.shape, "the result"));
+  int64_t n = x.numElements();
+  return visitDeviceFloat(
+      a, x.dtype,
+      [&](auto from) -> Status {
+        using S = typename decltype(from)::type;
+        return visitDeviceFloat(
+            a, out.dtype,
+            [&](auto to) -> Status {
+              using D = typename decltype(to)::type;
+              if (n == 0)
+                return Status::ok();
+              if (x.dtype == out.dtype) {
+                CLEAVE_CUDA_CHECK(
+                    cudaMemcpyAsync(out.data, x.data, size_t(n) * sizeof(S),
+                                    cudaMemcpyDeviceToDevice, stream));
+                return Status::ok();
+              }
+              if (n <= INT_MAX)
+                convert<S, D, uint32_t>
+                    <<<blocksFor(n), kBlockThreads, 0, stream>>>(
+                        x.as<S>(), out.as<D>(), uint32_t(n));
+              else
+                convert<S, D, int64_t>
+                    <<<blocksFor(n), kBlockThreads, 0, stream>>>(
+                        x.as<S>(), out.as<D>(), n);
+              CLEAVE_CUDA_CHECK(cudaGetLastError());
+              return Status::ok();
+            },
+            "the result");
+      },
+      "x");
 }
 
 } // namespace cleave::runtime::cuda

@@ -190,8 +190,11 @@ std::string dtypeParamName(const ::testing::TestParamInfo<DType> &info) {
 
 TEST(CudaKernelsTest, ErrorsInsteadOfCrashes) {
   const std::vector<std::string> expected = {
-      "adamw",  "add", "div",      "gelu", "layer_norm", "log_softmax",
-      "matmul", "mul", "rms_norm", "silu", "softmax",    "sub"};
+      "adamw",       "add",       "attention", "cast",
+      "div",         "embedding", "gelu",      "layer_norm",
+      "log_softmax", "matmul",    "mul",       "rms_norm",
+      "rotary",      "silu",      "softmax",   "softmax_cross_entropy",
+      "sub"};
   EXPECT_EQ(cudaKernelOps(), expected);
   EXPECT_TRUE(std::is_sorted(cudaKernelOps().begin(), cudaKernelOps().end()));
 
@@ -244,6 +247,44 @@ TEST(CudaKernelsTest, ErrorsInsteadOfCrashes) {
                   nullptr),
               "grad is f32[3], but the parameter is f32[4]");
 
+  expectError(runCudaKernel("embedding", {},
+                            {t(DType::F32, {10, 4}), t(DType::F32, {3})},
+                            {t(DType::F32, {3, 4})}, nullptr),
+              "no kernel for element type f32 (ids)");
+  expectError(runCudaKernel("embedding", {},
+                            {t(DType::F32, {10, 4}), t(DType::I64, {3})},
+                            {t(DType::F32, {3, 5})}, nullptr),
+              "the result has shape [3, 5], expected [3, 4]");
+  expectError(runCudaKernel("softmax_cross_entropy",
+                            {{"reduction", stringA("avg")}},
+                            {t(DType::F32, {4, 10}), t(DType::I64, {4})},
+                            {t(DType::F32, {})}, nullptr),
+              "reduction must be");
+  expectError(runCudaKernel("softmax_cross_entropy", {},
+                            {t(DType::F32, {4, 10}), t(DType::I64, {5})},
+                            {t(DType::F32, {})}, nullptr),
+              "target has shape [5], expected [4]");
+  expectError(runCudaKernel("cast", {}, {t(DType::F32, {4})},
+                            {t(DType::I32, {4})}, nullptr),
+              "no CUDA kernel for element type i32 (the result)");
+  expectError(
+      runCudaKernel("attention", {},
+                    {t(DType::F32, {1, 3, 4, 8}), t(DType::F32, {1, 2, 4, 8}),
+                     t(DType::F32, {1, 2, 4, 8})},
+                    {t(DType::F32, {1, 3, 4, 8})}, nullptr),
+      "not a multiple of the 2 key/value heads");
+  expectError(runCudaKernel("attention", {},
+                            {t(DType::F32, {1, 1, 2, 512}),
+                             t(DType::F32, {1, 1, 2, 512}),
+                             t(DType::F32, {1, 1, 2, 8})},
+                            {t(DType::F32, {1, 1, 2, 8})}, nullptr),
+              "head dimensions up to 256");
+  expectError(runCudaKernel("rotary", {},
+                            {t(DType::F32, {2, 4, 6}), t(DType::F32, {4, 5}),
+                             t(DType::F32, {4, 6})},
+                            {t(DType::F32, {2, 4, 6})}, nullptr),
+              "cos has shape [4, 5], expected [4, 6]");
+
   int device = -1;
   int count = cudaDeviceCount();
   std::cout << "[ INFO     ] cudaDeviceCount() = " << count << "\n";
@@ -282,6 +323,28 @@ TEST(CudaKernelsTest, ErrorsInsteadOfCrashes) {
                                   {t(DType::F32, {4}), t(DType::F32, {4}),
                                    t(DType::F32, {4})},
                                   nullptr));
+  runs.emplace_back("embedding",
+                    runCudaKernel("embedding", {},
+                                  {t(DType::F32, {10, 4}), t(DType::I64, {3})},
+                                  {t(DType::F32, {3, 4})}, nullptr));
+  runs.emplace_back("softmax_cross_entropy",
+                    runCudaKernel("softmax_cross_entropy",
+                                  {{"reduction", stringA("none")}},
+                                  {t(DType::F32, {4, 10}), t(DType::I64, {4})},
+                                  {t(DType::F32, {4})}, nullptr));
+  runs.emplace_back("cast", runCudaKernel("cast", {}, {t(DType::F32, {4})},
+                                          {t(DType::BF16, {4})}, nullptr));
+  runs.emplace_back(
+      "attention",
+      runCudaKernel("attention", {{"causal", intA(1)}},
+                    {t(DType::F32, {1, 2, 4, 8}), t(DType::F32, {1, 1, 4, 8}),
+                     t(DType::F32, {1, 1, 4, 8})},
+                    {t(DType::F32, {1, 2, 4, 8})}, nullptr));
+  runs.emplace_back(
+      "rotary", runCudaKernel("rotary", {},
+                              {t(DType::F32, {2, 4, 6}), t(DType::F32, {4, 6}),
+                               t(DType::F32, {4, 6})},
+                              {t(DType::F32, {2, 4, 6})}, nullptr));
   for (const auto &[op, status] : runs) {
     EXPECT_FALSE(status.isOk()) << op << " ran without a device";
     EXPECT_NE(status.message().find(op + ": "), std::string::npos)
@@ -484,6 +547,240 @@ TEST_P(CudaKernelsTyped, Matmul) {
         compareWithCpu("matmul", attrs, {&lhs, &rhs}, {Buf(dtype, out)},
                        productTolerance(dtype),
                        /*inPlace=*/false, c.offset * dtypeSize(dtype)));
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// embedding, softmax_cross_entropy
+//===----------------------------------------------------------------------===//
+
+TEST_P(CudaKernelsTyped, Embedding) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  DType dtype = GetParam();
+  struct Case {
+    int64_t vocabulary, dim;
+    Shape ids;
+    DType idType;
+    size_t offset; // bytes into the allocations (ids stay aligned): narrower
+                   // copies
+  };
+  const std::vector<Case> cases = {
+      {1000, 768, {4, 17}, DType::I64, 0}, {1000, 768, {4, 17}, DType::I32, 0},
+      {50, 33, {9}, DType::I64, 0},        {50, 33, {9}, DType::I32, 4},
+      {7, 1, {3, 5}, DType::I64, 0},       {7, 4, {3, 5}, DType::I64, 8},
+      {7, 8, {0}, DType::I64, 0},          {7, 0, {5}, DType::I64, 0},
+  };
+  unsigned seed = 800;
+  for (const Case &c : cases) {
+    SCOPED_TRACE(std::to_string(c.vocabulary) + " x " + std::to_string(c.dim) +
+                 " ids " + shapeText(c.ids) + " " + dtypeName(c.idType) +
+                 " offset " + std::to_string(c.offset));
+    Buf table = random(dtype, {c.vocabulary, c.dim}, -2, 2, ++seed);
+    // Negative ids count from the end.
+    Buf ids = random(c.idType, c.ids, -double(c.vocabulary),
+                     double(c.vocabulary), ++seed);
+    Shape out = c.ids;
+    out.push_back(c.dim);
+    ASSERT_NO_FATAL_FAILURE(compareWithCpu("embedding", {}, {&table, &ids},
+                                           {Buf(dtype, out)}, {0, 0},
+                                           /*inPlace=*/false, c.offset));
+  }
+}
+
+TEST(CudaKernelsTest, OutOfRangeIdsAndTargetsGiveNaN) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  // The CPU refuses them; the device cannot without a sync, so it marks
+  // the rows (0xff bytes) and the losses (NaN) instead.
+  Buf table = random(DType::F32, {5, 3}, -1, 1, 1300);
+  Buf ids = make(DType::I64, {3}, {1, 5, -6});
+  Buf rows(DType::F32, {3, 3});
+  DevicePtr dTable, dIds, dRows;
+  ASSERT_NO_FATAL_FAILURE(toDevice(table, dTable));
+  ASSERT_NO_FATAL_FAILURE(toDevice(ids, dIds));
+  ASSERT_NO_FATAL_FAILURE(toDevice(rows, dRows));
+  ASSERT_STATUS_OK(runCudaKernel("embedding", {}, {dTable->ref, dIds->ref},
+                                 {dRows->ref}, nullptr));
+  ASSERT_CUDA(cudaDeviceSynchronize());
+  ASSERT_NO_FATAL_FAILURE(toHost(dRows, rows));
+  for (int64_t c = 0; c < 3; ++c) {
+    EXPECT_EQ(rows.at(c), table.at(3 + c));
+    EXPECT_TRUE(std::isnan(rows.at(3 + c)));
+    EXPECT_TRUE(std::isnan(rows.at(6 + c)));
+  }
+
+  Buf x = random(DType::F32, {3, 4}, -1, 1, 1301);
+  Buf target = make(DType::I64, {3}, {0, 4, -1});
+  Buf losses(DType::F32, {3});
+  DevicePtr dX, dTarget, dLosses;
+  ASSERT_NO_FATAL_FAILURE(toDevice(x, dX));
+  ASSERT_NO_FATAL_FAILURE(toDevice(target, dTarget));
+  ASSERT_NO_FATAL_FAILURE(toDevice(losses, dLosses));
+  ASSERT_STATUS_OK(
+      runCudaKernel("softmax_cross_entropy", {{"reduction", stringA("none")}},
+                    {dX->ref, dTarget->ref}, {dLosses->ref}, nullptr));
+  ASSERT_CUDA(cudaDeviceSynchronize());
+  ASSERT_NO_FATAL_FAILURE(toHost(dLosses, losses));
+  EXPECT_TRUE(std::isfinite(losses.at(0)));
+  EXPECT_TRUE(std::isnan(losses.at(1)));
+  EXPECT_TRUE(std::isnan(losses.at(2)));
+}
+
+TEST_P(CudaKernelsTyped, SoftmaxCrossEntropy) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  DType dtype = GetParam();
+  const std::vector<Shape> shapes = {{64, 1000}, {7, 50257},   {5, 3},
+                                     {4, 5, 3},  {2, 7, 3, 4}, {0, 10}};
+  unsigned seed = 900;
+  for (const Shape &shape : shapes)
+    for (const char *reduction : {"none", "sum", "mean"})
+      for (DType idType : {DType::I64, DType::I32})
+        for (bool ignore : {false, true}) {
+          SCOPED_TRACE(shapeText(shape) + " " + reduction + " " +
+                       dtypeName(idType) + (ignore ? " ignore_index" : ""));
+          Shape targetShape{shape[0]};
+          targetShape.insert(targetShape.end(), shape.begin() + 2, shape.end());
+          Buf x = random(dtype, shape, -8, 8, ++seed);
+          Buf target = random(idType, targetShape, 0, double(shape[1]), ++seed);
+          Attributes attrs = {{"reduction", stringA(reduction)}};
+          if (ignore) {
+            attrs["ignore_index"] = intA(-100);
+            for (int64_t i = 0; i < target.size(); i += 3)
+              target.set(i, -100);
+          }
+          Shape out = std::string(reduction) == "none" ? targetShape : Shape{};
+          // Sums of many losses: the CPU adds in double, the GPU in double
+          // in another order; 16-bit results round the same value.
+          Tolerance tol = tolerance(dtype);
+          if (dtype == DType::F32)
+            tol = {1e-5, 1e-5};
+          ASSERT_NO_FATAL_FAILURE(compareWithCpu("softmax_cross_entropy", attrs,
+                                                 {&x, &target},
+                                                 {Buf(dtype, out)}, tol));
+        }
+  // Every target ignored: mean is 0 / 0 = NaN, sum is 0.
+  for (const char *reduction : {"sum", "mean"}) {
+    SCOPED_TRACE(std::string("all ignored, ") + reduction);
+    Buf x = random(dtype, {6, 11}, -8, 8, ++seed);
+    Buf target = make(DType::I64, {6}, {-1, -1, -1, -1, -1, -1});
+    ASSERT_NO_FATAL_FAILURE(compareWithCpu(
+        "softmax_cross_entropy",
+        {{"reduction", stringA(reduction)}, {"ignore_index", intA(-1)}},
+        {&x, &target}, {Buf(dtype, {})}, tolerance(dtype)));
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// cast
+//===----------------------------------------------------------------------===//
+
+TEST_P(CudaKernelsTyped, Cast) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  DType from = GetParam();
+  unsigned seed = 1000;
+  for (DType to : {DType::F32, DType::BF16, DType::F16})
+    for (const Shape &shape : {Shape{1000, 129}, Shape{}, Shape{0, 5}})
+      for (double range : {3.0, 1e5}) { // 1e5: past f16's largest finite
+        SCOPED_TRACE(std::string(dtypeName(from)) + " to " + dtypeName(to) +
+                     " " + shapeText(shape) + " range " +
+                     std::to_string(range));
+        Buf x = random(from, shape, -range, range, ++seed);
+        // Both round to nearest even: equal values.
+        ASSERT_NO_FATAL_FAILURE(
+            compareWithCpu("cast", {}, {&x}, {Buf(to, shape)}, {0, 0}));
+      }
+}
+
+//===----------------------------------------------------------------------===//
+// attention, rotary
+//===----------------------------------------------------------------------===//
+
+TEST_P(CudaKernelsTyped, Attention) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  DType dtype = GetParam();
+  enum MaskKind { kNone, kBool, kFloat, kHalf };
+  struct Case {
+    int64_t b, h, hkv, tq, tk, d, dv;
+    bool causal;
+    MaskKind mask;
+    Shape maskShape; // empty: [B, H, Tq, Tk]
+  };
+  const std::vector<Case> cases = {
+      {2, 4, 4, 64, 64, 64, 64, false, kNone, {}},
+      {2, 4, 4, 64, 64, 64, 64, true, kNone, {}},
+      {1, 8, 2, 37, 37, 32, 32, true, kNone, {}},    // GQA, odd lengths
+      {1, 6, 3, 20, 75, 16, 48, false, kNone, {}},   // Tq != Tk, D != Dv
+      {2, 2, 1, 33, 33, 128, 128, true, kNone, {}},  // Dv in 4 per lane
+      {1, 2, 2, 17, 40, 256, 200, false, kNone, {}}, // 8 per lane, big smem
+      {1, 2, 2, 1, 100, 64, 64, true, kNone, {}},    // one query row
+      {2, 3, 3, 24, 30, 32, 32, false, kBool, {}},
+      {2, 3, 3, 24, 30, 32, 32, false, kFloat, {}},
+      {2, 3, 3, 24, 30, 32, 32, true, kFloat, {24, 30}}, // broadcast mask
+      {2, 3, 3, 24, 30, 32, 32, false, kHalf, {2, 1, 24, 30}},
+      {2, 3, 3, 24, 30, 32, 32, false, kBool, {2, 1, 1, 30}}, // padding
+      {1, 2, 1, 0, 8, 16, 16, false, kNone, {}},              // empty
+  };
+  unsigned seed = 1100;
+  for (const Case &c : cases) {
+    SCOPED_TRACE("b " + std::to_string(c.b) + " h " + std::to_string(c.h) +
+                 "/" + std::to_string(c.hkv) + " tq " + std::to_string(c.tq) +
+                 " tk " + std::to_string(c.tk) + " d " + std::to_string(c.d) +
+                 "/" + std::to_string(c.dv) + (c.causal ? " causal" : "") +
+                 " mask " + std::to_string(int(c.mask)));
+    Buf q = random(dtype, {c.b, c.h, c.tq, c.d}, -2, 2, ++seed);
+    Buf k = random(dtype, {c.b, c.hkv, c.tk, c.d}, -2, 2, ++seed);
+    Buf v = random(dtype, {c.b, c.hkv, c.tk, c.dv}, -2, 2, ++seed);
+    Shape maskShape =
+        c.maskShape.empty() ? Shape{c.b, c.h, c.tq, c.tk} : c.maskShape;
+    Buf mask;
+    if (c.mask == kBool) {
+      mask = random(DType::Bool, maskShape, 0, 2, ++seed);
+      // Keep the first key of every row, so no row is wholly masked...
+      int64_t tk = maskShape.back();
+      for (int64_t i = 0; i < mask.size(); i += tk)
+        mask.set(i, 1);
+    } else if (c.mask != kNone) {
+      mask = random(c.mask == kHalf ? DType::F16 : DType::F32, maskShape, -3, 1,
+                    ++seed);
+      // ... and -inf entries as a float mask gives them.
+      for (int64_t i = 1; i < mask.size(); i += 7)
+        mask.set(i, -INFINITY);
+    }
+    Attributes attrs = {{"causal", intA(c.causal)}};
+    std::vector<const Buf *> in = {&q, &k, &v};
+    if (c.mask != kNone)
+      in.push_back(&mask);
+    ASSERT_NO_FATAL_FAILURE(compareWithCpu("attention", attrs, in,
+                                           {Buf(dtype, {c.b, c.h, c.tq, c.dv})},
+                                           productTolerance(dtype)));
+  }
+  // A row with every key masked is NaN on both.
+  {
+    SCOPED_TRACE("a wholly masked row");
+    Buf q = random(dtype, {1, 1, 4, 8}, -2, 2, ++seed);
+    Buf k = random(dtype, {1, 1, 5, 8}, -2, 2, ++seed);
+    Buf v = random(dtype, {1, 1, 5, 8}, -2, 2, ++seed);
+    Buf mask = make(DType::Bool, {4, 5}, {1, 1, 1, 1, 1, 0, 0, 0, 0, 0,
+                                          1, 0, 1, 0, 1, 0, 0, 0, 0, 1});
+    ASSERT_NO_FATAL_FAILURE(compareWithCpu(
+        "attention", {{"scale", floatA(0.5)}}, {&q, &k, &v, &mask},
+        {Buf(dtype, {1, 1, 4, 8})}, productTolerance(dtype)));
+  }
+}
+
+TEST_P(CudaKernelsTyped, Rotary) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  DType dtype = GetParam();
+  const std::vector<Shape> shapes = {
+      {2, 12, 64, 64}, {3, 17, 32}, {5, 2}, {2, 0, 8}};
+  unsigned seed = 1200;
+  for (const Shape &shape : shapes) {
+    SCOPED_TRACE(shapeText(shape));
+    Shape table(shape.end() - 2, shape.end());
+    Buf x = random(dtype, shape, -3, 3, ++seed);
+    Buf cos = random(dtype, table, -1, 1, ++seed);
+    Buf sin = random(dtype, table, -1, 1, ++seed);
+    ASSERT_NO_FATAL_FAILURE(compareWithCpu(
+        "rotary", {}, {&x, &cos, &sin}, {Buf(dtype, shape)}, tolerance(dtype)));
   }
 }
 
