@@ -472,7 +472,6 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
   CLEAVE_SPEC_READ(r.notYet<std::string>("activation_checkpointing", "", "remat"));
   CLEAVE_SPEC_READ(r.notYet<bool>("offload_activations", false, "offload"));
   CLEAVE_SPEC_READ(r.notYet<bool>("delayed_parameter_initialization", false, parallel));
-  CLEAVE_SPEC_READ(r.notYet<std::string>("device", "cpu", "the CUDA backend"));
   int64_t dataDegree = spec.worldSize / (spec.pipelineParallelDegree *
                                          spec.tensorParallelDegree);
   if (spec.worldSize % (spec.pipelineParallelDegree *

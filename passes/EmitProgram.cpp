@@ -221,6 +221,7 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
       return module.emitError() << "microbatches must be at least 1";
 
     program.set_magic("cleave-program");
+    program.set_device(device);
     program.set_version(pb::VERSION_CURRENT);
     if (auto file = module.getLoc().dyn_cast<FileLineColLoc>())
       program.set_model(file.getFilename().str());
@@ -991,6 +992,7 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
     int64_t s = stages.size();
     int rank = worldRank(d, p);
     program.set_magic("cleave-program");
+    program.set_device(device);
     program.set_version(pb::VERSION_CURRENT);
     if (auto file = top.getLoc().dyn_cast<FileLineColLoc>())
       program.set_model(file.getFilename().str());

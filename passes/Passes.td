@@ -379,6 +379,9 @@ def EmitProgram : Pass<"cleave-emit-program", "ModuleOp"> {
     Option<"placement", "placement", "std::string", /*default=*/"\"cluster\"",
            "how mesh axes map to ranks: cluster (= DPT), spread (= TPD), or "
            "an order of D, P, T from the slowest-varying axis to the fastest">,
+    Option<"device", "device", "std::string", /*default=*/"\"cpu\"",
+           "the backend the programs are for (cpu or cuda): Program.device, "
+           "which cleave-run runs them on unless told otherwise">,
   ];
 }
 

@@ -80,5 +80,6 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
   emit.dataDegree = options.dataDegree;
   emit.seed = options.seed;
   emit.placement = options.placement;
+  emit.device = options.device;
   pm.addPass(createEmitProgram(emit));
 }

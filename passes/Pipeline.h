@@ -44,6 +44,7 @@ struct ProgramPipelineOptions {
   std::string backend = "cpu"; // whose checked-in rates the cost model uses
   std::string ratesFile;       // or rates from cleave-calibrate
   std::string placement = "cluster";
+  std::string device = "cpu"; // the backend the programs are for (spec `device`)
 };
 
 /// import contract check -> fusion -> mixed precision -> autodiff -> optimizer -> memory plan

@@ -519,3 +519,34 @@ Status Communicator::gatherToRoot(const std::string &mine,
   }
   return Status::ok();
 }
+
+Status Communicator::allGatherSmall(const std::string &mine,
+                                    std::vector<std::string> &all) {
+  all.clear();
+  if (!mpi_ || size_ == 1) {
+    all.push_back(mine);
+    return Status::ok();
+  }
+  if (int64_t(mine.size()) > kMaxCount)
+    return Status::error("allGatherSmall: " + std::to_string(mine.size()) +
+                         " bytes is too many for one call");
+  int size = int(mine.size());
+  std::vector<int> sizes(size_), offsets(size_);
+  MPI_CHECK(MPI_Allgather(&size, 1, MPI_INT, sizes.data(), 1, MPI_INT,
+                          MPI_COMM_WORLD));
+  int64_t total = 0;
+  for (int r = 0; r < size_; ++r) {
+    offsets[r] = int(total);
+    total += sizes[r];
+  }
+  if (total > int64_t(kMaxCount))
+    return Status::error("allGatherSmall: " + std::to_string(total) +
+                         " bytes in all is too many for one call");
+  std::string bytes(size_t(total), '\0');
+  MPI_CHECK(MPI_Allgatherv(mine.data(), size, MPI_BYTE, bytes.data(),
+                           sizes.data(), offsets.data(), MPI_BYTE,
+                           MPI_COMM_WORLD));
+  for (int r = 0; r < size_; ++r)
+    all.push_back(bytes.substr(offsets[r], sizes[r]));
+  return Status::ok();
+}

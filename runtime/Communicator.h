@@ -107,6 +107,10 @@ public:
   Status agree(bool ok, bool &all);
   /// Rank 0 gets every rank's bytes (`all`, by rank); others get nothing.
   Status gatherToRoot(const std::string &mine, std::vector<std::string> &all);
+  /// Every rank gets every rank's bytes (`all`, by rank); for small
+  /// messages (bootstrapping NCCL), below 2 GiB in all.
+  Status allGatherSmall(const std::string &mine,
+                        std::vector<std::string> &all);
 
 private:
   struct Group {

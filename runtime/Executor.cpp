@@ -1,11 +1,10 @@
-//===- Executor.cpp - runs a validated per-rank program on the CPU --------===//
+//===- Executor.cpp - runs a validated per-rank program on a backend ------===//
 
 #include "runtime/Executor.h"
 #include "runtime/ProgramLoader.h"
 #include "runtime/cpu/KernelSupport.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -223,14 +222,6 @@ uint64_t cleave::runtime::processPeakRss() {
 // The runtime's pieces
 //===----------------------------------------------------------------------===//
 
-/// One Buffer: anonymous memory, so it starts zeroed and only the pages
-/// touched count towards the process's RSS.
-struct Runtime::Arena {
-  void *mapping = nullptr;
-  size_t length = 0;
-  char *base = nullptr;
-};
-
 struct Runtime::Op {
   enum class Kind { Kernel, Collective, Send, Recv, Copy, Event, Free };
   Kind kind = Kind::Event;
@@ -244,6 +235,16 @@ struct Runtime::Op {
   int event = 0; // a started all-reduce's id, or the id an Event waits for
   pb::CollectiveKind collective = pb::ALL_REDUCE;
   Reduce reduce = Reduce::Sum;
+  // Host copies of the operands, for communication on a backend whose
+  // memory is not host memory (inputs then outputs).
+  mutable std::vector<std::vector<char>> staging;
+};
+
+/// An all-reduce started on a host copy, uploaded when it completes.
+struct Runtime::StagedReduce {
+  int event;
+  void *device;
+  const std::vector<char> *host;
 };
 
 struct Runtime::Function {
@@ -256,17 +257,29 @@ struct Runtime::Function {
 };
 
 Runtime::Runtime(const pb::Program &program, std::string directory,
-                 Communicator &comm, RunOptions options)
+                 Communicator &comm, RunOptions options,
+                 std::unique_ptr<Backend> backend)
     : program_(program), directory_(std::move(directory)), comm_(comm),
-      options_(options) {}
+      options_(options),
+      backend_(backend ? std::move(backend) : makeCpuBackend()) {}
 
 Runtime::~Runtime() {
-  for (Arena &a : arenas_)
-    if (a.mapping)
-      munmap(a.mapping, a.length);
+  for (void *base : arenas_)
+    backend_->release(base);
 }
 
 TensorRef Runtime::tensor(int id) const { return tensors_[id]; }
+
+Status Runtime::readTensor(int id, std::vector<char> &bytes) {
+  if (id < 0 || id >= int(tensors_.size()))
+    return Status::error("readTensor: no tensor " + str(id));
+  bytes.resize(tensorBytes_[id]);
+  return backend_->download(bytes.data(), tensors_[id].data, bytes.size());
+}
+
+Status Runtime::writeTensor(int id, const void *bytes) {
+  return backend_->upload(tensors_[id].data, bytes, tensorBytes_[id]);
+}
 
 bool Runtime::hasBackward() const {
   for (const pb::Step &s : program_.schedule())
@@ -297,58 +310,33 @@ void Runtime::markDead(int id) {
   liveBytes_ -= tensorBytes_[id];
 }
 
-/// Bytes of memory the kernel says a new allocation can still get
-/// (MemAvailable), or 0 when unknown.
-static uint64_t availableMemory() {
-  FILE *f = std::fopen("/proc/meminfo", "r");
-  if (!f)
-    return 0;
-  char line[256];
-  unsigned long long kib = 0;
-  while (std::fgets(line, sizeof line, f))
-    if (std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1)
-      break;
-  std::fclose(f);
-  return uint64_t(kib) * 1024;
-}
-
 Status Runtime::allocateArenas() {
-  long page = sysconf(_SC_PAGESIZE);
-  // The arenas are reserved lazily (MAP_NORESERVE): a plan larger than the
-  // machine would otherwise fail much later, killed by the OOM killer while
-  // initializing parameters. Refuse it up front, saying what it needs.
+  // A plan larger than the backend's memory would otherwise fail much
+  // later (on the CPU, killed by the OOM killer while initializing
+  // parameters). Refuse it up front, saying what it needs.
   uint64_t planned = 0;
   for (const pb::Buffer &buffer : program_.buffers())
     if (buffer.space() == pb::DEVICE || buffer.space() == pb::HOST)
       planned += buffer.size_bytes();
-  uint64_t available = availableMemory();
+  uint64_t available = backend_->availableBytes();
   if (available && planned > available) {
-    char text[256];
+    char text[320];
     std::snprintf(text, sizeof text,
-                  "the program needs %.2f GiB of memory (its plan), but this "
-                  "machine has %.2f GiB available; compile for more ranks "
+                  "the program needs %.2f GiB of memory (its plan), but %s "
+                  "has %.2f GiB available; compile for more ranks "
                   "(pipeline or tensor parallelism) or a smaller batch",
-                  planned / 1073741824.0, available / 1073741824.0);
+                  planned / 1073741824.0, backend_->memoryName().c_str(),
+                  available / 1073741824.0);
     return Status::error(text);
   }
   for (int b = 0; b < program_.buffers_size(); ++b) {
     const pb::Buffer &buffer = program_.buffers(b);
-    uint64_t alignment = std::max<uint64_t>(64, buffer.alignment());
-    // Never empty, so that every tensor, even of zero bytes, has an address.
-    uint64_t size = std::max<uint64_t>(buffer.size_bytes(), 64);
-    uint64_t extra = alignment > uint64_t(page) ? alignment : 0;
-    Arena arena;
-    arena.length = size + extra;
-    arena.mapping = mmap(nullptr, arena.length, PROT_READ | PROT_WRITE,
-                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (arena.mapping == MAP_FAILED)
-      return Status::error("buffers[" + str(b) + "]: cannot allocate " +
-                           str(int64_t(buffer.size_bytes())) +
-                           " bytes: " + std::strerror(errno));
-    uintptr_t p = reinterpret_cast<uintptr_t>(arena.mapping);
-    p = (p + alignment - 1) & ~uintptr_t(alignment - 1);
-    arena.base = reinterpret_cast<char *>(p);
-    arenas_.push_back(arena);
+    void *base = nullptr;
+    Status status = backend_->allocate(
+        buffer.size_bytes(), std::max<uint64_t>(64, buffer.alignment()), base);
+    if (!status)
+      return Status::error("buffers[" + str(b) + "]: " + status.message());
+    arenas_.push_back(base);
   }
   int n = program_.tensors_size();
   tensors_.resize(n);
@@ -357,12 +345,12 @@ Status Runtime::allocateArenas() {
   for (int i = 0; i < n; ++i) {
     const pb::Tensor &t = program_.tensors(i);
     TensorRef &ref = tensors_[i];
-    ref.data = arenas_[t.buffer()].base + t.offset();
+    ref.data = static_cast<char *>(arenas_[t.buffer()]) + t.offset();
     ref.shape.assign(t.shape().begin(), t.shape().end());
     ref.dtype = tensorDType(t);
     tensorBytes_[i] = ref.sizeBytes();
     if (t.category() == pb::CONSTANTS)
-      std::memcpy(ref.data, t.data().data(), t.data().size());
+      CLEAVE_CHECK(writeTensor(i, t.data().data()));
     if (t.category() == pb::CONSTANTS || t.category() == pb::PARAMETERS)
       markLive(i);
     if (t.category() == pb::GRADIENTS)
@@ -375,7 +363,13 @@ Status Runtime::initializeParameter(const pb::Parameter &param) {
   const TensorRef &t = tensors_[param.tensor()];
   std::string where = "parameters '" + param.name() + "'";
   size_t elementSize = dtypeSize(t.dtype);
+  // Built in host memory, then written to the backend's.
+  std::vector<char> host;
   char *out = static_cast<char *>(t.data);
+  if (!backend_->hostMemory()) {
+    host.assign(t.sizeBytes(), 0);
+    out = host.data();
+  }
   if (param.has_file()) {
     std::string path = resolveProgramPath(directory_, param.file().path());
     int fd = open(path.c_str(), O_RDONLY);
@@ -406,6 +400,8 @@ Status Runtime::initializeParameter(const pb::Parameter &param) {
           }
         });
     close(fd);
+    if (status && !host.empty())
+      status = writeTensor(param.tensor(), out);
     return status;
   }
   const std::string &generator = param.generator();
@@ -428,7 +424,7 @@ Status Runtime::initializeParameter(const pb::Parameter &param) {
   } else {
     return Status::error(where + ": unknown generator '" + generator + "'");
   }
-  return Status::ok();
+  return host.empty() ? Status::ok() : writeTensor(param.tensor(), out);
 }
 
 Status Runtime::prepare() {
@@ -561,9 +557,14 @@ Status Runtime::initialize() {
   if (initialized_)
     return Status::error("the runtime is initialized already");
   std::vector<std::vector<int>> groups;
-  for (const pb::Group &g : program_.mesh().groups())
+  std::vector<std::string> names;
+  for (const pb::Group &g : program_.mesh().groups()) {
     groups.emplace_back(g.ranks().begin(), g.ranks().end());
+    names.push_back(g.name());
+  }
   CLEAVE_CHECK(comm_.createGroups(groups));
+  if (DeviceCommunication *device = backend_->deviceCommunication())
+    CLEAVE_CHECK(device->createGroups(comm_, groups, names));
   CLEAVE_CHECK(allocateArenas());
   for (const pb::Parameter &param : program_.parameters())
     CLEAVE_CHECK(initializeParameter(param));
@@ -578,58 +579,191 @@ Status Runtime::initialize() {
 // Running
 //===----------------------------------------------------------------------===//
 
+Status Runtime::communicate(const Op &op) {
+  if (!backend_->hostMemory()) {
+    DeviceCommunication *device = backend_->deviceCommunication();
+    if (!device)
+      return communicateStaged(op);
+    if (op.kind == Op::Kind::Send)
+      return device->startSend(op.peer, op.tag, op.inputs[0]);
+    if (op.kind == Op::Kind::Recv)
+      return device->recv(op.peer, op.tag, op.outputs[0]);
+    if (op.kind == Op::Kind::Event)
+      return device->finishCollective(op.event);
+    Status status = Status::ok();
+    for (size_t i = 0; status && i < op.inputs.size(); ++i) {
+      const TensorRef &in = op.inputs[i], &out = op.outputs[i];
+      switch (op.collective) {
+      case pb::ALL_GATHER:
+        status = device->allGather(op.group, in, out);
+        break;
+      case pb::REDUCE_SCATTER:
+        status = device->reduceScatter(op.group, op.reduce, in, out);
+        break;
+      case pb::BROADCAST:
+        status = device->broadcast(op.group, op.root, in, out);
+        break;
+      default:
+        status = op.event > 0 && in.data == out.data
+                     ? device->startAllReduce(op.group, op.reduce, out, op.event)
+                     : device->allReduce(op.group, op.reduce, in, out);
+        break;
+      }
+    }
+    return status;
+  }
+  switch (op.kind) {
+  case Op::Kind::Send:
+    return comm_.startSend(op.peer, op.tag, op.inputs[0]);
+  case Op::Kind::Recv:
+    return comm_.recv(op.peer, op.tag, op.outputs[0]);
+  case Op::Kind::Event:
+    return finishCollectives(op.event);
+  default:
+    break;
+  }
+  Status status = Status::ok();
+  for (size_t i = 0; status && i < op.inputs.size(); ++i) {
+    const TensorRef &in = op.inputs[i], &out = op.outputs[i];
+    switch (op.collective) {
+    case pb::ALL_GATHER:
+      status = comm_.allGather(op.group, in, out);
+      break;
+    case pb::REDUCE_SCATTER:
+      status = comm_.reduceScatter(op.group, op.reduce, in, out);
+      break;
+    case pb::BROADCAST:
+      status = comm_.broadcast(op.group, op.root, in, out);
+      break;
+    default:
+      status = op.event > 0 && in.data == out.data
+                   ? comm_.startAllReduce(op.group, op.reduce, out, op.event)
+                   : comm_.allReduce(op.group, op.reduce, in, out);
+      break;
+    }
+  }
+  return status;
+}
+
+Status Runtime::communicateStaged(const Op &op) {
+  // One host copy per operand, kept with the instruction: a started send or
+  // all-reduce still reads or writes it after this returns.
+  size_t count = op.inputs.size() + op.outputs.size();
+  op.staging.resize(count);
+  auto host = [&](size_t slot, const TensorRef &t) {
+    std::vector<char> &bytes = op.staging[slot];
+    bytes.resize(std::max<size_t>(t.sizeBytes(), 1));
+    TensorRef ref = t;
+    ref.data = bytes.data();
+    return ref;
+  };
+  size_t outputs = op.inputs.size();
+  switch (op.kind) {
+  case Op::Kind::Send: {
+    TensorRef staged = host(0, op.inputs[0]);
+    // The same instruction may have sent from this copy before.
+    CLEAVE_CHECK(comm_.finishSendsOverlapping(staged.data, staged.sizeBytes()));
+    CLEAVE_CHECK(backend_->download(staged.data, op.inputs[0].data,
+                                    staged.sizeBytes()));
+    return comm_.startSend(op.peer, op.tag, staged);
+  }
+  case Op::Kind::Recv: {
+    TensorRef staged = host(outputs, op.outputs[0]);
+    CLEAVE_CHECK(comm_.recv(op.peer, op.tag, staged));
+    return backend_->upload(op.outputs[0].data, staged.data,
+                            staged.sizeBytes());
+  }
+  case Op::Kind::Event:
+    return finishCollectives(op.event);
+  default:
+    break;
+  }
+  for (size_t i = 0; i < op.inputs.size(); ++i) {
+    const TensorRef &in = op.inputs[i], &out = op.outputs[i];
+    TensorRef hostIn = host(i, in);
+    CLEAVE_CHECK(backend_->download(hostIn.data, in.data, hostIn.sizeBytes()));
+    bool started = op.collective == pb::ALL_REDUCE && op.event > 0 &&
+                   in.data == out.data;
+    if (started) {
+      CLEAVE_CHECK(comm_.startAllReduce(op.group, op.reduce, hostIn, op.event));
+      stagedReduces_.push_back({op.event, out.data, &op.staging[i]});
+      continue;
+    }
+    TensorRef hostOut = host(outputs + i, out);
+    switch (op.collective) {
+    case pb::ALL_GATHER:
+      CLEAVE_CHECK(comm_.allGather(op.group, hostIn, hostOut));
+      break;
+    case pb::REDUCE_SCATTER:
+      CLEAVE_CHECK(comm_.reduceScatter(op.group, op.reduce, hostIn, hostOut));
+      break;
+    case pb::BROADCAST:
+      CLEAVE_CHECK(comm_.broadcast(op.group, op.root, hostIn, hostOut));
+      break;
+    default:
+      CLEAVE_CHECK(comm_.allReduce(op.group, op.reduce, hostIn, hostOut));
+      break;
+    }
+    CLEAVE_CHECK(
+        backend_->upload(out.data, hostOut.data, hostOut.sizeBytes()));
+  }
+  return Status::ok();
+}
+
+Status Runtime::finishCollectives(int event) {
+  if (DeviceCommunication *device = backend_->deviceCommunication())
+    return event > 0 ? device->finishCollective(event)
+                     : device->finishCollectives();
+  CLEAVE_CHECK(event > 0 ? comm_.finishCollective(event)
+                         : comm_.finishCollectives());
+  size_t kept = 0;
+  for (const StagedReduce &r : stagedReduces_) {
+    if (event > 0 && r.event != event) {
+      stagedReduces_[kept++] = r;
+      continue;
+    }
+    CLEAVE_CHECK(backend_->upload(r.device, r.host->data(), r.host->size()));
+  }
+  stagedReduces_.resize(kept);
+  return Status::ok();
+}
+
 Status Runtime::runOp(const Op &op) {
   Status status = Status::ok();
   if (comm_.collecting())
     comm_.progress();
-  // A send still reading a tensor finishes before anything overwrites it.
-  if (comm_.sending() && op.kind != Op::Kind::Send)
+  // A send still reading a tensor finishes before anything overwrites it
+  // (sends from host copies need nothing: communicateStaged).
+  DeviceCommunication *device = backend_->deviceCommunication();
+  if (op.kind != Op::Kind::Send && (device || comm_.sending()))
     for (const TensorRef &out : op.outputs)
-      CLEAVE_CHECK(comm_.finishSendsOverlapping(out.data, out.sizeBytes()));
+      CLEAVE_CHECK(device ? device->finishSendsOverlapping(out.data,
+                                                           out.sizeBytes())
+                   : backend_->hostMemory()
+                       ? comm_.finishSendsOverlapping(out.data, out.sizeBytes())
+                       : Status::ok());
   bool communicates = op.kind == Op::Kind::Collective ||
                       op.kind == Op::Kind::Send || op.kind == Op::Kind::Recv ||
                       (op.kind == Op::Kind::Event && op.event > 0);
   double began = communicates && trace_.active() ? trace_.nowUs() : 0;
   switch (op.kind) {
   case Op::Kind::Kernel:
-    status = runCpuKernel(op.name, op.attributes, op.inputs, op.outputs);
+    status = backend_->runKernel(op.name, op.attributes, op.inputs, op.outputs);
     break;
   case Op::Kind::Collective:
-    for (size_t i = 0; status && i < op.inputs.size(); ++i) {
-      const TensorRef &in = op.inputs[i], &out = op.outputs[i];
-      switch (op.collective) {
-      case pb::ALL_GATHER:
-        status = comm_.allGather(op.group, in, out);
-        break;
-      case pb::REDUCE_SCATTER:
-        status = comm_.reduceScatter(op.group, op.reduce, in, out);
-        break;
-      case pb::BROADCAST:
-        status = comm_.broadcast(op.group, op.root, in, out);
-        break;
-      default:
-        status = op.event > 0 && in.data == out.data
-                     ? comm_.startAllReduce(op.group, op.reduce, out, op.event)
-                     : comm_.allReduce(op.group, op.reduce, in, out);
-        break;
-      }
-    }
-    break;
   case Op::Kind::Send:
-    status = comm_.startSend(op.peer, op.tag, op.inputs[0]);
-    break;
   case Op::Kind::Recv:
-    status = comm_.recv(op.peer, op.tag, op.outputs[0]);
+    status = communicate(op);
     break;
   case Op::Kind::Copy:
-    std::memmove(op.outputs[0].data, op.inputs[0].data,
-                 op.outputs[0].sizeBytes());
+    status = backend_->copy(op.outputs[0].data, op.inputs[0].data,
+                            op.outputs[0].sizeBytes());
     break;
   case Op::Kind::Event:
-    // The CPU runs kernels in order on one stream; a wait completes the
-    // all-reduces started under its id.
+    // Kernels run in order on one stream; a wait completes the all-reduces
+    // started under its id.
     if (op.event > 0)
-      status = comm_.finishCollective(op.event);
+      status = finishCollectives(op.event);
     break;
   case Op::Kind::Free:
     markDead(op.tensor);
@@ -661,11 +795,18 @@ Status Runtime::runFunction(const Function &fn, int64_t step,
     int64_t first = b.first_sample() + microbatch * b.microbatch_size();
     for (int pass = 0; pass < 2; ++pass)
       for (int id : pass == 0 ? fn.tokens : fn.targets) {
-        TensorRef none;
+        // Filled in host memory, then written to the backend's.
+        TensorRef none, into = tensors_[id];
+        std::vector<char> host;
+        if (!backend_->hostMemory()) {
+          host.resize(std::max<size_t>(tensorBytes_[id], 1));
+          into.data = host.data();
+        }
         CLEAVE_CHECK(data->fill(step, b.global_batch(), b.seq_len(), first,
-                                b.microbatch_size(),
-                                pass == 0 ? tensors_[id] : none,
-                                pass == 0 ? none : tensors_[id]));
+                                b.microbatch_size(), pass == 0 ? into : none,
+                                pass == 0 ? none : into));
+        if (!host.empty())
+          CLEAVE_CHECK(writeTensor(id, host.data()));
         markLive(id);
       }
   }
@@ -682,14 +823,17 @@ Status Runtime::runStep(int64_t step, const TokenData *data,
   result = StepResult();
   if (!options_.forwardOnly)
     for (int id : gradientTensors_)
-      std::memset(tensors_[id].data, 0, tensorBytes_[id]);
+      CLEAVE_CHECK(backend_->zero(tensors_[id].data, tensorBytes_[id]));
   for (int id : stepTensors_) {
-    *tensors_[id].as<int64_t>() = optimizerSteps_ + 1;
+    int64_t taken = optimizerSteps_ + 1;
+    CLEAVE_CHECK(writeTensor(id, &taken));
     markLive(id);
   }
   bool scaling = program_.loss_scaling().enabled();
   for (int id : lossScaleTensors_) {
-    storeElement(tensors_[id].data, tensors_[id].dtype, 0, scaler_.scale());
+    char scale[8];
+    storeElement(scale, tensors_[id].dtype, 0, scaler_.scale());
+    CLEAVE_CHECK(writeTensor(id, scale));
     markLive(id);
   }
   result.lossScaled = scaling;
@@ -704,7 +848,7 @@ Status Runtime::runStep(int64_t step, const TokenData *data,
       continue;
     if (fn.source->kind() == pb::OPTIMIZER) {
       if (scaling && !checked) {
-        CLEAVE_CHECK(comm_.finishCollectives());
+        CLEAVE_CHECK(finishCollectives(0));
         CLEAVE_CHECK(unscaleGradients(result.skipped));
         checked = true;
       }
@@ -730,13 +874,19 @@ Status Runtime::runStep(int64_t step, const TokenData *data,
           "): " + status.message());
     flops += fn.flops;
     for (int id : fn.losses) {
-      lossSum += loadElement(tensors_[id].data, tensors_[id].dtype, 0);
+      char loss[8];
+      CLEAVE_CHECK(backend_->download(loss, tensors_[id].data,
+                                      dtypeSize(tensors_[id].dtype)));
+      lossSum += loadElement(loss, tensors_[id].dtype, 0);
       lossCount += 1;
     }
   }
 
+  if (DeviceCommunication *device = backend_->deviceCommunication())
+    CLEAVE_CHECK(device->finishSends());
   CLEAVE_CHECK(comm_.finishSends());
-  CLEAVE_CHECK(comm_.finishCollectives());
+  CLEAVE_CHECK(finishCollectives(0));
+  CLEAVE_CHECK(backend_->synchronize());
   if (optimized)
     ++optimizerSteps_;
   if (scaling && checked)
@@ -761,35 +911,22 @@ Status Runtime::runStep(int64_t step, const TokenData *data,
 
 Status Runtime::unscaleGradients(bool &overflow) {
   // Any element that is not finite, on any rank, skips the step everywhere.
-  uint64_t bad = 0;
+  std::vector<TensorRef> gradients;
   for (int id : gradientTensors_) {
-    const TensorRef &t = tensors_[id];
-    if (t.dtype != DType::F32)
+    if (tensors_[id].dtype != DType::F32)
       return Status::error("gradient '" + program_.tensors(id).name() +
                            "' is not f32; loss scaling keeps f32 gradients");
-    const float *g = t.as<float>();
-    int64_t n = t.numElements();
-    uint64_t found = 0;
-#pragma omp parallel for reduction(| : found) schedule(static)
-    for (int64_t i = 0; i < n; ++i)
-      found |= !std::isfinite(g[i]);
-    bad |= found;
+    gradients.push_back(tensors_[id]);
   }
-  std::vector<uint64_t> flag = {bad};
+  bool found = false;
+  CLEAVE_CHECK(backend_->anyNonFinite(gradients, found));
+  std::vector<uint64_t> flag = {found ? 1u : 0u};
   CLEAVE_CHECK(comm_.maxAll(flag));
   overflow = flag[0] != 0;
   if (overflow)
     return Status::ok();
   // As torch's GradScaler: multiply by the fp32 reciprocal of the scale.
-  float inverse = float(1.0 / scaler_.scale());
-  for (int id : gradientTensors_) {
-    float *g = tensors_[id].as<float>();
-    int64_t n = tensors_[id].numElements();
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i)
-      g[i] *= inverse;
-  }
-  return Status::ok();
+  return backend_->scale(gradients, float(1.0 / scaler_.scale()));
 }
 
 //===----------------------------------------------------------------------===//
@@ -809,7 +946,9 @@ Status Runtime::gatherParameters(std::vector<NamedTensor> &full) {
     w.putInts(p.full_shape());
     w.putInts(p.slice_start());
     w.putInts(p.slice_size());
-    w.putString(std::string(static_cast<const char *>(t.data), t.sizeBytes()));
+    std::vector<char> bytes;
+    CLEAVE_CHECK(readTensor(p.tensor(), bytes));
+    w.putString(std::string(bytes.begin(), bytes.end()));
   }
   std::vector<std::string> all;
   CLEAVE_CHECK(comm_.gatherToRoot(w.bytes, all));

@@ -1,9 +1,9 @@
-//===- Executor.h - runs a validated per-rank program on the CPU -*- C++ -*-===//
+//===- Executor.h - runs a validated per-rank program on a backend -*- C++ -*-===//
 //
-// A Runtime owns everything a running program needs: one arena per Buffer,
-// the prepared instructions, the live-tensor accounting and the
-// communicator groups (STYLE.md rule 9: no global state, so tests run
-// several in one process).
+// A Runtime owns everything a running program needs: its Backend (CPU or
+// CUDA, runtime/Backend.h) with one arena per Buffer, the prepared
+// instructions, the live-tensor accounting and the communicator groups
+// (STYLE.md rule 9: no global state, so tests run several in one process).
 //
 // What the runtime does with a program (the compiler emits to this):
 //  - Memory. Each Buffer is one zero-filled arena aligned to at least 64
@@ -42,10 +42,13 @@
 //    batch whatever the layout, and tensor-parallel replicas of the loss
 //    count equally.
 //  - --forward-only runs only the FORWARD functions of the schedule.
-//  - Collectives run over mesh.groups[group]; SendRecv is a blocking
-//    MPI_Send / MPI_Recv with a world rank (the schedule must order them so
-//    that they cannot deadlock); Copy is a memmove; Event is a no-op on the
-//    CPU; Free ends a tensor's life for the accounting.
+//  - Collectives run over mesh.groups[group]; SendRecv is a started send
+//    and a blocking receive with a world rank (the schedule must order them
+//    so that they cannot deadlock); Copy is the backend's copy; an Event
+//    that waits completes the all-reduces started under its id; Free ends a
+//    tensor's life for the accounting. On a backend whose memory is not
+//    host memory, communication is the backend's own (NCCL) or MPI on host
+//    copies that the runtime downloads before and uploads after.
 //  - Measured peak ("peak_bytes"): the high-water mark of the bytes of live
 //    tensors. Parameters and constants are always live; any other tensor
 //    becomes live when an instruction writes it or the runtime fills it,
@@ -55,6 +58,7 @@
 #ifndef CLEAVE_RUNTIME_EXECUTOR_H
 #define CLEAVE_RUNTIME_EXECUTOR_H
 
+#include "runtime/Backend.h"
 #include "runtime/Communicator.h"
 #include "runtime/LossScaler.h"
 #include "runtime/Trace.h"
@@ -110,9 +114,11 @@ class Runtime {
 public:
   /// `program` must have passed validateProgram and outlive the Runtime;
   /// FileData paths are resolved against `directory`; `comm` is the world
-  /// (its groups are created by initialize()).
+  /// (its groups are created by initialize()); `backend` runs it (null: the
+  /// CPU's).
   Runtime(const program::Program &program, std::string directory,
-          Communicator &comm, RunOptions options = {});
+          Communicator &comm, RunOptions options = {},
+          std::unique_ptr<Backend> backend = nullptr);
   Runtime(const Runtime &) = delete;
   Runtime &operator=(const Runtime &) = delete;
   ~Runtime();
@@ -131,8 +137,12 @@ public:
   /// gatherParameters, then rank 0 writes them to `path` as safetensors.
   Status saveParameters(const std::string &path);
 
-  /// A view of tensor `id` (valid after initialize()).
+  /// A view of tensor `id` (valid after initialize()): backend memory,
+  /// host memory only on a backend with hostMemory().
   TensorRef tensor(int id) const;
+  /// Tensor `id`'s bytes, copied from backend memory.
+  Status readTensor(int id, std::vector<char> &bytes);
+  const Backend &backend() const { return *backend_; }
   uint64_t liveBytes() const { return liveBytes_; }
   uint64_t peakBytes() const { return peakBytes_; }
   bool hasBackward() const;
@@ -146,9 +156,9 @@ public:
   bool hasLoss() const;
 
 private:
-  struct Arena;
   struct Op;
   struct Function;
+  struct StagedReduce;
 
   Status allocateArenas();
   Status initializeParameter(const program::Parameter &param);
@@ -156,6 +166,16 @@ private:
   Status runFunction(const Function &fn, int64_t step, int64_t microbatch,
                      const TokenData *data);
   Status runOp(const Op &op);
+  Status communicate(const Op &op);
+  /// Communication on host copies of backend memory (MPI, ranks sharing
+  /// a GPU).
+  Status communicateStaged(const Op &op);
+  /// Completes started all-reduces (`event`, or all with 0) and uploads
+  /// what was staged for them.
+  Status finishCollectives(int event);
+  /// Writes `bytes` host bytes to tensor `id` (an upload when its memory
+  /// is not host memory).
+  Status writeTensor(int id, const void *bytes);
   /// Loss scaling: checks the gradients on all ranks and, when all are
   /// finite, divides them by the scale.
   Status unscaleGradients(bool &overflow);
@@ -166,7 +186,9 @@ private:
   std::string directory_;
   Communicator &comm_;
   RunOptions options_;
-  std::vector<Arena> arenas_;
+  std::unique_ptr<Backend> backend_;
+  std::vector<void *> arenas_;
+  std::vector<StagedReduce> stagedReduces_;
   std::vector<TensorRef> tensors_;
   std::vector<uint64_t> tensorBytes_;
   std::vector<Function> functions_;

@@ -16,3 +16,16 @@ config.substitutions.append(("%src_root", config.cleave_src_root))
 config.substitutions.append(("%cleave_bin", config.cleave_tools_dir))
 config.substitutions.append(("%inputs", os.path.join(config.cleave_src_root, "test", "inputs")))
 config.substitutions.append(("%models", os.path.join(config.cleave_src_root, "models")))
+
+# `cuda_device`: cleave-run can run on a GPU here (a CUDA build and a device
+# that answers). Tests that need one say `REQUIRES: cuda_device`; the CPU
+# machines of CI have none.
+import subprocess
+try:
+    probe = subprocess.run(
+        [os.path.join(config.cleave_tools_dir, "cleave-run"), "--list-devices"],
+        capture_output=True, text=True, timeout=60)
+    if probe.returncode == 0 and "cuda:" in probe.stdout:
+        config.available_features.add("cuda_device")
+except (OSError, subprocess.TimeoutExpired):
+    pass

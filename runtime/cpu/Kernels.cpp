@@ -128,13 +128,12 @@ std::string plural(int n, const char *what) {
 
 } // namespace
 
-Status cleave::runtime::runCpuKernel(const std::string &op,
-                                     const Attributes &attributes,
-                                     const std::vector<TensorRef> &inputs,
-                                     const std::vector<TensorRef> &outputs) {
+Status cleave::runtime::checkKernelOperands(
+    const std::string &op, const std::vector<TensorRef> &inputs,
+    const std::vector<TensorRef> &outputs) {
   const KernelEntry *entry = findKernel(op);
   if (!entry)
-    return Status::error(op + ": no CPU kernel for this op");
+    return Status::error(op + ": no kernel for this op");
   int count = int(inputs.size());
   if (count < entry->minInputs ||
       (entry->maxInputs != kAny && count > entry->maxInputs)) {
@@ -176,6 +175,17 @@ Status cleave::runtime::runCpuKernel(const std::string &op,
     if (!out.data && out.numElements() != 0)
       return Status::error(op + ": " + what + " has no data");
   }
+  return Status::ok();
+}
+
+Status cleave::runtime::runCpuKernel(const std::string &op,
+                                     const Attributes &attributes,
+                                     const std::vector<TensorRef> &inputs,
+                                     const std::vector<TensorRef> &outputs) {
+  const KernelEntry *entry = findKernel(op);
+  if (!entry)
+    return Status::error(op + ": no CPU kernel for this op");
+  CLEAVE_CHECK(checkKernelOperands(op, inputs, outputs));
   return entry->fn(KernelArgs{op, attributes, inputs, outputs});
 }
 

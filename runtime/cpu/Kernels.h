@@ -30,6 +30,14 @@ struct AttrValue {
 };
 using Attributes = std::map<std::string, AttrValue>;
 
+/// The checks every backend makes before running dialect op `op`: the
+/// numbers of operands and results, required operands present, no negative
+/// dimension, element types defined. Each kernel then checks only what is
+/// particular to its op.
+Status checkKernelOperands(const std::string &op,
+                           const std::vector<TensorRef> &inputs,
+                           const std::vector<TensorRef> &outputs);
+
 /// Runs dialect op `op` (its name without "cleave.", e.g. "layer_norm").
 /// An absent optional operand is a TensorRef with null data. Returns an
 /// error naming the op for an op or element type without a kernel, or

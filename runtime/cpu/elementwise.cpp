@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/cpu/ElementwiseShape.h"
 #include "runtime/cpu/KernelTable.h"
 
 using namespace cleave::runtime;
@@ -168,26 +169,6 @@ void binaryLoop(const KernelArgs &a, Op op) {
                              y + plan.rowOffset(1, row) + column * sy, sy,
                              out + offset, n, op);
                  });
-}
-
-/// Checks that the operands broadcast to the result's shape.
-Status checkBroadcast(const KernelArgs &a, size_t first, size_t count) {
-  Shape shape = a.in(first).shape;
-  bool fits = true;
-  for (size_t i = first + 1; fits && i < first + count; ++i) {
-    Shape merged;
-    fits = broadcastShapes(shape, a.in(i).shape, merged);
-    shape = merged;
-  }
-  if (fits && shape == a.out().shape)
-    return Status::ok();
-  std::string shapes;
-  for (size_t i = first; i < first + count; ++i)
-    shapes += (i > first ? (i + 1 == first + count ? " and " : ", ") : "") +
-              shapeString(a.in(i).shape);
-  return a.error("operands of shapes " + shapes +
-                 " do not broadcast to the result shape " +
-                 shapeString(a.out().shape));
 }
 
 enum class BinaryTypes { Numeric, Bool };
@@ -467,6 +448,25 @@ template <typename Op> Status activationGrad(const KernelArgs &a) {
 }
 
 } // namespace
+
+Status cpu::checkBroadcast(const KernelArgs &a, size_t first, size_t count) {
+  Shape shape = a.in(first).shape;
+  bool fits = true;
+  for (size_t i = first + 1; fits && i < first + count; ++i) {
+    Shape merged;
+    fits = broadcastShapes(shape, a.in(i).shape, merged);
+    shape = merged;
+  }
+  if (fits && shape == a.out().shape)
+    return Status::ok();
+  std::string shapes;
+  for (size_t i = first; i < first + count; ++i)
+    shapes += (i > first ? (i + 1 == first + count ? " and " : ", ") : "") +
+              shapeString(a.in(i).shape);
+  return a.error("operands of shapes " + shapes +
+                 " do not broadcast to the result shape " +
+                 shapeString(a.out().shape));
+}
 
 //===----------------------------------------------------------------------===//
 // Entry points

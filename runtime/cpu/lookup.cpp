@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/KernelTable.h"
+#include "runtime/cpu/LookupShape.h"
 
 using namespace cleave::runtime;
 using namespace cleave::runtime::cpu;
@@ -123,7 +124,7 @@ void scatterAddRows(const T *dy, T *out, int64_t outer, int64_t axisSize,
 
 } // namespace
 
-Status cpu::embeddingKernel(const KernelArgs &a) {
+Status cpu::checkEmbedding(const KernelArgs &a) {
   const TensorRef &table = a.in(0), &ids = a.in(1);
   if (table.rank() != 2)
     return a.error("table must have rank 2 ([vocabulary, dim]), got shape " +
@@ -134,6 +135,64 @@ Status cpu::embeddingKernel(const KernelArgs &a) {
   CLEAVE_CHECK(a.expectShape(a.out(), expected, "the result"));
   if (dtypeSize(table.dtype) == 0)
     return a.unsupported(table.dtype, "table");
+  return Status::ok();
+}
+
+Status cpu::checkGather(const KernelArgs &a, int64_t &outer,
+                        int64_t &axisSize, int64_t &inner) {
+  const TensorRef &data = a.in(0), &indices = a.in(1);
+  CLEAVE_CHECK(a.expectDType(a.out(), data.dtype, "the result"));
+  int64_t axis;
+  CLEAVE_CHECK(a.intAttr("axis", axis, 0));
+  if (data.rank() == 0)
+    return a.error("data must have rank 1 or more");
+  CLEAVE_CHECK(normalizeAxis(a, axis, data.rank()));
+  Shape expected(data.shape.begin(), data.shape.begin() + axis);
+  expected.insert(expected.end(), indices.shape.begin(), indices.shape.end());
+  expected.insert(expected.end(), data.shape.begin() + axis + 1,
+                  data.shape.end());
+  CLEAVE_CHECK(a.expectShape(a.out(), expected, "the result"));
+  outer = product(data.shape, 0, axis);
+  axisSize = data.shape[axis];
+  inner = product(data.shape, axis + 1);
+  return Status::ok();
+}
+
+Status cpu::checkEmbeddingGrad(const KernelArgs &a) {
+  const TensorRef &dy = a.in(0), &ids = a.in(1), &out = a.out();
+  if (out.rank() != 2)
+    return a.error("the result must have rank 2 ([vocabulary, dim]), got "
+                   "shape " +
+                   shapeString(out.shape));
+  CLEAVE_CHECK(a.expectDType(out, dy.dtype, "the result"));
+  Shape expected = ids.shape;
+  expected.push_back(out.shape[1]);
+  return a.expectShape(dy, expected, "dy");
+}
+
+Status cpu::checkGatherGrad(const KernelArgs &a, int64_t &outer,
+                            int64_t &axisSize, int64_t &inner) {
+  const TensorRef &dy = a.in(0), &indices = a.in(1), &out = a.out();
+  CLEAVE_CHECK(a.expectDType(out, dy.dtype, "the result"));
+  int64_t axis;
+  CLEAVE_CHECK(a.intAttr("axis", axis, 0));
+  if (out.rank() == 0)
+    return a.error("the result must have rank 1 or more");
+  CLEAVE_CHECK(normalizeAxis(a, axis, out.rank()));
+  Shape expected(out.shape.begin(), out.shape.begin() + axis);
+  expected.insert(expected.end(), indices.shape.begin(), indices.shape.end());
+  expected.insert(expected.end(), out.shape.begin() + axis + 1,
+                  out.shape.end());
+  CLEAVE_CHECK(a.expectShape(dy, expected, "dy"));
+  outer = product(out.shape, 0, axis);
+  axisSize = out.shape[axis];
+  inner = product(out.shape, axis + 1);
+  return Status::ok();
+}
+
+Status cpu::embeddingKernel(const KernelArgs &a) {
+  const TensorRef &table = a.in(0), &ids = a.in(1);
+  CLEAVE_CHECK(checkEmbedding(a));
   std::vector<int64_t> indices;
   CLEAVE_CHECK(indicesOf(a, ids, table.shape[0], indices, "ids"));
   gatherRows(static_cast<const char *>(table.data),
@@ -144,37 +203,19 @@ Status cpu::embeddingKernel(const KernelArgs &a) {
 
 Status cpu::gatherKernel(const KernelArgs &a) {
   const TensorRef &data = a.in(0), &indicesRef = a.in(1);
-  CLEAVE_CHECK(a.expectDType(a.out(), data.dtype, "the result"));
-  int64_t axis;
-  CLEAVE_CHECK(a.intAttr("axis", axis, 0));
-  if (data.rank() == 0)
-    return a.error("data must have rank 1 or more");
-  CLEAVE_CHECK(normalizeAxis(a, axis, data.rank()));
-  Shape expected(data.shape.begin(), data.shape.begin() + axis);
-  expected.insert(expected.end(), indicesRef.shape.begin(),
-                  indicesRef.shape.end());
-  expected.insert(expected.end(), data.shape.begin() + axis + 1,
-                  data.shape.end());
-  CLEAVE_CHECK(a.expectShape(a.out(), expected, "the result"));
+  int64_t outer, axisSize, inner;
+  CLEAVE_CHECK(checkGather(a, outer, axisSize, inner));
   std::vector<int64_t> indices;
-  CLEAVE_CHECK(indicesOf(a, indicesRef, data.shape[axis], indices, "indices"));
-  int64_t inner = product(data.shape, axis + 1);
+  CLEAVE_CHECK(indicesOf(a, indicesRef, axisSize, indices, "indices"));
   gatherRows(static_cast<const char *>(data.data),
-             static_cast<char *>(a.out().data), product(data.shape, 0, axis),
-             data.shape[axis], indices, inner * int64_t(dtypeSize(data.dtype)));
+             static_cast<char *>(a.out().data), outer, axisSize, indices,
+             inner * int64_t(dtypeSize(data.dtype)));
   return Status::ok();
 }
 
 Status cpu::embeddingGradKernel(const KernelArgs &a) {
   const TensorRef &dy = a.in(0), &ids = a.in(1), &out = a.out();
-  if (out.rank() != 2)
-    return a.error("the result must have rank 2 ([vocabulary, dim]), got "
-                   "shape " +
-                   shapeString(out.shape));
-  CLEAVE_CHECK(a.expectDType(out, dy.dtype, "the result"));
-  Shape expected = ids.shape;
-  expected.push_back(out.shape[1]);
-  CLEAVE_CHECK(a.expectShape(dy, expected, "dy"));
+  CLEAVE_CHECK(checkEmbeddingGrad(a));
   std::vector<int64_t> indices;
   CLEAVE_CHECK(indicesOf(a, ids, out.shape[0], indices, "ids"));
   return visitFloat(a, dy.dtype, [&](auto tag) {
@@ -187,24 +228,13 @@ Status cpu::embeddingGradKernel(const KernelArgs &a) {
 
 Status cpu::gatherGradKernel(const KernelArgs &a) {
   const TensorRef &dy = a.in(0), &indicesRef = a.in(1), &out = a.out();
-  CLEAVE_CHECK(a.expectDType(out, dy.dtype, "the result"));
-  int64_t axis;
-  CLEAVE_CHECK(a.intAttr("axis", axis, 0));
-  if (out.rank() == 0)
-    return a.error("the result must have rank 1 or more");
-  CLEAVE_CHECK(normalizeAxis(a, axis, out.rank()));
-  Shape expected(out.shape.begin(), out.shape.begin() + axis);
-  expected.insert(expected.end(), indicesRef.shape.begin(),
-                  indicesRef.shape.end());
-  expected.insert(expected.end(), out.shape.begin() + axis + 1,
-                  out.shape.end());
-  CLEAVE_CHECK(a.expectShape(dy, expected, "dy"));
+  int64_t outer, axisSize, inner;
+  CLEAVE_CHECK(checkGatherGrad(a, outer, axisSize, inner));
   std::vector<int64_t> indices;
-  CLEAVE_CHECK(indicesOf(a, indicesRef, out.shape[axis], indices, "indices"));
+  CLEAVE_CHECK(indicesOf(a, indicesRef, axisSize, indices, "indices"));
   return visitFloat(a, dy.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    scatterAddRows(dy.as<T>(), out.as<T>(), product(out.shape, 0, axis),
-                   out.shape[axis], indices, product(out.shape, axis + 1));
+    scatterAddRows(dy.as<T>(), out.as<T>(), outer, axisSize, indices, inner);
     return Status::ok();
   });
 }

@@ -13,20 +13,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/KernelTable.h"
+#include "runtime/cpu/LossShape.h"
 
 using namespace cleave::runtime;
 using namespace cleave::runtime::cpu;
 
 namespace {
-
-enum class Reduction { None, Sum, Mean };
-
-struct LossShape {
-  int64_t n, classes, positions; // positions: product of d...
-  Reduction reduction;
-  bool hasIgnore;
-  int64_t ignoreIndex;
-};
 
 /// Reads the targets as int64, checking they are classes or ignore_index.
 template <typename I>
@@ -121,26 +113,6 @@ void positionLosses(const T *x, const LossShape &s,
                 });
 }
 
-/// reduction and ignore_index.
-Status lossAttrs(const KernelArgs &a, LossShape &s) {
-  std::string reduction;
-  CLEAVE_CHECK(a.stringAttr("reduction", reduction, "mean"));
-  if (reduction == "none")
-    s.reduction = Reduction::None;
-  else if (reduction == "sum")
-    s.reduction = Reduction::Sum;
-  else if (reduction == "mean")
-    s.reduction = Reduction::Mean;
-  else
-    return a.error("reduction must be \"none\", \"sum\" or \"mean\", got \"" +
-                   reduction + "\"");
-  s.hasIgnore = a.hasAttr("ignore_index");
-  s.ignoreIndex = 0;
-  if (s.hasIgnore)
-    CLEAVE_CHECK(a.intAttr("ignore_index", s.ignoreIndex));
-  return Status::ok();
-}
-
 /// Reads the targets (any index type) into `targets`.
 Status targetsOf(const KernelArgs &a, const TensorRef &target,
                  const LossShape &s, std::vector<int64_t> &targets) {
@@ -155,23 +127,8 @@ Status targetsOf(const KernelArgs &a, const TensorRef &target,
 
 template <bool CrossEntropy> Status loss(const KernelArgs &a) {
   const TensorRef &input = a.in(0), &target = a.in(1);
-  if (input.rank() < 2)
-    return a.error("input must have rank 2 or more ([N, C, d...]), got shape " +
-                   shapeString(input.shape));
   LossShape s;
-  s.n = input.shape[0];
-  s.classes = input.shape[1];
-  s.positions = product(input.shape, 2);
-  Shape targetShape{s.n};
-  targetShape.insert(targetShape.end(), input.shape.begin() + 2,
-                     input.shape.end());
-  CLEAVE_CHECK(a.expectShape(target, targetShape, "target"));
-  CLEAVE_CHECK(lossAttrs(a, s));
-  CLEAVE_CHECK(a.expectDType(a.out(), input.dtype, "the result"));
-  CLEAVE_CHECK(a.expectShape(
-      a.out(), s.reduction == Reduction::None ? targetShape : Shape{},
-      "the result"));
-
+  CLEAVE_CHECK(checkLoss(a, s));
   std::vector<int64_t> targets;
   CLEAVE_CHECK(targetsOf(a, target, s, targets));
   return visitFloat(
@@ -267,11 +224,48 @@ crossEntropyGradRangeAvx2(const T *x, T *dx, const LossShape &s,
   crossEntropyGradRange(x, dx, s, targets, factors, begin, end);
 }
 
-/// The checks of both gradients: dloss's shape for the reduction, its
-/// element type and the result's, the targets against [N, C, d...] (the
-/// result's shape).
-Status checkLossGrad(const KernelArgs &a, const TensorRef &target, LossShape &s,
-                     std::vector<int64_t> &targets) {
+} // namespace
+
+Status cpu::lossAttrs(const KernelArgs &a, LossShape &s) {
+  std::string reduction;
+  CLEAVE_CHECK(a.stringAttr("reduction", reduction, "mean"));
+  if (reduction == "none")
+    s.reduction = Reduction::None;
+  else if (reduction == "sum")
+    s.reduction = Reduction::Sum;
+  else if (reduction == "mean")
+    s.reduction = Reduction::Mean;
+  else
+    return a.error("reduction must be \"none\", \"sum\" or \"mean\", got \"" +
+                   reduction + "\"");
+  s.hasIgnore = a.hasAttr("ignore_index");
+  s.ignoreIndex = 0;
+  if (s.hasIgnore)
+    CLEAVE_CHECK(a.intAttr("ignore_index", s.ignoreIndex));
+  return Status::ok();
+}
+
+Status cpu::checkLoss(const KernelArgs &a, LossShape &s) {
+  const TensorRef &input = a.in(0), &target = a.in(1);
+  if (input.rank() < 2)
+    return a.error("input must have rank 2 or more ([N, C, d...]), got shape " +
+                   shapeString(input.shape));
+  s.n = input.shape[0];
+  s.classes = input.shape[1];
+  s.positions = product(input.shape, 2);
+  Shape targetShape{s.n};
+  targetShape.insert(targetShape.end(), input.shape.begin() + 2,
+                     input.shape.end());
+  CLEAVE_CHECK(a.expectShape(target, targetShape, "target"));
+  CLEAVE_CHECK(lossAttrs(a, s));
+  CLEAVE_CHECK(a.expectDType(a.out(), input.dtype, "the result"));
+  return a.expectShape(a.out(),
+                       s.reduction == Reduction::None ? targetShape : Shape{},
+                       "the result");
+}
+
+Status cpu::checkLossGrad(const KernelArgs &a, const TensorRef &target,
+                          LossShape &s) {
   const TensorRef &dloss = a.in(0), &out = a.out();
   if (out.rank() < 2)
     return a.error("the result must have rank 2 or more ([N, C, d...]), got "
@@ -287,10 +281,8 @@ Status checkLossGrad(const KernelArgs &a, const TensorRef &target, LossShape &s,
   CLEAVE_CHECK(a.expectDType(dloss, out.dtype, "dloss"));
   CLEAVE_CHECK(a.expectShape(
       dloss, s.reduction == Reduction::None ? targetShape : Shape{}, "dloss"));
-  return targetsOf(a, target, s, targets);
+  return Status::ok();
 }
-
-} // namespace
 
 Status cpu::softmaxCrossEntropyKernel(const KernelArgs &a) {
   return loss<true>(a);
@@ -303,7 +295,8 @@ Status cpu::softmaxCrossEntropyGradKernel(const KernelArgs &a) {
   CLEAVE_CHECK(a.expectShape(a.out(), input.shape, "the result"));
   LossShape s;
   std::vector<int64_t> targets;
-  CLEAVE_CHECK(checkLossGrad(a, target, s, targets));
+  CLEAVE_CHECK(checkLossGrad(a, target, s));
+  CLEAVE_CHECK(targetsOf(a, target, s, targets));
   return visitFloat(
       a, input.dtype,
       [&](auto tag) {
@@ -332,7 +325,8 @@ Status cpu::softmaxCrossEntropyGradKernel(const KernelArgs &a) {
 Status cpu::nllLossGradKernel(const KernelArgs &a) {
   LossShape s;
   std::vector<int64_t> targets;
-  CLEAVE_CHECK(checkLossGrad(a, a.in(1), s, targets));
+  CLEAVE_CHECK(checkLossGrad(a, a.in(1), s));
+  CLEAVE_CHECK(targetsOf(a, a.in(1), s, targets));
   return visitFloat(
       a, a.out().dtype,
       [&](auto tag) {

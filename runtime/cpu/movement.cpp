@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/KernelTable.h"
+#include "runtime/cpu/MovementShape.h"
 
 using namespace cleave::runtime;
 using namespace cleave::runtime::cpu;
@@ -211,11 +212,10 @@ void stridedScatter(const W *in, const Shape &dims, const Shape &strides,
                  });
 }
 
-/// The slice of a tensor of `shape` by the start, limit and step
-/// attributes: its shape `expected`, and where it reads: from element
-/// `base` by `steps` (elements) per dimension.
-Status slicePlan(const KernelArgs &a, const Shape &shape, Shape &expected,
-                 Shape &steps, int64_t &base) {
+} // namespace
+
+Status cpu::slicePlan(const KernelArgs &a, const Shape &shape, Shape &expected,
+                      Shape &steps, int64_t &base) {
   std::vector<int64_t> start, limit, step;
   CLEAVE_CHECK(a.intsAttr("start", start));
   CLEAVE_CHECK(a.intsAttr("limit", limit));
@@ -253,9 +253,7 @@ Status slicePlan(const KernelArgs &a, const Shape &shape, Shape &expected,
   return Status::ok();
 }
 
-} // namespace
-
-Status cpu::reshapeKernel(const KernelArgs &a) {
+Status cpu::checkReshape(const KernelArgs &a) {
   const TensorRef &x = a.in(0);
   CLEAVE_CHECK(a.expectDType(a.out(), x.dtype, "the result"));
   if (a.out().numElements() != x.numElements())
@@ -263,10 +261,16 @@ Status cpu::reshapeKernel(const KernelArgs &a) {
                    std::to_string(x.numElements()) + " elements) to " +
                    shapeString(a.out().shape) + " (" +
                    std::to_string(a.out().numElements()) + " elements)");
-  return copyBytes(a, x);
+  return Status::ok();
 }
 
-Status cpu::transposeKernel(const KernelArgs &a) {
+Status cpu::reshapeKernel(const KernelArgs &a) {
+  CLEAVE_CHECK(checkReshape(a));
+  return copyBytes(a, a.in(0));
+}
+
+Status cpu::transposePlan(const KernelArgs &a, Shape &inDims, Shape &newPerm,
+                          bool &identity) {
   const TensorRef &x = a.in(0);
   CLEAVE_CHECK(a.expectDType(a.out(), x.dtype, "the result"));
   std::vector<int64_t> perm;
@@ -290,8 +294,6 @@ Status cpu::transposeKernel(const KernelArgs &a) {
   for (int64_t k = 0; k < rank; ++k)
     expected[k] = x.shape[perm[k]];
   CLEAVE_CHECK(a.expectShape(a.out(), expected, "the result"));
-  if (x.numElements() == 0)
-    return Status::ok();
 
   // Drop dimensions of size 1 and merge source dimensions that stay
   // neighbours in the result.
@@ -307,7 +309,6 @@ Status cpu::transposeKernel(const KernelArgs &a) {
     if (keptIndex[perm[k]] >= 0)
       p.push_back(keptIndex[perm[k]]);
   // Runs of consecutive source dimensions in p become one dimension.
-  std::vector<int64_t> groupOf(dims.size());
   Shape groupDims;
   std::vector<int64_t> groupFirst; // first source dim of each group, in p order
   for (size_t k = 0; k < p.size(); ++k) {
@@ -326,20 +327,31 @@ Status cpu::transposeKernel(const KernelArgs &a) {
   std::sort(order.begin(), order.end(), [&](int64_t l, int64_t r) {
     return groupFirst[l] < groupFirst[r];
   });
-  Shape inDims(groups), newPerm(groups);
+  inDims.assign(groups, 0);
+  newPerm.assign(groups, 0);
   for (size_t s = 0; s < groups; ++s) {
     inDims[s] = groupDims[order[s]];
     newPerm[order[s]] = int64_t(s);
   }
-  bool identity = true;
+  identity = true;
   for (size_t k = 0; k < groups; ++k)
     identity &= newPerm[k] == int64_t(k);
+  return Status::ok();
+}
+
+Status cpu::transposeKernel(const KernelArgs &a) {
+  const TensorRef &x = a.in(0);
+  Shape inDims, newPerm;
+  bool identity;
+  CLEAVE_CHECK(transposePlan(a, inDims, newPerm, identity));
+  if (x.numElements() == 0)
+    return Status::ok();
   if (identity)
     return copyBytes(a, x);
 
   return visitBytes(a, x.dtype, [&](auto tag) {
     using W = typename decltype(tag)::type;
-    int64_t r = int64_t(groups);
+    int64_t r = int64_t(inDims.size());
     if (newPerm[r - 1] != r - 1) {
       tiledTranspose(x.as<W>(), inDims, newPerm, a.out().as<W>());
       return Status::ok();
@@ -354,23 +366,31 @@ Status cpu::transposeKernel(const KernelArgs &a) {
   });
 }
 
-Status cpu::broadcastToKernel(const KernelArgs &a) {
+Status cpu::broadcastStrides(const KernelArgs &a, Shape &strides) {
   const TensorRef &x = a.in(0);
   CLEAVE_CHECK(a.expectDType(a.out(), x.dtype, "the result"));
   if (!broadcastsTo(x.shape, a.out().shape))
     return a.error("x of shape " + shapeString(x.shape) +
                    " does not broadcast to the result shape " +
                    shapeString(a.out().shape));
+  const Shape &out = a.out().shape;
+  Shape own = stridesOf(x.shape);
+  strides.assign(out.size(), 0);
+  size_t lead = out.size() - x.shape.size();
+  for (size_t i = 0; i < x.shape.size(); ++i)
+    strides[lead + i] = x.shape[i] == 1 ? 0 : own[i];
+  return Status::ok();
+}
+
+Status cpu::broadcastToKernel(const KernelArgs &a) {
+  const TensorRef &x = a.in(0);
+  Shape strides;
+  CLEAVE_CHECK(broadcastStrides(a, strides));
   if (a.out().numElements() == 0)
     return Status::ok();
   return visitBytes(a, x.dtype, [&](auto tag) {
     using W = typename decltype(tag)::type;
-    const Shape &out = a.out().shape;
-    Shape own = stridesOf(x.shape), strides(out.size(), 0);
-    size_t lead = out.size() - x.shape.size();
-    for (size_t i = 0; i < x.shape.size(); ++i)
-      strides[lead + i] = x.shape[i] == 1 ? 0 : own[i];
-    stridedCopy(x.as<W>(), 0, out, strides, a.out().as<W>());
+    stridedCopy(x.as<W>(), 0, a.out().shape, strides, a.out().as<W>());
     return Status::ok();
   });
 }
@@ -414,9 +434,8 @@ Status cpu::sliceGradKernel(const KernelArgs &a) {
   });
 }
 
-Status cpu::concatKernel(const KernelArgs &a) {
+Status cpu::concatAxis(const KernelArgs &a, int64_t &axis) {
   const TensorRef &out = a.out();
-  int64_t axis;
   CLEAVE_CHECK(a.intAttr("axis", axis));
   int64_t rank = out.rank();
   if (rank == 0)
@@ -436,6 +455,13 @@ Status cpu::concatKernel(const KernelArgs &a) {
     return a.error("the operands' sizes along axis " + std::to_string(axis) +
                    " add up to " + std::to_string(total) +
                    ", but the result has " + std::to_string(out.shape[axis]));
+  return Status::ok();
+}
+
+Status cpu::concatKernel(const KernelArgs &a) {
+  const TensorRef &out = a.out();
+  int64_t axis;
+  CLEAVE_CHECK(concatAxis(a, axis));
   int64_t outer = product(out.shape, 0, axis);
   int64_t innerBytes = product(out.shape, axis + 1) * dtypeSize(out.dtype);
   int64_t rowBytes = out.shape[axis] * innerBytes;

@@ -18,6 +18,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/KernelTable.h"
+#include "runtime/cpu/OptimizerShape.h"
 
 using namespace cleave::runtime;
 using namespace cleave::runtime::cpu;
@@ -254,7 +255,7 @@ CLEAVE_TARGET_AVX2 void sgdRangeAvx2(const G *grad, float *p, float *buf,
 
 } // namespace
 
-Status cpu::accumulateGradKernel(const KernelArgs &a) {
+Status cpu::checkAccumulateGrad(const KernelArgs &a) {
   const TensorRef &grad = a.in(0), &acc = a.out();
   if (grad.shape != acc.shape)
     return a.error("grad is " + typeText(grad) +
@@ -266,6 +267,33 @@ Status cpu::accumulateGradKernel(const KernelArgs &a) {
     return a.error(std::string("cannot add a ") + dtypeName(grad.dtype) +
                    " gradient into a " + dtypeName(acc.dtype) +
                    " gradient buffer (same type, or 16-bit into f32)");
+  return Status::ok();
+}
+
+Status cpu::checkSgdResults(const KernelArgs &a) {
+  if (a.outputs.size() != 1 && a.outputs.size() != 2)
+    return a.error("got " + std::to_string(a.outputs.size()) +
+                   " results, expected the parameter and, with momentum, "
+                   "its momentum buffer");
+  return Status::ok();
+}
+
+Status cpu::sgdMomentum(const KernelArgs &a, double &momentum) {
+  CLEAVE_CHECK(a.floatAttr("momentum", momentum, 0.0));
+  bool hasBuffer = a.outputs.size() == 2;
+  if ((momentum != 0) != hasBuffer)
+    return a.error(momentum != 0
+                       ? "momentum " + std::to_string(momentum) +
+                             " needs a momentum buffer as result 1"
+                       : std::string("a momentum buffer without momentum"));
+  if (hasBuffer)
+    CLEAVE_CHECK(expectState(a, 1, "the momentum buffer"));
+  return Status::ok();
+}
+
+Status cpu::accumulateGradKernel(const KernelArgs &a) {
+  const TensorRef &grad = a.in(0), &acc = a.out();
+  CLEAVE_CHECK(checkAccumulateGrad(a));
   int64_t n = acc.numElements();
   return visitFloat(
       a, acc.dtype,
@@ -363,22 +391,12 @@ Status cpu::adamwKernel(const KernelArgs &a) {
 }
 
 Status cpu::sgdKernel(const KernelArgs &a) {
-  if (a.outputs.size() != 1 && a.outputs.size() != 2)
-    return a.error("got " + std::to_string(a.outputs.size()) +
-                   " results, expected the parameter and, with momentum, "
-                   "its momentum buffer");
+  CLEAVE_CHECK(checkSgdResults(a));
   Update u;
   CLEAVE_CHECK(readUpdate(a, u));
   double momentum;
-  CLEAVE_CHECK(a.floatAttr("momentum", momentum, 0.0));
+  CLEAVE_CHECK(sgdMomentum(a, momentum));
   bool hasBuffer = a.outputs.size() == 2;
-  if ((momentum != 0) != hasBuffer)
-    return a.error(momentum != 0
-                       ? "momentum " + std::to_string(momentum) +
-                             " needs a momentum buffer as result 1"
-                       : std::string("a momentum buffer without momentum"));
-  if (hasBuffer)
-    CLEAVE_CHECK(expectState(a, 1, "the momentum buffer"));
 
   SgdScalars s;
   s.clipping = u.clipping;

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/KernelTable.h"
+#include "runtime/cpu/ReductionShape.h"
 
 using namespace cleave::runtime;
 using namespace cleave::runtime::cpu;
@@ -72,21 +73,10 @@ void reduceTyped(const KernelArgs &a, const std::vector<bool> &reduced) {
   T *out = a.out().as<T>();
   const Shape &shape = a.in(0).shape;
   // Merge into runs of kept (K) and reduced (R) dimensions.
-  Shape dims;
-  std::vector<bool> kinds;
-  int64_t count = 1;
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (reduced[d])
-      count *= shape[d];
-    if (shape[d] == 1)
-      continue;
-    if (!kinds.empty() && kinds.back() == reduced[d]) {
-      dims.back() *= shape[d];
-    } else {
-      dims.push_back(shape[d]);
-      kinds.push_back(reduced[d]);
-    }
-  }
+  ReduceDims merged = mergeReduceDims(shape, reduced);
+  const Shape &dims = merged.dims;
+  const std::vector<bool> &kinds = merged.kinds;
+  int64_t count = merged.count;
   int64_t outCount = a.out().numElements();
   if (outCount == 0)
     return;
@@ -186,26 +176,8 @@ void reduceTyped(const KernelArgs &a, const std::vector<bool> &reduced) {
 
 template <Reduce R> Status reduce(const KernelArgs &a) {
   const TensorRef &x = a.in(0);
-  CLEAVE_CHECK(a.expectDType(a.out(), x.dtype, "the result"));
-  std::vector<int64_t> axes;
-  int64_t keepdims;
-  CLEAVE_CHECK(a.intsAttr("axes", axes));
-  CLEAVE_CHECK(a.intAttr("keepdims", keepdims, 1));
-  std::vector<bool> reduced(x.rank(), false);
-  for (int64_t axis : axes) {
-    CLEAVE_CHECK(normalizeAxis(a, axis, x.rank()));
-    if (reduced[axis])
-      return a.error("axis " + std::to_string(axis) + " is reduced twice");
-    reduced[axis] = true;
-  }
-  Shape expected;
-  for (int64_t d = 0; d < x.rank(); ++d) {
-    if (!reduced[d])
-      expected.push_back(x.shape[d]);
-    else if (keepdims)
-      expected.push_back(1);
-  }
-  CLEAVE_CHECK(a.expectShape(a.out(), expected, "the result"));
+  std::vector<bool> reduced;
+  CLEAVE_CHECK(reducePlan(a, reduced));
   auto run = [&](auto tag) {
     using T = typename decltype(tag)::type;
     reduceTyped<T, R>(a, reduced);
@@ -219,6 +191,48 @@ template <Reduce R> Status reduce(const KernelArgs &a) {
 }
 
 } // namespace
+
+Status cpu::reducePlan(const KernelArgs &a, std::vector<bool> &reduced) {
+  const TensorRef &x = a.in(0);
+  CLEAVE_CHECK(a.expectDType(a.out(), x.dtype, "the result"));
+  std::vector<int64_t> axes;
+  int64_t keepdims;
+  CLEAVE_CHECK(a.intsAttr("axes", axes));
+  CLEAVE_CHECK(a.intAttr("keepdims", keepdims, 1));
+  reduced.assign(x.rank(), false);
+  for (int64_t axis : axes) {
+    CLEAVE_CHECK(normalizeAxis(a, axis, x.rank()));
+    if (reduced[axis])
+      return a.error("axis " + std::to_string(axis) + " is reduced twice");
+    reduced[axis] = true;
+  }
+  Shape expected;
+  for (int64_t d = 0; d < x.rank(); ++d) {
+    if (!reduced[d])
+      expected.push_back(x.shape[d]);
+    else if (keepdims)
+      expected.push_back(1);
+  }
+  return a.expectShape(a.out(), expected, "the result");
+}
+
+ReduceDims cpu::mergeReduceDims(const Shape &shape,
+                                const std::vector<bool> &reduced) {
+  ReduceDims merged;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (reduced[d])
+      merged.count *= shape[d];
+    if (shape[d] == 1)
+      continue;
+    if (!merged.kinds.empty() && merged.kinds.back() == reduced[d]) {
+      merged.dims.back() *= shape[d];
+    } else {
+      merged.dims.push_back(shape[d]);
+      merged.kinds.push_back(reduced[d]);
+    }
+  }
+  return merged;
+}
 
 Status cpu::reduceSumKernel(const KernelArgs &a) {
   return reduce<Reduce::Sum>(a);

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/KernelTable.h"
+#include "runtime/cpu/SoftmaxShape.h"
 
 using namespace cleave::runtime;
 using namespace cleave::runtime::cpu;
@@ -102,24 +103,6 @@ template <typename T, bool Log>
 CLEAVE_TARGET_AVX2 void softmaxColumnsAvx2(const T *x, T *y, int64_t classes,
                                            int64_t inner, int64_t n) {
   softmaxColumns<T, Log>(x, y, classes, inner, n);
-}
-
-/// The [outer, classes, inner] view of x around `axis`, after the checks
-/// both the ops and their gradients share.
-Status softmaxLayout(const KernelArgs &a, int64_t &outer, int64_t &classes,
-                     int64_t &inner) {
-  const TensorRef &x = a.in(0);
-  CLEAVE_CHECK(a.expectDType(a.out(), x.dtype, "the result"));
-  CLEAVE_CHECK(a.expectShape(a.out(), x.shape, "the result"));
-  int64_t axis;
-  CLEAVE_CHECK(a.intAttr("axis", axis, -1));
-  if (x.rank() == 0)
-    return a.error("x must have rank 1 or more");
-  CLEAVE_CHECK(normalizeAxis(a, axis, x.rank()));
-  outer = product(x.shape, 0, axis);
-  classes = x.shape[axis];
-  inner = product(x.shape, axis + 1);
-  return Status::ok();
 }
 
 /// Threads the work over rows (inner == 1: rows(begin, end) does rows
@@ -240,9 +223,7 @@ CLEAVE_TARGET_AVX2 void softmaxGradRowsAvx2(const T *y, const T *dy, T *dx,
 
 template <bool Log> Status softmaxGrad(const KernelArgs &a) {
   int64_t outer, classes, inner;
-  CLEAVE_CHECK(softmaxLayout(a, outer, classes, inner));
-  CLEAVE_CHECK(a.expectDType(a.in(1), a.in(0).dtype, "dy"));
-  CLEAVE_CHECK(a.expectShape(a.in(1), a.in(0).shape, "dy"));
+  CLEAVE_CHECK(softmaxGradLayout(a, outer, classes, inner));
   return visitFloat(a, a.in(0).dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T *y = a.in(0).as<T>(), *dy = a.in(1).as<T>();
@@ -265,6 +246,29 @@ template <bool Log> Status softmaxGrad(const KernelArgs &a) {
 }
 
 } // namespace
+
+Status cpu::softmaxLayout(const KernelArgs &a, int64_t &outer,
+                          int64_t &classes, int64_t &inner) {
+  const TensorRef &x = a.in(0);
+  CLEAVE_CHECK(a.expectDType(a.out(), x.dtype, "the result"));
+  CLEAVE_CHECK(a.expectShape(a.out(), x.shape, "the result"));
+  int64_t axis;
+  CLEAVE_CHECK(a.intAttr("axis", axis, -1));
+  if (x.rank() == 0)
+    return a.error("x must have rank 1 or more");
+  CLEAVE_CHECK(normalizeAxis(a, axis, x.rank()));
+  outer = product(x.shape, 0, axis);
+  classes = x.shape[axis];
+  inner = product(x.shape, axis + 1);
+  return Status::ok();
+}
+
+Status cpu::softmaxGradLayout(const KernelArgs &a, int64_t &outer,
+                              int64_t &classes, int64_t &inner) {
+  CLEAVE_CHECK(softmaxLayout(a, outer, classes, inner));
+  CLEAVE_CHECK(a.expectDType(a.in(1), a.in(0).dtype, "dy"));
+  return a.expectShape(a.in(1), a.in(0).shape, "dy");
+}
 
 Status cpu::softmaxKernel(const KernelArgs &a) { return softmax<false>(a); }
 Status cpu::logSoftmaxKernel(const KernelArgs &a) { return softmax<true>(a); }

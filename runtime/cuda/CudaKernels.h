@@ -8,9 +8,10 @@
 // stream and picks the device (selectCudaDevice).
 //
 // The second half of this header is not API: it declares what the kernel
-// files (elementwise.cu, softmax.cu, norms.cu, optimizer.cu, matmul.cpp,
-// lookup.cu, losses.cu, attention.cu, rotary.cu) share with each other and
-// with Device.cpp's dispatch table.
+// files (elementwise.cu, movement.cu, reductions.cu, softmax.cu, norms.cu,
+// optimizer.cu, matmul.cpp, lookup.cu, losses.cu, attention.cu,
+// attention_grad.cu, rotary.cu) share with each other, with Device.cpp's
+// dispatch table and with the CUDA backend (CudaBackend.cpp).
 //
 //===----------------------------------------------------------------------===//
 #ifndef CLEAVE_RUNTIME_CUDA_CUDAKERNELS_H
@@ -90,25 +91,85 @@ Status addKernel(const cpu::KernelArgs &a, cudaStream_t stream);
 Status subKernel(const cpu::KernelArgs &a, cudaStream_t stream);
 Status mulKernel(const cpu::KernelArgs &a, cudaStream_t stream);
 Status divKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status powKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status maxKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status minKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status andKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status orKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status equalKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status lessKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status lessEqualKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status greaterKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status greaterEqualKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status selectKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status negKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status absKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status reluKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status notKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status expKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status logKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status sqrtKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status rsqrtKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status reciprocalKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status tanhKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status erfKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status sigmoidKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status sinKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status cosKernel(const cpu::KernelArgs &a, cudaStream_t stream);
 Status geluKernel(const cpu::KernelArgs &a, cudaStream_t stream);
 Status siluKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status geluGradKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status siluGradKernel(const cpu::KernelArgs &a, cudaStream_t stream);
 Status castKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+// movement.cu
+Status reshapeKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status transposeKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status broadcastToKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status sliceKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status sliceGradKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status concatKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+// reductions.cu
+Status reduceSumKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status reduceMeanKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status reduceMaxKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status reduceMinKernel(const cpu::KernelArgs &a, cudaStream_t stream);
 // softmax.cu
 Status softmaxKernel(const cpu::KernelArgs &a, cudaStream_t stream);
 Status logSoftmaxKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status softmaxGradKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status logSoftmaxGradKernel(const cpu::KernelArgs &a, cudaStream_t stream);
 // norms.cu
 Status layerNormKernel(const cpu::KernelArgs &a, cudaStream_t stream);
 Status rmsNormKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status layerNormGradKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status rmsNormGradKernel(const cpu::KernelArgs &a, cudaStream_t stream);
 // matmul.cpp
 Status matmulKernel(const cpu::KernelArgs &a, cudaStream_t stream);
 // optimizer.cu
 Status adamwKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status sgdKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status accumulateGradKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status sumSquaresKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+/// Loss scaling: sets *deviceFlag (device memory) to 1 when an element of
+/// the f32 tensor is not finite; never clears it.
+Status countNonFinite(const TensorRef &grad, unsigned *deviceFlag,
+                      cudaStream_t stream);
+/// Loss scaling: grad *= factor (f32).
+Status scaleInPlace(const TensorRef &grad, float factor, cudaStream_t stream);
 // lookup.cu
 Status embeddingKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status gatherKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status embeddingGradKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status gatherGradKernel(const cpu::KernelArgs &a, cudaStream_t stream);
 // losses.cu
 Status softmaxCrossEntropyKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status nllLossKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status softmaxCrossEntropyGradKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status nllLossGradKernel(const cpu::KernelArgs &a, cudaStream_t stream);
 // attention.cu
 Status attentionKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+// attention_grad.cu
+Status attentionGradKernel(const cpu::KernelArgs &a, cudaStream_t stream);
 // rotary.cu
 Status rotaryKernel(const cpu::KernelArgs &a, cudaStream_t stream);
 

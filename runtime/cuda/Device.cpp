@@ -1,10 +1,10 @@
 //===- Device.cpp - CUDA devices and the dispatch of the CUDA kernels -----===//
 //
 // Device discovery and selection, and the table from op name to CUDA
-// kernel. As in runtime/cpu/Kernels.cpp, the checks common to every op
-// (operand and result counts, required operands present, element types
-// defined) happen here, so each kernel only checks what is particular to its
-// op; the messages are the CPU backend's.
+// kernel. The checks common to every op (operand and result counts,
+// required operands present, element types defined) are the CPU backend's
+// checkKernelOperands, so each kernel only checks what is particular to its
+// op.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,42 +21,80 @@ namespace {
 struct KernelEntry {
   const char *name;
   cuda::KernelFn fn;
-  int minInputs, maxInputs;
-  int outputs = 1;
 };
 
 // Sorted by name (cudaKernelOps lists them in this order). The operand
-// counts are those of runtime/cpu/Kernels.cpp.
+// counts are runtime/cpu/Kernels.cpp's (checkKernelOperands).
 const KernelEntry kKernels[] = {
-    {"adamw", cuda::adamwKernel, 2, 3, 3},
-    {"add", cuda::addKernel, 2, 2},
-    {"attention", cuda::attentionKernel, 3, 4},
-    {"cast", cuda::castKernel, 1, 1},
-    {"div", cuda::divKernel, 2, 2},
-    {"embedding", cuda::embeddingKernel, 2, 2},
-    {"gelu", cuda::geluKernel, 1, 1},
-    {"layer_norm", cuda::layerNormKernel, 1, 3},
-    {"log_softmax", cuda::logSoftmaxKernel, 1, 1},
-    {"matmul", cuda::matmulKernel, 2, 2},
-    {"mul", cuda::mulKernel, 2, 2},
-    {"rms_norm", cuda::rmsNormKernel, 2, 2},
-    {"rotary", cuda::rotaryKernel, 3, 3},
-    {"silu", cuda::siluKernel, 1, 1},
-    {"softmax", cuda::softmaxKernel, 1, 1},
-    {"softmax_cross_entropy", cuda::softmaxCrossEntropyKernel, 2, 2},
-    {"sub", cuda::subKernel, 2, 2},
+    {"abs", cuda::absKernel},
+    {"accumulate_grad", cuda::accumulateGradKernel},
+    {"adamw", cuda::adamwKernel},
+    {"add", cuda::addKernel},
+    {"and", cuda::andKernel},
+    {"attention", cuda::attentionKernel},
+    {"attention_grad", cuda::attentionGradKernel},
+    {"broadcast_to", cuda::broadcastToKernel},
+    {"cast", cuda::castKernel},
+    {"concat", cuda::concatKernel},
+    {"cos", cuda::cosKernel},
+    {"div", cuda::divKernel},
+    {"embedding", cuda::embeddingKernel},
+    {"embedding_grad", cuda::embeddingGradKernel},
+    {"equal", cuda::equalKernel},
+    {"erf", cuda::erfKernel},
+    {"exp", cuda::expKernel},
+    {"gather", cuda::gatherKernel},
+    {"gather_grad", cuda::gatherGradKernel},
+    {"gelu", cuda::geluKernel},
+    {"gelu_grad", cuda::geluGradKernel},
+    {"greater", cuda::greaterKernel},
+    {"greater_equal", cuda::greaterEqualKernel},
+    {"layer_norm", cuda::layerNormKernel},
+    {"layer_norm_grad", cuda::layerNormGradKernel},
+    {"less", cuda::lessKernel},
+    {"less_equal", cuda::lessEqualKernel},
+    {"log", cuda::logKernel},
+    {"log_softmax", cuda::logSoftmaxKernel},
+    {"log_softmax_grad", cuda::logSoftmaxGradKernel},
+    {"matmul", cuda::matmulKernel},
+    {"max", cuda::maxKernel},
+    {"min", cuda::minKernel},
+    {"mul", cuda::mulKernel},
+    {"neg", cuda::negKernel},
+    {"nll_loss", cuda::nllLossKernel},
+    {"nll_loss_grad", cuda::nllLossGradKernel},
+    {"not", cuda::notKernel},
+    {"or", cuda::orKernel},
+    {"pow", cuda::powKernel},
+    {"reciprocal", cuda::reciprocalKernel},
+    {"reduce_max", cuda::reduceMaxKernel},
+    {"reduce_mean", cuda::reduceMeanKernel},
+    {"reduce_min", cuda::reduceMinKernel},
+    {"reduce_sum", cuda::reduceSumKernel},
+    {"relu", cuda::reluKernel},
+    {"reshape", cuda::reshapeKernel},
+    {"rms_norm", cuda::rmsNormKernel},
+    {"rms_norm_grad", cuda::rmsNormGradKernel},
+    {"rotary", cuda::rotaryKernel},
+    {"rsqrt", cuda::rsqrtKernel},
+    {"select", cuda::selectKernel},
+    {"sgd", cuda::sgdKernel},
+    {"sigmoid", cuda::sigmoidKernel},
+    {"silu", cuda::siluKernel},
+    {"silu_grad", cuda::siluGradKernel},
+    {"sin", cuda::sinKernel},
+    {"slice", cuda::sliceKernel},
+    {"slice_grad", cuda::sliceGradKernel},
+    {"softmax", cuda::softmaxKernel},
+    {"softmax_cross_entropy", cuda::softmaxCrossEntropyKernel},
+    {"softmax_cross_entropy_grad", cuda::softmaxCrossEntropyGradKernel},
+    {"softmax_grad", cuda::softmaxGradKernel},
+    {"sqrt", cuda::sqrtKernel},
+    {"sub", cuda::subKernel},
+    {"sum_squares", cuda::sumSquaresKernel},
+    {"tanh", cuda::tanhKernel},
+    {"transpose", cuda::transposeKernel},
 };
-
-/// Operands the op may omit (given as a TensorRef with null data).
-bool isOptionalOperand(const std::string &op, size_t index) {
-  if (op == "layer_norm")
-    return index >= 1;
-  if (op == "adamw")
-    return index == 2; // sum_squares, without clipping
-  if (op == "attention")
-    return index == 3; // the mask
-  return false;
-}
 
 const KernelEntry *findKernel(const std::string &op) {
   auto it = std::lower_bound(std::begin(kKernels), std::end(kKernels), op,
@@ -66,10 +104,6 @@ const KernelEntry *findKernel(const std::string &op) {
   if (it == std::end(kKernels) || op != it->name)
     return nullptr;
   return it;
-}
-
-std::string plural(int n, const char *what) {
-  return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
 }
 
 std::string implementedOps() {
@@ -123,43 +157,7 @@ Status cleave::runtime::runCudaKernel(const std::string &op,
                          ": no CUDA kernel for this op yet; the CUDA "
                          "backend implements " +
                          implementedOps());
-  int count = int(inputs.size());
-  if (count < entry->minInputs || count > entry->maxInputs) {
-    std::string expected = entry->maxInputs == entry->minInputs
-                               ? plural(entry->minInputs, "operand")
-                               : std::to_string(entry->minInputs) + " to " +
-                                     plural(entry->maxInputs, "operand");
-    return Status::error(op + ": got " + plural(count, "operand") +
-                         ", expected " + expected);
-  }
-  if (int(outputs.size()) != entry->outputs)
-    return Status::error(op + ": got " + plural(int(outputs.size()), "result") +
-                         ", expected " + std::to_string(entry->outputs));
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const TensorRef &t = inputs[i];
-    for (int64_t d : t.shape)
-      if (d < 0)
-        return Status::error(op + ": operand " + std::to_string(i) +
-                             " has a negative dimension");
-    if (!t.data && t.numElements() != 0 && !isOptionalOperand(op, i))
-      return Status::error(op + ": operand " + std::to_string(i) +
-                           " has no data");
-    if (t.data && dtypeSize(t.dtype) == 0)
-      return Status::error(op + ": operand " + std::to_string(i) +
-                           " has an undefined element type");
-  }
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    const TensorRef &out = outputs[i];
-    std::string what =
-        outputs.size() == 1 ? "the result" : "result " + std::to_string(i);
-    for (int64_t d : out.shape)
-      if (d < 0)
-        return Status::error(op + ": " + what + " has a negative dimension");
-    if (dtypeSize(out.dtype) == 0)
-      return Status::error(op + ": " + what + " has an undefined element type");
-    if (!out.data && out.numElements() != 0)
-      return Status::error(op + ": " + what + " has no data");
-  }
+  CLEAVE_CHECK(checkKernelOperands(op, inputs, outputs));
   Status status =
       entry->fn(cpu::KernelArgs{op, attributes, inputs, outputs}, stream);
   // A failed CUDA call's message names the call; say which op made it.

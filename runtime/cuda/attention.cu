@@ -18,10 +18,14 @@
 // memory too), the warp reduces the tile's max and sum with shuffles and
 // rescales its running state, and each lane accumulates value columns
 // lane, lane + 32, ... of every row. Causal blocks stop at their last row's
-// key. D and Dv are at most 256.
+// key. D and Dv are at most 256. The operand checks are the CPU kernel's
+// (checkAttention, runtime/cpu/AttentionShape.h); the mask's types are in
+// AttentionMask.h. The gradient is in attention_grad.cu.
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/cpu/AttentionShape.h"
+#include "runtime/cuda/AttentionMask.h"
 #include "runtime/cuda/CudaCheck.h"
 #include "runtime/cuda/CudaKernels.h"
 
@@ -30,6 +34,7 @@
 
 using namespace cleave::runtime;
 using namespace cleave::runtime::cuda;
+using cpu::AttentionShape;
 using cpu::KernelArgs;
 
 namespace {
@@ -39,35 +44,6 @@ constexpr int kRowsPerWarp = 4;
 constexpr int kBlockRows = kWarps * kRowsPerWarp;
 constexpr int kKeyTile = 32; // one key per lane
 constexpr int64_t kMaxHeadDim = 256;
-
-struct AttentionShape {
-  int64_t b, h, hkv, tq, tk, d, dv;
-  // The mask's strides over [B, H, Tq, Tk] (0 where it broadcasts).
-  int64_t mb = 0, mh = 0, mi = 0, mj = 0;
-};
-
-/// A bool mask's storage.
-struct MaskBool {
-  uint8_t v;
-};
-
-__device__ __forceinline__ float maskValue(double v) { return float(v); }
-__device__ __forceinline__ float maskValue(float v) { return v; }
-__device__ __forceinline__ float maskValue(__half v) { return toFloat(v); }
-__device__ __forceinline__ float maskValue(__nv_bfloat16 v) {
-  return toFloat(v);
-}
-
-/// The score after the mask: -inf where a bool mask is false, else the
-/// float mask added.
-template <typename M>
-__device__ __forceinline__ float applyMask(const M *mask, int64_t at,
-                                           float score) {
-  if constexpr (std::is_same_v<M, MaskBool>)
-    return mask[at].v ? score : -INFINITY;
-  else
-    return score + maskValue(mask[at]);
-}
 
 __device__ __forceinline__ float warpMax(float v) {
   for (int offset = 16; offset; offset >>= 1)
@@ -223,55 +199,6 @@ Status attentionTyped(const KernelArgs &a, const AttentionShape &s,
   return launchAttention<T, M, 8>(a, s, mask, scale, causal, stream);
 }
 
-/// The CPU's checks of q, k, v and the mask (checkAttention), and the
-/// mask's strides.
-Status checkAttention(const KernelArgs &a, AttentionShape &s, double &scale,
-                      int64_t &causal, const TensorRef *&mask) {
-  const TensorRef &q = a.in(0), &k = a.in(1), &v = a.in(2);
-  if (q.rank() != 4 || k.rank() != 4 || v.rank() != 4)
-    return a.error("q, k and v must have rank 4 ([batch, heads, seq, dim]), "
-                   "got shapes " +
-                   cpu::shapeString(q.shape) + ", " +
-                   cpu::shapeString(k.shape) + " and " +
-                   cpu::shapeString(v.shape));
-  CLEAVE_CHECK(a.expectDType(k, q.dtype, "k"));
-  CLEAVE_CHECK(a.expectDType(v, q.dtype, "v"));
-  s.b = q.shape[0];
-  s.h = q.shape[1];
-  s.tq = q.shape[2];
-  s.d = q.shape[3];
-  s.hkv = k.shape[1];
-  s.tk = k.shape[2];
-  s.dv = v.shape[3];
-  CLEAVE_CHECK(a.expectShape(k, {s.b, s.hkv, s.tk, s.d}, "k"));
-  CLEAVE_CHECK(a.expectShape(v, {s.b, s.hkv, s.tk, s.dv}, "v"));
-  if (s.hkv == 0 ? s.h != 0 : s.h % s.hkv != 0)
-    return a.error("q has " + std::to_string(s.h) +
-                   " heads, which is not a multiple of the " +
-                   std::to_string(s.hkv) + " key/value heads");
-  CLEAVE_CHECK(a.floatAttr("scale", scale,
-                           s.d > 0 ? 1.0 / std::sqrt(double(s.d)) : 1.0));
-  CLEAVE_CHECK(a.intAttr("causal", causal, 0));
-
-  mask = a.has(3) ? &a.in(3) : nullptr;
-  if (mask) {
-    cpu::Shape full{s.b, s.h, s.tq, s.tk};
-    if (!cpu::broadcastsTo(mask->shape, full))
-      return a.error("mask has shape " + cpu::shapeString(mask->shape) +
-                     ", which does not broadcast to " + cpu::shapeString(full));
-    if (mask->dtype != DType::Bool && mask->dtype != DType::F32 &&
-        mask->dtype != DType::F64 && mask->dtype != DType::F16 &&
-        mask->dtype != DType::BF16)
-      return a.unsupported(mask->dtype, "mask");
-    cpu::Shape strides = cpu::stridesOf(mask->shape);
-    int64_t *dst[4] = {&s.mb, &s.mh, &s.mi, &s.mj};
-    size_t lead = 4 - mask->shape.size();
-    for (size_t i = 0; i < mask->shape.size(); ++i)
-      *dst[lead + i] = mask->shape[i] == 1 ? 0 : strides[i];
-  }
-  return Status::ok();
-}
-
 } // namespace
 
 namespace cleave::runtime::cuda {
@@ -281,7 +208,7 @@ Status attentionKernel(const KernelArgs &a, cudaStream_t stream) {
   double scale;
   int64_t causal;
   const TensorRef *maskRef;
-  CLEAVE_CHECK(checkAttention(a, s, scale, causal, maskRef));
+  CLEAVE_CHECK(cpu::checkAttention(a, 0, s, scale, causal, maskRef));
   const TensorRef &q = a.in(0);
   CLEAVE_CHECK(a.expectDType(a.out(), q.dtype, "the result"));
   CLEAVE_CHECK(a.expectShape(a.out(), {s.b, s.h, s.tq, s.dv}, "the result"));
@@ -291,27 +218,17 @@ Status attentionKernel(const KernelArgs &a, cudaStream_t stream) {
                    std::to_string(s.d) + " (q, k) and " + std::to_string(s.dv) +
                    " (v)");
   const void *mask = maskRef ? maskRef->data : nullptr;
-  DType maskType = maskRef ? maskRef->dtype : DType::F32;
   return visitDeviceFloat(
       a, q.dtype,
       [&](auto tag) -> Status {
         using T = typename decltype(tag)::type;
         if (a.out().numElements() == 0)
           return Status::ok();
-        float sc = float(scale);
-        bool c = causal != 0;
-        switch (maskType) {
-        case DType::Bool:
-          return attentionTyped<T, MaskBool>(a, s, mask, sc, c, stream);
-        case DType::F64:
-          return attentionTyped<T, double>(a, s, mask, sc, c, stream);
-        case DType::F16:
-          return attentionTyped<T, __half>(a, s, mask, sc, c, stream);
-        case DType::BF16:
-          return attentionTyped<T, __nv_bfloat16>(a, s, mask, sc, c, stream);
-        default:
-          return attentionTyped<T, float>(a, s, mask, sc, c, stream);
-        }
+        return visitDeviceMask(maskRef, [&](auto maskTag) -> Status {
+          using M = typename decltype(maskTag)::type;
+          return attentionTyped<T, M>(a, s, mask, float(scale), causal != 0,
+                                      stream);
+        });
       },
       "q");
 }

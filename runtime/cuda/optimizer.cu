@@ -1,4 +1,4 @@
-//===- optimizer.cu - the multi-tensor CUDA kernel of adamw ---------------===//
+//===- optimizer.cu - CUDA kernels of adamw, sgd and gradient buffers -----===//
 //
 // cleave.adamw as runtime/cpu/optimizer.cpp computes it (torch 1.13's
 // single-tensor AdamW after clip_grad_norm_ and a LambdaLR schedule), for
@@ -18,8 +18,20 @@
 // result is then the CPU's bit for bit, up to the last bit of the device's
 // double pow and cos, which only matters when it moves a rounding to float.
 //
+// sgd is the same for one parameter: a grid-stride loop whose blocks
+// compute the step's scalars first, each element through the CPU's fp32
+// operations (written as intrinsics). accumulate_grad adds a gradient into
+// its buffer elementwise (16-bit values in float). sum_squares adds the
+// squares of every element of its operands in double over fixed blocks of
+// 2^14 elements (one CUDA block each, the operands in a table in kernel
+// parameter memory as adamw's), then one block adds the blocks' partial
+// sums in a fixed order into the f32 result: deterministic, and the CPU's
+// value up to the order of double additions. countNonFinite and
+// scaleInPlace serve the executor's loss scaling.
+//
 //===----------------------------------------------------------------------===//
 
+#include "runtime/cpu/OptimizerShape.h"
 #include "runtime/cuda/CudaCheck.h"
 #include "runtime/cuda/CudaKernels.h"
 
@@ -45,12 +57,19 @@ struct TensorDesc {
   GradType gradType;
 };
 
-/// The attributes, as the CPU reads them.
-struct Hyper {
-  double lr, weightDecay, maxNorm, minLr, beta1, beta2;
+/// The attributes of the schedule and clipping adamw and sgd share, as the
+/// CPU reads them.
+struct Schedule {
+  double lr, weightDecay, maxNorm, minLr;
   int64_t warmup, decay;
   bool clipping; // sum_squares given and max_norm > 0
-  float maxNormF, beta1F, oneMinusBeta1, beta2F, oneMinusBeta2, eps;
+  float maxNormF;
+};
+
+/// adamw's attributes.
+struct Hyper : Schedule {
+  double beta1, beta2;
+  float beta1F, oneMinusBeta1, beta2F, oneMinusBeta2, eps;
 };
 
 struct Launch {
@@ -176,8 +195,9 @@ Status expectScalar(const KernelArgs &a, const TensorRef &t, DType dtype,
                  (t.data ? "" : " without data"));
 }
 
-/// The attributes, with the CPU's defaults and checks.
-Status readHyper(const KernelArgs &a, bool haveSumSquares, Hyper &h) {
+/// The schedule's and clipping's attributes, with the CPU's defaults and
+/// checks.
+Status readSchedule(const KernelArgs &a, bool haveSumSquares, Schedule &h) {
   CLEAVE_CHECK(a.floatAttr("lr", h.lr));
   CLEAVE_CHECK(a.floatAttr("weight_decay", h.weightDecay, 0.0));
   CLEAVE_CHECK(a.floatAttr("max_norm", h.maxNorm, 0.0));
@@ -188,12 +208,18 @@ Status readHyper(const KernelArgs &a, bool haveSumSquares, Hyper &h) {
     return a.error("warmup_steps " + std::to_string(h.warmup) +
                    " and decay_steps " + std::to_string(h.decay) +
                    " must not be negative");
+  h.clipping = haveSumSquares && h.maxNorm > 0;
+  h.maxNormF = float(h.maxNorm);
+  return Status::ok();
+}
+
+/// adamw's attributes, with the CPU's defaults and checks.
+Status readHyper(const KernelArgs &a, bool haveSumSquares, Hyper &h) {
+  CLEAVE_CHECK(readSchedule(a, haveSumSquares, h));
   CLEAVE_CHECK(a.floatAttr("beta1", h.beta1, 0.9));
   CLEAVE_CHECK(a.floatAttr("beta2", h.beta2, 0.999));
   double eps;
   CLEAVE_CHECK(a.floatAttr("eps", eps, 1e-8));
-  h.clipping = haveSumSquares && h.maxNorm > 0;
-  h.maxNormF = float(h.maxNorm);
   h.beta1F = float(h.beta1);
   h.oneMinusBeta1 = float(1.0 - h.beta1);
   h.beta2F = float(h.beta2);
@@ -294,6 +320,219 @@ Status adamwOn(const KernelArgs &a, const TensorRef &step,
   return Status::ok();
 }
 
+//===----------------------------------------------------------------------===//
+// sgd
+//===----------------------------------------------------------------------===//
+
+/// One sgd launch: its attributes and operands.
+struct SgdLaunch {
+  Schedule h;
+  bool decays;   // torch skips the add when weight_decay == 0
+  float weightDecay, momentum;
+  const int64_t *step;
+  const float *sumSquares;
+  float *param, *buf; // buf: the momentum buffer, null without momentum
+  int64_t n;
+};
+
+/// optimizer.cpp's sgdRange, the blocks striding through the parameter;
+/// each block's first thread computes the step's scalars.
+template <typename G>
+__global__ void __launch_bounds__(kThreads)
+    sgdElements(const G *__restrict__ grad, const __grid_constant__ SgdLaunch l) {
+  __shared__ bool skip, firstStep;
+  __shared__ float clip, negLr;
+  if (threadIdx.x == 0) {
+    int64_t step = *l.step;
+    skip = step < 1;
+    if (!skip) {
+      double lr =
+          scheduledLr(l.h.lr, step, l.h.warmup, l.h.decay, l.h.minLr);
+      clip = l.h.clipping ? clipCoefficient(*l.sumSquares, l.h.maxNormF) : 1.0f;
+      negLr = __double2float_rn(-lr);
+      firstStep = step == 1;
+    }
+  }
+  __syncthreads();
+  if (skip)
+    return;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < l.n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    float g = toFloat(grad[i]);
+    if (l.h.clipping)
+      g = __fmul_rn(g, clip);
+    if (l.decays)
+      g = __fmaf_rn(l.param[i], l.weightDecay, g); // d_p.add(param)
+    if (l.buf) {
+      // buf.mul_(momentum).add_(d_p, alpha=1): an FMA by 1 is an add.
+      float b = firstStep ? g : __fadd_rn(__fmul_rn(l.buf[i], l.momentum), g);
+      l.buf[i] = b;
+      g = b;
+    }
+    l.param[i] = __fmaf_rn(g, negLr, l.param[i]); // param.add_
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// accumulate_grad, sum_squares and the loss scaling's helpers
+//===----------------------------------------------------------------------===//
+
+/// acc += grad, in float for 16-bit types.
+template <typename TA, typename TG>
+__global__ void accumulateElements(TA *__restrict__ acc,
+                                   const TG *__restrict__ grad, int64_t n) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    acc[i] = fromFloat<TA>(__fadd_rn(toFloat(acc[i]), toFloat(grad[i])));
+}
+
+/// Elements per partial sum of squares, as on the CPU.
+constexpr int64_t kSquaresBlock = 1 << 14;
+constexpr int kMaxSquaresOperands = 512;
+
+enum class FloatType : int32_t { F32, BF16, F16 };
+
+struct SquaresOperand {
+  const void *x;
+  int64_t n, firstBlock; // firstBlock: within the launch
+  FloatType type;
+};
+
+struct SquaresLaunch {
+  int32_t count;
+  SquaresOperand operands[kMaxSquaresOperands];
+};
+static_assert(sizeof(SquaresLaunch) <= 32764, "kernel parameters are at most "
+                                              "32764 bytes");
+
+/// The sum of `v` over the block (kThreads threads), in a fixed order; the
+/// result is thread 0's.
+__device__ double blockSumDouble(double v) {
+  __shared__ double sums[kThreads];
+  sums[threadIdx.x] = v;
+  __syncthreads();
+  for (int stride = kThreads / 2; stride; stride >>= 1) {
+    if (int(threadIdx.x) < stride)
+      sums[threadIdx.x] += sums[threadIdx.x + stride];
+    __syncthreads();
+  }
+  return sums[0];
+}
+
+template <typename T>
+__device__ double squaresOf(const void *x, int64_t begin, int64_t end) {
+  const T *p = static_cast<const T *>(x);
+  double acc = 0;
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    double v = double(toFloat(p[i]));
+    acc += v * v;
+  }
+  return acc;
+}
+
+/// One block per block of kSquaresBlock elements of one operand: its sum
+/// of squares (double) into partial[blockIdx.x].
+__global__ void __launch_bounds__(kThreads)
+    squaresBlocks(const __grid_constant__ SquaresLaunch l, double *partial) {
+  int64_t block = blockIdx.x;
+  int lo = 0, hi = l.count - 1; // the last operand starting at or before
+  while (lo < hi) {
+    int mid = (lo + hi + 1) / 2;
+    if (l.operands[mid].firstBlock <= block)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  const SquaresOperand &t = l.operands[lo];
+  int64_t begin = (block - t.firstBlock) * kSquaresBlock;
+  int64_t end = begin + kSquaresBlock < t.n ? begin + kSquaresBlock : t.n;
+  double acc = 0;
+  switch (t.type) {
+  case FloatType::F32:
+    acc = squaresOf<float>(t.x, begin, end);
+    break;
+  case FloatType::BF16:
+    acc = squaresOf<__nv_bfloat16>(t.x, begin, end);
+    break;
+  case FloatType::F16:
+    acc = squaresOf<__half>(t.x, begin, end);
+    break;
+  }
+  acc = blockSumDouble(acc);
+  if (threadIdx.x == 0)
+    partial[block] = acc;
+}
+
+/// out = float(the sum of partial[0, blocks)), by one block in a fixed
+/// order.
+__global__ void __launch_bounds__(kThreads)
+    squaresTotal(const double *__restrict__ partial, int64_t blocks,
+                 float *out) {
+  double acc = 0;
+  for (int64_t b = threadIdx.x; b < blocks; b += blockDim.x)
+    acc += partial[b];
+  acc = blockSumDouble(acc);
+  if (threadIdx.x == 0)
+    out[0] = float(acc);
+}
+
+Status enqueueSumSquares(const KernelArgs &a,
+                         const std::vector<SquaresOperand> &operands,
+                         int64_t blocks, double *partial, cudaStream_t stream) {
+  SquaresLaunch launch;
+  int64_t base = 0; // the first block of this launch
+  for (size_t first = 0; first < operands.size();
+       first += kMaxSquaresOperands) {
+    size_t count =
+        std::min<size_t>(kMaxSquaresOperands, operands.size() - first);
+    int64_t chunks = 0;
+    for (size_t k = 0; k < count; ++k) {
+      launch.operands[k] = operands[first + k];
+      launch.operands[k].firstBlock = chunks;
+      chunks += (launch.operands[k].n + kSquaresBlock - 1) / kSquaresBlock;
+    }
+    if (chunks > INT32_MAX)
+      return a.error("more than 2^31 - 1 blocks of " +
+                     std::to_string(kSquaresBlock) + " elements in one launch");
+    launch.count = int32_t(count);
+    squaresBlocks<<<unsigned(chunks), kThreads, 0, stream>>>(launch,
+                                                            partial + base);
+    CLEAVE_CUDA_CHECK(cudaGetLastError());
+    base += chunks;
+  }
+  squaresTotal<<<1, kThreads, 0, stream>>>(partial, blocks,
+                                           a.out().as<float>());
+  CLEAVE_CUDA_CHECK(cudaGetLastError());
+  return Status::ok();
+}
+
+__global__ void nonFiniteElements(const float *__restrict__ x, int64_t n,
+                                  unsigned *flag) {
+  bool bad = false;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    bad |= !isfinite(x[i]);
+  if (__syncthreads_or(bad) && threadIdx.x == 0)
+    *flag = 1u;
+}
+
+__global__ void scaleElements(float *x, int64_t n, float factor) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    x[i] = __fmul_rn(x[i], factor);
+}
+
+/// The checks of countNonFinite's and scaleInPlace's tensor.
+Status checkF32Gradient(const char *what, const TensorRef &grad) {
+  if (grad.dtype != DType::F32)
+    return Status::error(std::string(what) + ": expected an f32 tensor, got " +
+                         typeText(grad));
+  if (!grad.data && grad.numElements() != 0)
+    return Status::error(std::string(what) + ": the tensor " +
+                         typeText(grad) + " has no data");
+  return Status::ok();
+}
+
 } // namespace
 
 Status cleave::runtime::adamwMultiTensor(
@@ -316,6 +555,143 @@ namespace cleave::runtime::cuda {
 Status adamwKernel(const KernelArgs &a, cudaStream_t stream) {
   AdamWTensors t{a.in(0), a.out(0), a.out(1), a.out(2)};
   return adamwOn(a, a.in(1), a.has(2) ? a.in(2) : TensorRef(), {t}, stream);
+}
+
+
+/// cleave.accumulate_grad(grad) -> acc, acc += grad in place.
+Status accumulateGradKernel(const KernelArgs &a, cudaStream_t stream) {
+  CLEAVE_CHECK(cpu::checkAccumulateGrad(a));
+  const TensorRef &grad = a.in(0), &acc = a.out();
+  int64_t n = acc.numElements();
+  return visitDeviceFloat(
+      a, acc.dtype,
+      [&](auto accTag) -> Status {
+        using TA = typename decltype(accTag)::type;
+        return visitDeviceFloat(
+            a, grad.dtype,
+            [&](auto gradTag) -> Status {
+              using TG = typename decltype(gradTag)::type;
+              if (n == 0)
+                return Status::ok();
+              accumulateElements<TA, TG>
+                  <<<blocksFor(n), kBlockThreads, 0, stream>>>(
+                      acc.as<TA>(), grad.as<TG>(), n);
+              CLEAVE_CUDA_CHECK(cudaGetLastError());
+              return Status::ok();
+            },
+            "grad");
+      },
+      "the gradient buffer");
+}
+
+/// cleave.sum_squares(x...) -> f32 scalar: the sum of the squares of
+/// every element of every operand.
+Status sumSquaresKernel(const KernelArgs &a, cudaStream_t stream) {
+  CLEAVE_CHECK(expectScalar(a, a.out(), DType::F32, "the result"));
+  std::vector<SquaresOperand> operands;
+  int64_t blocks = 0;
+  for (size_t k = 0; k < a.inputs.size(); ++k) {
+    const TensorRef &x = a.in(k);
+    SquaresOperand op;
+    switch (x.dtype) {
+    case DType::F32:
+      op.type = FloatType::F32;
+      break;
+    case DType::BF16:
+      op.type = FloatType::BF16;
+      break;
+    case DType::F16:
+      op.type = FloatType::F16;
+      break;
+    default:
+      return a.error(std::string("no CUDA kernel for element type ") +
+                     dtypeName(x.dtype) + " (operand " + std::to_string(k) +
+                     "); the CUDA kernels take f32, bf16 and f16");
+    }
+    op.x = x.data;
+    op.n = x.numElements();
+    op.firstBlock = 0;
+    if (op.n == 0)
+      continue;
+    operands.push_back(op);
+    blocks += (op.n + kSquaresBlock - 1) / kSquaresBlock;
+  }
+  double *partial = nullptr;
+  if (blocks > 0)
+    CLEAVE_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void **>(&partial),
+                                      size_t(blocks) * sizeof(double), stream));
+  Status status = enqueueSumSquares(a, operands, blocks, partial, stream);
+  if (partial)
+    (void)cudaFreeAsync(partial, stream);
+  return status;
+}
+
+/// cleave.sgd(grad, step, sum_squares?) -> (param, momentum_buffer?), the
+/// results updated in place. A step below 1 (an error on the CPU, which
+/// reads it) leaves them unchanged.
+Status sgdKernel(const KernelArgs &a, cudaStream_t stream) {
+  CLEAVE_CHECK(cpu::checkSgdResults(a));
+  const TensorRef &param = a.out(0), &grad = a.in(0);
+  CLEAVE_CHECK(a.expectDType(param, DType::F32, "the parameter"));
+  if (grad.shape != param.shape)
+    return a.error("grad is " + typeText(grad) + ", but the parameter is " +
+                   typeText(param));
+  CLEAVE_CHECK(expectScalar(a, a.in(1), DType::I64, "step"));
+  bool haveSumSquares = a.has(2);
+  SgdLaunch l;
+  CLEAVE_CHECK(readSchedule(a, haveSumSquares, l.h));
+  if (haveSumSquares)
+    CLEAVE_CHECK(expectScalar(a, a.in(2), DType::F32, "sum_squares"));
+  double momentum;
+  CLEAVE_CHECK(cpu::sgdMomentum(a, momentum));
+  l.decays = l.h.weightDecay != 0;
+  l.weightDecay = float(l.h.weightDecay);
+  l.momentum = float(momentum);
+  l.step = a.in(1).as<int64_t>();
+  l.sumSquares = l.h.clipping ? a.in(2).as<float>() : nullptr;
+  l.param = param.as<float>();
+  l.buf = a.outputs.size() == 2 ? a.out(1).as<float>() : nullptr;
+  l.n = param.numElements();
+  return visitDeviceFloat(
+      a, grad.dtype,
+      [&](auto tag) -> Status {
+        using G = typename decltype(tag)::type;
+        if (l.n == 0)
+          return Status::ok();
+        sgdElements<G><<<blocksFor(l.n, kThreads), kThreads, 0, stream>>>(
+            grad.as<G>(), l);
+        CLEAVE_CUDA_CHECK(cudaGetLastError());
+        return Status::ok();
+      },
+      "grad");
+}
+
+/// Sets *deviceFlag to 1 when an element of the f32 tensor `grad` is not
+/// finite (NaN or infinite); never clears it.
+Status countNonFinite(const TensorRef &grad, unsigned *deviceFlag,
+                      cudaStream_t stream) {
+  CLEAVE_CHECK(checkF32Gradient("countNonFinite", grad));
+  if (!deviceFlag)
+    return Status::error("countNonFinite: no flag to set");
+  int64_t n = grad.numElements();
+  if (n == 0)
+    return Status::ok();
+  nonFiniteElements<<<blocksFor(n), kBlockThreads, 0, stream>>>(
+      grad.as<float>(), n, deviceFlag);
+  CLEAVE_CUDA_CHECK(cudaGetLastError());
+  return Status::ok();
+}
+
+/// grad *= factor, elementwise in f32.
+Status scaleInPlace(const TensorRef &grad, float factor, cudaStream_t stream) {
+  CLEAVE_CHECK(checkF32Gradient("scaleInPlace", grad));
+  int64_t n = grad.numElements();
+  if (n == 0)
+    return Status::ok();
+  scaleElements<<<blocksFor(n), kBlockThreads, 0, stream>>>(grad.as<float>(),
+                                                            n, factor);
+  CLEAVE_CUDA_CHECK(cudaGetLastError());
+  return Status::ok();
 }
 
 } // namespace cleave::runtime::cuda

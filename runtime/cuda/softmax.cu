@@ -1,4 +1,4 @@
-//===- softmax.cu - CUDA kernels of softmax and log_softmax ---------------===//
+//===- softmax.cu - CUDA kernels of softmax, log_softmax and gradients ----===//
 //
 // The CUDA side of runtime/cpu/softmax.cpp, for f32, bf16 and f16, with f32
 // accumulation. The tensor is [outer, C, inner] around the softmax axis. The
@@ -10,8 +10,13 @@
 // NaN propagates, a row's maximum is subtracted before exp, and 16-bit
 // results are exp(x - max) / sum recomputed rather than rounded twice.
 //
+// The gradients (softmax_grad: y (dy - sum(dy y)); log_softmax_grad: dy -
+// exp(y) sum(dy)) walk the same way: one sum per row (a block reduction) or
+// per column, then one pass writing dx.
+//
 //===----------------------------------------------------------------------===//
 
+#include "runtime/cpu/SoftmaxShape.h"
 #include "runtime/cuda/CudaCheck.h"
 #include "runtime/cuda/CudaKernels.h"
 
@@ -69,26 +74,49 @@ __global__ void softmaxColumns(const T *__restrict__ x, T *__restrict__ y,
   }
 }
 
-/// The CPU's checks and the [outer, classes, inner] view around `axis`.
-Status softmaxLayout(const KernelArgs &a, int64_t &outer, int64_t &classes,
-                     int64_t &inner) {
-  const TensorRef &x = a.in(0);
-  CLEAVE_CHECK(a.expectDType(a.out(), x.dtype, "the result"));
-  CLEAVE_CHECK(a.expectShape(a.out(), x.shape, "the result"));
-  int64_t axis;
-  CLEAVE_CHECK(a.intAttr("axis", axis, -1));
-  if (x.rank() == 0)
-    return a.error("x must have rank 1 or more");
-  CLEAVE_CHECK(cpu::normalizeAxis(a, axis, x.rank()));
-  outer = cpu::product(x.shape, 0, axis);
-  classes = x.shape[axis];
-  inner = cpu::product(x.shape, axis + 1);
-  return Status::ok();
+/// One block per row: softmax_grad's y (dy - sum(dy y)), or
+/// log_softmax_grad's dy - exp(y) sum(dy) when Log.
+template <typename T, bool Log>
+__global__ void __launch_bounds__(1024)
+    softmaxGradRows(const T *__restrict__ y, const T *__restrict__ dy,
+                    T *__restrict__ dx, int64_t classes) {
+  int64_t base = int64_t(blockIdx.x) * classes;
+  const T *yr = y + base, *dyr = dy + base;
+  T *dxr = dx + base;
+  float sum = 0.0f;
+  for (int64_t i = threadIdx.x; i < classes; i += blockDim.x)
+    sum += Log ? toFloat(dyr[i]) : toFloat(dyr[i]) * toFloat(yr[i]);
+  sum = blockReduce(sum, SumOp(), 0.0f);
+  for (int64_t i = threadIdx.x; i < classes; i += blockDim.x) {
+    float v = toFloat(yr[i]), g = toFloat(dyr[i]);
+    dxr[i] = fromFloat<T>(Log ? g - expf(v) * sum : v * (g - sum));
+  }
+}
+
+/// One thread per column of an [outer, classes, inner] tensor.
+template <typename T, bool Log>
+__global__ void softmaxGradColumns(const T *__restrict__ y,
+                                   const T *__restrict__ dy,
+                                   T *__restrict__ dx, int64_t outer,
+                                   int64_t classes, int64_t inner) {
+  int64_t column = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (column >= outer * inner)
+    return;
+  int64_t base = column / inner * classes * inner + column % inner;
+  float sum = 0.0f;
+  for (int64_t c = 0; c < classes; ++c) {
+    float g = toFloat(dy[base + c * inner]);
+    sum += Log ? g : g * toFloat(y[base + c * inner]);
+  }
+  for (int64_t c = 0; c < classes; ++c) {
+    float v = toFloat(y[base + c * inner]), g = toFloat(dy[base + c * inner]);
+    dx[base + c * inner] = fromFloat<T>(Log ? g - expf(v) * sum : v * (g - sum));
+  }
 }
 
 template <bool Log> Status softmax(const KernelArgs &a, cudaStream_t stream) {
   int64_t outer, classes, inner;
-  CLEAVE_CHECK(softmaxLayout(a, outer, classes, inner));
+  CLEAVE_CHECK(cpu::softmaxLayout(a, outer, classes, inner));
   return visitDeviceFloat(a, a.in(0).dtype, [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
     if (outer == 0 || classes == 0 || inner == 0)
@@ -112,15 +140,50 @@ template <bool Log> Status softmax(const KernelArgs &a, cudaStream_t stream) {
   });
 }
 
+template <bool Log>
+Status softmaxGrad(const KernelArgs &a, cudaStream_t stream) {
+  int64_t outer, classes, inner;
+  CLEAVE_CHECK(cpu::softmaxGradLayout(a, outer, classes, inner));
+  return visitDeviceFloat(a, a.in(0).dtype, [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    if (outer == 0 || classes == 0 || inner == 0)
+      return Status::ok();
+    const T *y = a.in(0).as<T>(), *dy = a.in(1).as<T>();
+    T *dx = a.out().as<T>();
+    if (inner == 1) {
+      if (outer > INT32_MAX)
+        return a.error("more than 2^31 - 1 rows");
+      softmaxGradRows<T, Log><<<unsigned(outer), rowThreads(classes), 0,
+                                stream>>>(y, dy, dx, classes);
+    } else {
+      int64_t blocks = (outer * inner + kBlockThreads - 1) / kBlockThreads;
+      if (blocks > INT32_MAX)
+        return a.error("more than 2^31 - 1 blocks of columns");
+      softmaxGradColumns<T, Log>
+          <<<unsigned(blocks), kBlockThreads, 0, stream>>>(y, dy, dx, outer,
+                                                           classes, inner);
+    }
+    CLEAVE_CUDA_CHECK(cudaGetLastError());
+    return Status::ok();
+  });
+}
+
 } // namespace
 
 namespace cleave::runtime::cuda {
+
 
 Status softmaxKernel(const KernelArgs &a, cudaStream_t stream) {
   return softmax<false>(a, stream);
 }
 Status logSoftmaxKernel(const KernelArgs &a, cudaStream_t stream) {
   return softmax<true>(a, stream);
+}
+Status softmaxGradKernel(const KernelArgs &a, cudaStream_t stream) {
+  return softmaxGrad<false>(a, stream);
+}
+Status logSoftmaxGradKernel(const KernelArgs &a, cudaStream_t stream) {
+  return softmaxGrad<true>(a, stream);
 }
 
 } // namespace cleave::runtime::cuda

@@ -28,10 +28,12 @@ struct Loaded {
   Communicator comm;
   std::unique_ptr<Runtime> runtime;
 
-  Status load(const ProgramBuilder &b, RunOptions options = {}) {
+  Status load(const ProgramBuilder &b, RunOptions options = {},
+              std::unique_ptr<Backend> backend = nullptr) {
     std::string path = b.write(dir.path());
     CLEAVE_CHECK(loadProgram(path, program));
-    runtime = std::make_unique<Runtime>(program, dir.path(), comm, options);
+    runtime = std::make_unique<Runtime>(program, dir.path(), comm, options,
+                                        std::move(backend));
     return runtime->initialize();
   }
 };
@@ -65,6 +67,35 @@ TEST(Executor, TinyModelLossEqualsDirectComputation) {
     // Two matmuls of [2*3, 4] x [4, 5] per step.
     EXPECT_EQ(r.flops, 2 * (2.0 * 2 * 3 * 5 * 4));
   }
+}
+
+// The staged backend's memory faults when touched outside its calls, and a
+// program on it computes what it computes on the CPU backend, bit for bit
+// (readTensor goes through the backend).
+TEST(Executor, StagedBackendMatchesTheCpuAndGuardsItsMemory) {
+  TinyModel m = tinyLanguageModel(/*microbatches=*/2, /*microbatchSize=*/2);
+  Loaded cpu, staged;
+  ASSERT_TRUE(cpu.load(m.b));
+  ASSERT_TRUE(staged.load(m.b, {}, makeStagedCpuBackend()));
+  EXPECT_STREQ(staged.runtime->backend().name(), "cpu-staged");
+  EXPECT_FALSE(staged.runtime->backend().hostMemory());
+  std::vector<uint16_t> tokens = testTokens(29, int(m.vocab));
+  TokenData data = TokenData::fromTokens(tokens);
+  for (int64_t step = 0; step < 3; ++step) {
+    StepResult a, b;
+    ASSERT_TRUE(cpu.runtime->runStep(step, &data, a));
+    ASSERT_TRUE(staged.runtime->runStep(step, &data, b));
+    EXPECT_EQ(a.loss, b.loss) << "step " << step;
+  }
+  for (int id = 0; id < cpu.program.tensors_size(); ++id) {
+    std::vector<char> x, y;
+    ASSERT_TRUE(cpu.runtime->readTensor(id, x));
+    ASSERT_TRUE(staged.runtime->readTensor(id, y));
+    EXPECT_EQ(x, y) << "tensor " << cpu.program.tensors(id).name();
+  }
+  const volatile char *memory =
+      static_cast<const char *>(staged.runtime->tensor(0).data);
+  EXPECT_DEATH((void)*memory, "");
 }
 
 TEST(Executor, MicrobatchesReadTheirOwnSamples) {

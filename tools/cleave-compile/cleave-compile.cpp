@@ -250,6 +250,7 @@ int main(int argc, char **argv) {
   pipeline.backend = spec.device == "cuda" ? "h100" : "cpu";
   pipeline.ratesFile = ratesPath;
   pipeline.placement = spec.placementStrategy;
+  pipeline.device = spec.device;
   mlir::cleave::buildProgramPipeline(pm, pipeline);
   if (mlir::failed(pm.run(**module)))
     return 1;

@@ -2,7 +2,7 @@
 //
 //   [mpirun -np N] cleave-run OUT/ --data tokens.bin --steps S
 //       [--metrics m.jsonl] [--forward-only] [--threads N] [--save-params F]
-//       [--trace trace.json]
+//       [--trace trace.json] [--device cpu|cuda|cpu-staged]
 //
 // Each rank runs OUT/rank-<rank>.pb. Without mpirun (no OMPI_COMM_WORLD_SIZE
 // in the environment) MPI is never initialized and the world is this one
@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/Backend.h"
 #include "runtime/Communicator.h"
 #include "runtime/Executor.h"
 #include "runtime/Metrics.h"
@@ -52,6 +53,12 @@ const char *kUsage =
     "  --trace FILE        what every rank ran when (functions per microbatch,\n"
     "                      communication), measured: Chrome trace-event JSON\n"
     "                      for Perfetto or chrome://tracing\n"
+    "  --device NAME       the backend to run on instead of the program's own\n"
+    "                      (spec key `device`): cpu, cuda (one GPU per rank by\n"
+    "                      Open MPI's local rank; ranks may share one), or\n"
+    "                      cpu-staged (the CPU kernels on memory reached only\n"
+    "                      by copies, as on a GPU: checks that path anywhere)\n"
+    "  --list-devices      the backends and GPUs this cleave-run can use\n"
     "  --help              this text\n";
 
 struct Flags {
@@ -63,7 +70,9 @@ struct Flags {
   int threads = 0;
   std::string saveParams;
   std::string trace;
+  std::string device; // empty: the program's
   bool help = false;
+  bool listDevices = false;
 };
 
 Status parseCount(const std::string &flag, const std::string &text,
@@ -102,6 +111,8 @@ Status parseFlags(int argc, char **argv, Flags &flags) {
     };
     if (arg == "--help" || arg == "-h") {
       flags.help = true;
+    } else if (arg == "--list-devices") {
+      flags.listDevices = true;
     } else if (arg == "--data") {
       CLEAVE_CHECK(takeValue(flags.data));
     } else if (arg == "--metrics") {
@@ -110,6 +121,16 @@ Status parseFlags(int argc, char **argv, Flags &flags) {
       CLEAVE_CHECK(takeValue(flags.saveParams));
     } else if (arg == "--trace") {
       CLEAVE_CHECK(takeValue(flags.trace));
+    } else if (arg == "--device") {
+      CLEAVE_CHECK(takeValue(flags.device));
+      const std::vector<std::string> &names = backendNames();
+      if (std::find(names.begin(), names.end(), flags.device) == names.end()) {
+        std::string known;
+        for (const std::string &n : names)
+          known += (known.empty() ? "" : ", ") + n;
+        return Status::error("--device: unknown device '" + flags.device +
+                             "'; this cleave-run has " + known);
+      }
     } else if (arg == "--steps") {
       std::string text;
       CLEAVE_CHECK(takeValue(text));
@@ -134,7 +155,7 @@ Status parseFlags(int argc, char **argv, Flags &flags) {
                            flags.out + "'); cleave-run takes one");
     }
   }
-  if (flags.help)
+  if (flags.help || flags.listDevices)
     return Status::ok();
   if (flags.out.empty())
     return Status::error("no program folder: cleave-run OUT/ --data TOKENS "
@@ -215,10 +236,11 @@ struct Startup {
   TokenData data;
   bool hasData = false;
   MetricsWriter metrics;
+  std::unique_ptr<Backend> backend;
 };
 
 Status start(const Communicator &comm, Startup &s) {
-  if (s.flags.help)
+  if (s.flags.help || s.flags.listDevices)
     return Status::ok();
   const Flags &flags = s.flags;
   struct stat st;
@@ -292,6 +314,12 @@ Status start(const Communicator &comm, Startup &s) {
     if (!flags.trace.empty())
       CLEAVE_CHECK(checkWritable(flags.trace, "trace"));
   }
+  const char *localRank = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  const char *localSize = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  std::string device =
+      !flags.device.empty() ? flags.device : s.program.device();
+  CLEAVE_CHECK(makeBackend(device, localRank ? std::atoi(localRank) : 0,
+                           localSize ? std::atoi(localSize) : 1, s.backend));
   if (flags.threads > 0) {
     omp_set_num_threads(flags.threads);
   } else if (!std::getenv("OMP_NUM_THREADS")) {
@@ -312,7 +340,8 @@ Status train(Startup &s, Communicator &comm) {
   RunOptions options;
   options.forwardOnly = flags.forwardOnly;
   options.trace = !flags.trace.empty();
-  Runtime runtime(s.program, directoryOf(s.programPath), comm, options);
+  Runtime runtime(s.program, directoryOf(s.programPath), comm, options,
+                  std::move(s.backend));
   CLEAVE_CHECK(runtime.initialize());
   const pb::Batch &batch = s.program.batch();
   double tokensPerStep = double(batch.global_batch()) * double(batch.seq_len());
@@ -403,6 +432,12 @@ int run(int argc, char **argv, Communicator &comm) {
   if (s.flags.help) {
     if (comm.rank() == 0)
       std::printf("%s", kUsage);
+    return 0;
+  }
+  if (s.flags.listDevices) {
+    if (comm.rank() == 0)
+      for (const std::string &line : describeBackends())
+        std::printf("%s\n", line.c_str());
     return 0;
   }
   status = train(s, comm);

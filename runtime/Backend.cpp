@@ -1,0 +1,67 @@
+//===- Backend.cpp - the backends this build has, by name -----------------===//
+
+#include "runtime/Backend.h"
+
+#ifdef CLEAVE_HAVE_CUDA
+#include "runtime/cuda/CudaBackend.h"
+#endif
+
+using namespace cleave::runtime;
+
+const std::vector<std::string> &cleave::runtime::backendNames() {
+  static const std::vector<std::string> names = {
+      "cpu", "cpu-staged",
+#ifdef CLEAVE_HAVE_CUDA
+      "cuda",
+#endif
+  };
+  return names;
+}
+
+std::vector<std::string> cleave::runtime::describeBackends() {
+  std::vector<std::string> lines = {"cpu", "cpu-staged"};
+#ifdef CLEAVE_HAVE_CUDA
+  std::vector<std::string> gpus;
+  Status status = cudaDeviceNames(gpus);
+  std::string line = "cuda";
+  if (!status)
+    line += " (no device: " + status.message() + ")";
+  else if (gpus.empty())
+    line += " (no device)";
+  for (size_t i = 0; i < gpus.size(); ++i)
+    line += (i ? ", GPU " : ": GPU ") + std::to_string(i) + " (" + gpus[i] +
+            ")";
+  lines.push_back(line);
+#else
+  lines.push_back("cuda (not built: nvcc was not found at configure time)");
+#endif
+  return lines;
+}
+
+Status cleave::runtime::makeBackend(const std::string &name, int localRank,
+                                    int ranksOnNode,
+                                    std::unique_ptr<Backend> &backend) {
+  if (name == "cpu" || name.empty()) {
+    backend = makeCpuBackend();
+    return Status::ok();
+  }
+  if (name == "cpu-staged") {
+    backend = makeStagedCpuBackend();
+    return Status::ok();
+  }
+  if (name == "cuda") {
+#ifdef CLEAVE_HAVE_CUDA
+    return makeCudaBackend(localRank, ranksOnNode, backend);
+#else
+    return Status::error("device 'cuda': this cleave-run was built without "
+                         "the CUDA backend (nvcc was not found when it was "
+                         "configured); rebuild with the CUDA toolkit, or run "
+                         "with --device cpu");
+#endif
+  }
+  std::string known;
+  for (const std::string &n : backendNames())
+    known += (known.empty() ? "" : ", ") + n;
+  return Status::error("unknown device '" + name + "'; this cleave-run has " +
+                       known);
+}

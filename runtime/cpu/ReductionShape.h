@@ -1,0 +1,35 @@
+//===- ReductionShape.h - the reductions' operand checks -------*- C++ -*-===//
+//
+// What the CPU (reductions.cpp) and CUDA (cuda/reductions.cu) kernels of
+// reduce_sum, reduce_mean, reduce_max and reduce_min share: the check of
+// the axes and keepdims attributes against x and the result, and the
+// merging of x's dimensions into runs of kept and reduced ones.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CLEAVE_RUNTIME_CPU_REDUCTIONSHAPE_H
+#define CLEAVE_RUNTIME_CPU_REDUCTIONSHAPE_H
+
+#include "runtime/cpu/KernelSupport.h"
+
+namespace cleave::runtime::cpu {
+
+/// Checks the axes (each in [-rank, rank), none twice) and keepdims
+/// (default 1) attributes and the result's type and shape; `reduced` says
+/// for each dimension of x whether it is reduced.
+Status reducePlan(const KernelArgs &a, std::vector<bool> &reduced);
+
+/// x's dimensions with those of size 1 dropped and neighbours of the same
+/// kind merged: dims[k] is reduced when kinds[k]. `count` is the number of
+/// elements each result element reduces (the product of the reduced
+/// dimensions, 0 when one is 0).
+struct ReduceDims {
+  Shape dims;
+  std::vector<bool> kinds;
+  int64_t count = 1;
+};
+ReduceDims mergeReduceDims(const Shape &shape,
+                           const std::vector<bool> &reduced);
+
+} // namespace cleave::runtime::cpu
+
+#endif // CLEAVE_RUNTIME_CPU_REDUCTIONSHAPE_H

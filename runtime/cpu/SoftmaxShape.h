@@ -1,0 +1,28 @@
+//===- SoftmaxShape.h - the softmax ops' layout and checks -----*- C++ -*-===//
+//
+// What the CPU (softmax.cpp) and CUDA (cuda/softmax.cu) kernels of softmax,
+// log_softmax and their gradients share, so both check the same things and
+// say the same about operands that do not fit.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CLEAVE_RUNTIME_CPU_SOFTMAXSHAPE_H
+#define CLEAVE_RUNTIME_CPU_SOFTMAXSHAPE_H
+
+#include "runtime/cpu/KernelSupport.h"
+
+namespace cleave::runtime::cpu {
+
+/// The [outer, classes, inner] view of operand 0 around the `axis`
+/// attribute (default -1), after checking the result has its type and
+/// shape.
+Status softmaxLayout(const KernelArgs &a, int64_t &outer, int64_t &classes,
+                     int64_t &inner);
+
+/// softmaxLayout for the gradients (y, dy) -> dx, also checking that dy
+/// has y's type and shape.
+Status softmaxGradLayout(const KernelArgs &a, int64_t &outer,
+                         int64_t &classes, int64_t &inner);
+
+} // namespace cleave::runtime::cpu
+
+#endif // CLEAVE_RUNTIME_CPU_SOFTMAXSHAPE_H
