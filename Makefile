@@ -3,6 +3,10 @@
 BUILD ?= build
 PY := /usr/bin/python3
 JOBS ?= $(shell nproc)
+# ccache (when present) keys on paths relative to the checkout, so a fresh
+# clone elsewhere reuses what an earlier build compiled.
+export CCACHE_BASEDIR := $(CURDIR)
+export CCACHE_NOHASHDIR := 1
 
 .PHONY: deps configure build check demo asan clean
 

@@ -3,6 +3,7 @@
     /usr/bin/python3 models/reference.py CONFIG --data tokens.bin --batch B
         [--seq T] [--steps 10] -o REF_DIR [--optimizer JSON] [--seed S]
         [--static-batch] [--opset N] [--forward-only] [--autocast bf16]
+        [--device cuda --init params_init.safetensors --no-export]
 
 Writes into REF_DIR:
   model.onnx               the model, exported by export.py from the very
@@ -15,6 +16,10 @@ Writes into REF_DIR:
   losses.json              {"losses": [...], "grad_norms": [...], "lrs": [...],
                             "optimizer", "batch", "seq", "steps", "seed",
                             "config", "data"}
+--device cuda trains on the GPU (autocast on CUDA with --autocast); --init
+starts from the parameters of a params_init.safetensors (e.g. one written
+here, so a GPU machine with another torch trains the same weights), and
+--no-export skips model.onnx (another torch's exporter may differ).
 With --forward-only: only model.onnx and losses.json, whose losses are those
 of each step's batch with the initial weights (no optimizer step).
 Safetensors keys are the ONNX initializer names (== state_dict names,
@@ -115,10 +120,11 @@ def make_scheduler(optim, opt):
 
 
 def params_dict(model):
-    return {n: p.detach().clone() for n, p in model.named_parameters()}
+    return {n: p.detach().cpu().clone() for n, p in model.named_parameters()}
 
 
-def train(model, tokens, B, T, steps, opt, autocast=None, verbose=True):
+def train(model, tokens, B, T, steps, opt, autocast=None, verbose=True,
+          device="cpu"):
     """Trains `model` in place for `steps` optimizer steps on the batches of
     `tokens` (get_batch).  Returns the per-step losses, the gradient norms
     before clipping, the learning rates, and the step-0 gradients (before
@@ -131,19 +137,20 @@ def train(model, tokens, B, T, steps, opt, autocast=None, verbose=True):
     losses, norms, lrs, grads0 = [], [], [], None
     for s in range(steps):
         idx, tgt = get_batch(tokens, s, B, T)
+        idx, tgt = idx.to(device), tgt.to(device)
         optim.zero_grad(set_to_none=True)
         if autocast:
             # Mixed precision as PyTorch runs it: bf16 products, fp32
             # master weights and gradients.
-            with torch.autocast("cpu", dtype=torch.bfloat16):
+            with torch.autocast(device, dtype=torch.bfloat16):
                 loss = model(idx, tgt)
         else:
             loss = model(idx, tgt)
         loss.backward()
         norm = torch.norm(torch.stack([p.grad.detach().norm(2) for p in params]), 2)
         if s == 0:
-            grads0 = {n: p.grad.detach().clone() for n, p in model.named_parameters()}
-            grads0["loss"] = loss.detach().clone()
+            grads0 = {n: p.grad.detach().cpu().clone() for n, p in model.named_parameters()}
+            grads0["loss"] = loss.detach().cpu().clone()
         if clip > 0:
             torch.nn.utils.clip_grad_norm_(params, clip)
         lrs.append(optim.param_groups[0]["lr"])
@@ -159,22 +166,32 @@ def train(model, tokens, B, T, steps, opt, autocast=None, verbose=True):
 
 
 def run(cfg, tokens, B, steps, outdir, opt, seed=0, dynamic_batch=True, opset=17,
-        data_name=None, verbose=True, forward_only=False, autocast=None):
+        data_name=None, verbose=True, forward_only=False, autocast=None,
+        device="cpu", init=None, export=True):
     os.makedirs(outdir, exist_ok=True)
     T = cfg["seq"]
     model = make_model(cfg, seed=seed)
-    onnx_path = os.path.join(outdir, "model.onnx")
-    export_model(cfg, onnx_path, batch=B, dynamic_batch=dynamic_batch, seed=seed,
-                 opset=opset, model=model, verbose=False)
+    if init:
+        start, _ = safetensors_io.load(init)
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                if name not in start:
+                    raise SystemExit("%s has no parameter %s" % (init, name))
+                p.copy_(torch.as_tensor(np.asarray(start[name])))
+    if export:
+        onnx_path = os.path.join(outdir, "model.onnx")
+        export_model(cfg, onnx_path, batch=B, dynamic_batch=dynamic_batch,
+                     seed=seed, opset=opset, model=model, verbose=False)
 
-    # The ONNX initializers are exactly the weights we start from.
-    proto = onnx.load(onnx_path)
-    inits = {t.name: numpy_helper.to_array(t) for t in proto.graph.initializer}
-    for name, p in model.named_parameters():
-        assert name in inits, "parameter %s is not an ONNX initializer" % name
-        assert np.array_equal(inits[name], p.detach().numpy()), name
-    extra = set(inits) - {n for n, _ in model.named_parameters()}
-    assert not extra, "initializers that are not parameters: %s" % sorted(extra)
+        # The ONNX initializers are exactly the weights we start from.
+        proto = onnx.load(onnx_path)
+        inits = {t.name: numpy_helper.to_array(t) for t in proto.graph.initializer}
+        for name, p in model.named_parameters():
+            assert name in inits, "parameter %s is not an ONNX initializer" % name
+            assert np.array_equal(inits[name], p.detach().numpy()), name
+        extra = set(inits) - {n for n, _ in model.named_parameters()}
+        assert not extra, "initializers that are not parameters: %s" % sorted(extra)
+    model.to(device)
 
     model.train()
     if forward_only:
@@ -184,7 +201,7 @@ def run(cfg, tokens, B, steps, outdir, opt, seed=0, dynamic_batch=True, opset=17
         with torch.no_grad():
             for s in range(steps):
                 idx, tgt = get_batch(tokens, s, B, T)
-                losses.append(float(model(idx, tgt).item()))
+                losses.append(float(model(idx.to(device), tgt.to(device)).item()))
                 if verbose:
                     print("step %3d  loss %.6f (forward only)" % (s, losses[-1]))
         info = {"losses": losses, "forward_only": True, "batch": B, "seq": T,
@@ -196,7 +213,8 @@ def run(cfg, tokens, B, steps, outdir, opt, seed=0, dynamic_batch=True, opset=17
         return info
     safetensors_io.save(params_dict(model), os.path.join(outdir, "params_init.safetensors"))
     losses, norms, lrs, grads = train(model, tokens, B, T, steps, opt,
-                                      autocast=autocast, verbose=verbose)
+                                      autocast=autocast, verbose=verbose,
+                                      device=device)
     if grads is not None:
         safetensors_io.save(grads, os.path.join(outdir, "grads.safetensors"))
     safetensors_io.save(params_dict(model), os.path.join(outdir, "params_final.safetensors"))
@@ -204,7 +222,7 @@ def run(cfg, tokens, B, steps, outdir, opt, seed=0, dynamic_batch=True, opset=17
             "optimizer": opt, "batch": B,
             "seq": T, "steps": steps, "seed": seed, "config": cfg,
             "data": data_name, "dynamic_batch": dynamic_batch, "opset": opset,
-            "autocast": autocast, "torch": torch.__version__}
+            "autocast": autocast, "device": device, "torch": torch.__version__}
     with open(os.path.join(outdir, "losses.json"), "w") as f:
         json.dump(info, f, indent=1)
     return info
@@ -227,7 +245,12 @@ def main():
                     help="only model.onnx and the losses of --steps batches "
                          "with the initial weights (no training)")
     ap.add_argument("--autocast", choices=["bf16"],
-                    help="train under torch.autocast (CPU: bf16)")
+                    help="train under torch.autocast (bf16)")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                    help="where torch trains (default cpu)")
+    ap.add_argument("--init", help="start from this params_init.safetensors")
+    ap.add_argument("--no-export", action="store_true",
+                    help="do not write model.onnx")
     a = ap.parse_args()
     opt = dict(DEFAULT_OPTIMIZER)
     if a.optimizer:
@@ -242,7 +265,8 @@ def main():
         raise SystemExit("token %d >= vocab %d of %s" % (tokens.max(), cfg["vocab"], a.config))
     run(cfg, tokens, a.batch, a.steps, a.output, opt, seed=a.seed,
         dynamic_batch=not a.static_batch, opset=a.opset, data_name=a.data,
-        forward_only=a.forward_only, autocast=a.autocast)
+        forward_only=a.forward_only, autocast=a.autocast, device=a.device,
+        init=a.init, export=not a.no_export)
     print("wrote", a.output)
 
 

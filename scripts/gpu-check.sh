@@ -7,8 +7,12 @@
 #   1. configures build-gpu/ with -DCLEAVE_CUDA=ON and builds
 #      cleave-cuda-kernel-tests, cleave-compile and cleave-run (skipped with
 #      --pack-only);
-#   2. runs the CUDA kernel tests here, where they skip without a GPU;
-#   3. packs into .gpu/ the test binaries, stripped, and the Debian packages
+#   2. runs the CUDA kernel tests here, where they skip without a GPU, and
+#      prepares .gpu/cases/: the toy models compiled for `device: cuda`
+#      (fp32 and bf16, one rank; a pipeline x data layout of 4 ranks), with
+#      PyTorch's CPU references and the CPU backend's runs of the same
+#      programs, for scripts/gpu-equality.sh to compare the GPU against;
+#   3. packs into .gpu/ the test binaries and cleave-run, stripped, and the Debian packages
 #      (.deb, fetched with `apt-get download`) that own every shared library
 #      they load (ldd) except glibc's, plus run.sh and MANIFEST.txt. CUDA's
 #      own libraries are not packed: run.sh finds them on the GPU machine.
@@ -18,14 +22,16 @@
 #
 # Usage:
 #   scripts/gpu-check.sh                      build build-gpu/, test, pack
-#   scripts/gpu-check.sh --with cleave-run    also pack build-gpu/bin/cleave-run
+#   scripts/gpu-check.sh --bench              also compile the GPT-2 124M/350M
+#                                             programs of bench/train-gpu.sh
+#   scripts/gpu-check.sh --with NAME          also pack build-gpu/bin/NAME
 #   scripts/gpu-check.sh --pack-only BINARY...  pack these binaries, build nothing
 # Then, on the GPU machine (the device tool carries .gpu/ when asked to):
 #   bash .gpu/run.sh [--sanitize] [gtest flags...]
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-build="$repo/build-gpu"
+build="${CLEAVE_GPU_BUILD:-$repo/build-gpu}" # another build tree with CUDA: CLEAVE_GPU_BUILD
 pack="$repo/.gpu"
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/cleave/gpu-debs"
 limit=$((64 * 1024 * 1024))
@@ -39,6 +45,7 @@ die() { echo "gpu-check: error: $*" >&2; exit 1; }
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
 
 pack_only=0
+bench=0
 binaries=()
 extra=()
 while [ $# -gt 0 ]; do
@@ -51,6 +58,10 @@ while [ $# -gt 0 ]; do
       shift
     done
     [ ${#binaries[@]} -gt 0 ] || die "--pack-only needs at least one binary"
+    ;;
+  --bench)
+    bench=1
+    shift
     ;;
   --with)
     [ $# -ge 2 ] || die "--with needs a binary name from build-gpu/bin"
@@ -83,13 +94,73 @@ if [ $pack_only = 0 ]; then
   say "building cleave-cuda-kernel-tests cleave-compile cleave-run"
   cmake --build "$build" -j "$(nproc)" --target cleave-cuda-kernel-tests \
     cleave-compile cleave-run
-  binaries=("$build/bin/cleave-cuda-kernel-tests")
+  binaries=("$build/bin/cleave-cuda-kernel-tests" "$build/bin/cleave-run")
   for name in "${extra[@]}"; do
     binaries+=("$build/bin/$name")
   done
   say "running the CUDA kernel tests here (no GPU: they should skip)"
   "$build/bin/cleave-cuda-kernel-tests" --gtest_brief=1 2>&1 | tail -5 ||
     die "the CUDA kernel tests failed here"
+
+  # The equality cases: NAME CONFIG PRECISION RANKS EXTRA-SPEC-KEYS.
+  cases_new="$pack.cases"
+  rm -rf "$cases_new" && mkdir -p "$cases_new"
+  optimizer='{"type": "adamw", "lr": 1e-3, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.1, "grad_clip": 1.0}'
+  while read -r name config precision ranks keys; do
+    dir="$cases_new/$name"
+    mkdir -p "$dir"
+    echo "$config" >"$dir/config"
+    echo "$precision" >"$dir/precision"
+    echo "$ranks" >"$dir/ranks"
+    echo 4 >"$dir/batch"
+    autocast=()
+    [ "$precision" = bf16 ] && autocast=(--autocast bf16)
+    say "case $name: PyTorch reference (CPU)"
+    /usr/bin/python3 "$repo/models/reference.py" "$config" --data "$repo/data/tokens.bin"       --batch 4 --steps 10 "${autocast[@]}" -o "$dir/ref" >"$dir/ref.log" 2>&1 ||
+      die "models/reference.py $config failed (log $dir/ref.log)"
+    bf16=false
+    [ "$precision" = bf16 ] && bf16=true
+    echo "{\"batch_size\": 4, \"microbatches\": 2, \"device\": \"cuda\", \"bf16\": $bf16, \"world_size\": $ranks, $keys \"optimizer\": $optimizer}" >"$dir/spec.json"
+    "$build/bin/cleave-compile" "$dir/ref/model.onnx" --spec "$dir/spec.json" \
+      -o "$dir/program" >/dev/null || die "cleave-compile failed for case $name"
+    rm -f "$dir/ref/model.onnx" "$dir/program/plan.json"
+    launch=("$build/bin/cleave-run")
+    [ "$ranks" -gt 1 ] && launch=(mpirun -np "$ranks" --oversubscribe --allow-run-as-root "$build/bin/cleave-run" --threads 1)
+    "${launch[@]}" "$dir/program" --device cpu --data "$repo/data/tokens.bin" --steps 10 \
+      --save-params "$dir/cpu-params.safetensors" >"$dir/cpu.log" 2>&1 ||
+      die "cleave-run --device cpu failed for case $name (log $dir/cpu.log)"
+  done <<'CASES'
+gpt2-fp32 gpt2-toy fp32 1
+llama-fp32 llama-toy fp32 1
+gpt2-bf16 gpt2-toy bf16 1
+llama-bf16 llama-toy bf16 1
+gpt2-pp2dp2-fp32 gpt2-toy fp32 4 "pipeline_parallel_degree": 2, "ddp": true,
+CASES
+
+  # The benchmark's programs: shapes-only exports (generated weights, no
+  # params.bin to carry), bf16, sequence 1024, every batch the plan fits
+  # in 80 GiB.
+  bench_new="$pack.bench"
+  rm -rf "$bench_new"
+  if [ $bench = 1 ]; then
+    mkdir -p "$bench_new"
+    for config in gpt2-124m gpt2-350m; do
+      /usr/bin/python3 "$repo/models/export.py" "$config" --shapes-only \
+        --dynamic-batch -o "$bench_new/$config.onnx" >/dev/null ||
+        die "models/export.py $config --shapes-only failed"
+      for batch in 64 48 32 24 16 8 4; do
+        echo "{\"batch_size\": $batch, \"microbatches\": 1, \"bf16\": true, \"device\": \"cuda\", \"device_memory_gib\": 80, \"optimizer\": {\"type\": \"adamw\", \"lr\": 1e-4, \"betas\": [0.9, 0.95], \"weight_decay\": 0.1, \"grad_clip\": 1.0}}" >"$bench_new/spec.json"
+        if "$build/bin/cleave-compile" "$bench_new/$config.onnx" --spec "$bench_new/spec.json" \
+          -o "$bench_new/$config-b$batch" >"$bench_new/$config-b$batch.log" 2>&1; then
+          say "bench: $config batch $batch fits the plan"
+        else
+          say "bench: $config batch $batch: $(tail -1 "$bench_new/$config-b$batch.log")"
+          rm -rf "$bench_new/$config-b$batch"
+        fi
+      done
+      rm -f "$bench_new/$config.onnx"
+    done
+  fi
 elif [ ${#extra[@]} -gt 0 ]; then
   die "--with applies to the build; with --pack-only, name the binaries"
 fi
@@ -205,7 +276,7 @@ for py in python3 /opt/torch/.venv/bin/python3; do
   site=$("$py" -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null) || continue
   for s in $site; do cuda_dirs+=("$s"/nvidia/*/lib "$s"/nvidia/cu*/lib); done
 done
-for test in "$here"/bin/*-tests; do
+for test in "$here"/bin/*; do
   for lib in $(LD_LIBRARY_PATH="$libpath" ldd "$test" | awk '/not found/ {print $1}'); do
     for dir in "${cuda_dirs[@]}"; do
       if [ -e "$dir/$lib" ]; then
@@ -265,10 +336,27 @@ for test in "$here"/bin/*-tests; do
   done
 done
 
+# The equality checks (scripts/gpu-equality.sh, from the repository root
+# the device tool runs in) when the pack has cases and a cleave-run.
+root=$(cd "$here/.." && pwd)
+if [ -d "$here/cases" ] && [ -x "$here/bin/cleave-run" ]; then
+  if (cd "$root" && LD_LIBRARY_PATH="$libpath" bash scripts/gpu-equality.sh "$here" "$logs"); then
+    summary+=("equality: all cases passed ($logs/equality.txt)")
+  else
+    summary+=("equality: FAILURES ($logs/equality.txt)")
+    status=1
+  fi
+fi
+
+# The benchmark, when the pack has its programs.
+if [ -d "$here/bench" ] && [ "$gpus" -gt 0 ]; then
+  (cd "$root" && LD_LIBRARY_PATH="$libpath" bash bench/train-gpu.sh "$here") 2>&1 | tee "$logs/bench.txt"
+fi
+
 echo "== summary ($(hostname), $gpus GPU(s))"
 printf '  %s\n' "${summary[@]}" | tee "$logs/summary.txt"
 [ $status = 0 ] && echo "  ALL PASSED" || echo "  FAILURES (logs: $logs)"
-if [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then cp "$logs"/*.txt "$logs"/*.log "$OUT"/ 2>/dev/null; fi
+if [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then cp -r "$logs"/* "$OUT"/ 2>/dev/null; fi
 exit $status
 RUN
 chmod +x "$new/run.sh"
@@ -297,6 +385,13 @@ if [ "$size" -gt "$limit" ]; then
   rm -rf "$new"
   die "the pack would take $((size / 1024 / 1024)) MiB, over the 64 MiB limit"
 fi
+for part in cases bench; do
+  if [ -d "$pack.$part" ]; then
+    mv "$pack.$part" "$new/$part"
+  elif [ -d "$pack/$part" ]; then
+    cp -r "$pack/$part" "$new/$part"
+  fi
+done
 rm -rf "$pack"
 mv "$new" "$pack"
 
