@@ -808,6 +808,36 @@ def Cleave_SoftmaxCrossEntropyGradOp
   let hasVerifier = 1;
 }
 
+def Cleave_SoftmaxCrossEntropyFusedOp
+    : Cleave_Op<"softmax_cross_entropy_fused", [Pure]> {
+  let summary = "`softmax_cross_entropy` and its gradient in one pass";
+  let description = [{
+    The loss of `cleave.softmax_cross_entropy` and the logits' gradient of
+    `cleave.softmax_cross_entropy_grad` from one read of the logits (llm.c's
+    fused classifier): per position one max, one sum of exponentials, the
+    loss term, and `(softmax(input) - onehot(target)) * dloss` (divided by
+    the number of counted targets for `mean`; zero where the target is
+    `ignore_index`). `dloss` has the loss's type: the gradient the backward
+    starts from, known in the forward (`cleave-fuse-loss-grad` writes this
+    op so the forward keeps the gradient for the backward instead of the
+    logits). `dinput` has the logits' type; a backend may write it over
+    `input` (the memory plan does when the logits die here).
+
+    ```mlir
+    %loss, %dl = cleave.softmax_cross_entropy_fused %logits, %t, %seed {reduction = #cleave.reduction<mean>}
+        : (tensor<16x256xf32>, tensor<16xi64>, tensor<f32>) -> (tensor<f32>, tensor<16x256xf32>)
+    ```
+  }];
+  let arguments = (ins Cleave_FloatTensor:$input, Cleave_IndexTensor:$target,
+                       Cleave_FloatTensor:$dloss,
+                       Cleave_LossReductionAttr:$reduction,
+                       OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs Cleave_FloatTensor:$loss, Cleave_FloatTensor:$dinput);
+  let assemblyFormat =
+      "$input `,` $target `,` $dloss attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def Cleave_NllLossGradOp : Cleave_Op<"nll_loss_grad", [Pure]> {
   let summary = "gradient of `cleave.nll_loss`";
   let description = [{

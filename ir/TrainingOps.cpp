@@ -168,6 +168,18 @@ LogicalResult SoftmaxCrossEntropyGradOp::verify() {
                         getInput().getType(), getReduction());
 }
 
+LogicalResult SoftmaxCrossEntropyFusedOp::verify() {
+  SmallVector<Type> loss;
+  if (failed(inferLossResult(getLoc(), getInput(), getTarget(),
+                             getReduction(), loss)) ||
+      failed(expectType(*this, "the loss", getLoss().getType(),
+                        loss.front())) ||
+      failed(expectType(*this, "dloss", getDloss().getType(), loss.front())))
+    return failure();
+  return expectType(*this, "dinput", getDinput().getType(),
+                    getInput().getType());
+}
+
 LogicalResult NllLossGradOp::verify() {
   return verifyLossGrad(*this, getDloss(), getResult(), getTarget(),
                         getResult().getType(), getReduction());

@@ -686,6 +686,17 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
         return op.emitError() << "op '" << op.getName()
                               << "' has no runtime kernel";
 
+      // An operand whose space a result takes over (the fused loss writes
+      // the logits' gradient over the logits) is dead before the kernel.
+      if (isa<SoftmaxCrossEntropyFusedOp>(op))
+        for (Value v : op.getOperands())
+          if (freeable.contains(v) && lastUser.lookup(v) == &op &&
+              llvm::is_contained(offsets.asArrayRef(),
+                                 program.tensors(tensorOf.lookup(v)).offset())) {
+            fn->add_body()->mutable_free()->set_tensor(tensorOf.lookup(v));
+            freeable.erase(v);
+          }
+
       pb::Kernel *kernel = fn->add_body()->mutable_kernel();
       kernel->set_op(op.getName().stripDialect().str());
       kernel->set_location(name);

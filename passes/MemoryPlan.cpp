@@ -359,11 +359,30 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
         continue;
       }
       SmallVector<int64_t> offsets;
+      // The fused loss writes the logits' gradient over logits that die
+      // there (llm.c's fused classifier): the two never take space at once.
+      Value inPlaceFrom, inPlaceTo;
+      if (auto fused = dyn_cast<SoftmaxCrossEntropyFusedOp>(op)) {
+        Value x = fused.getInput();
+        if (offsetOf.count(x) && !fixedOffset.count(x) && !saved.contains(x) &&
+            lastUse.lookup(x) == index[&op] && x != fused.getTarget() &&
+            x != fused.getDloss() && !fixedOffset.count(fused.getDinput())) {
+          inPlaceFrom = x;
+          inPlaceTo = fused.getDinput();
+        }
+      }
       for (Value result : op.getResults()) {
         if (!result.getType().isa<RankedTensorType>())
           return op.emitError() << "result is not a tensor";
         if (auto fixed = fixedOffset.find(result); fixed != fixedOffset.end()) {
           offsets.push_back(fixed->second);
+          continue;
+        }
+        if (result == inPlaceTo) {
+          int64_t offset = offsetOf.lookup(inPlaceFrom);
+          offsetOf.erase(inPlaceFrom); // the gradient owns the space now
+          offsetOf[result] = offset;
+          offsets.push_back(activationBase + offset);
           continue;
         }
         int64_t offset = activations.allocate(tensorBytes(result.getType()));

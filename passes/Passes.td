@@ -159,6 +159,60 @@ def Autodiff : Pass<"cleave-autodiff", "ModuleOp"> {
   ];
 }
 
+def FuseLossGrad : Pass<"cleave-fuse-loss-grad", "ModuleOp"> {
+  let summary = "computes the loss and its logits' gradient together in the forward";
+  let description = [{
+    llm.c's fused classifier, ahead of time. After `cleave-autodiff` the
+    forward saves the logits of `cleave.softmax_cross_entropy` (a
+    `[tokens, vocab]` tensor, the largest activation of a language model)
+    and the backward starts with `cleave.softmax_cross_entropy_grad` of
+    them. The gradient the backward starts from (its seed, `1 /
+    microbatches`, times the runtime's loss scale under fp16 loss scaling)
+    is known in the forward, so this pass has the forward compute loss and
+    gradient in one `cleave.softmax_cross_entropy_fused` and save the
+    gradient in the logits' place: the logits die at the loss (the memory
+    plan writes the gradient over them), the pass over them happens once,
+    and the backward reads the saved gradient where it read the grad op's
+    result. The targets stop being saved when nothing
+    else in the backward reads them. Under loss scaling the forward gets a
+    `loss_scale` argument of its own (`cleave.role = "loss_scale"`: the
+    runtime fills every such input with the step's scale).
+
+    The loss is fused only when the backward reads its logits for nothing
+    else (else the logits stay saved and fusing would add a tensor) and the
+    seed is a constant, or a constant times the `loss_scale` argument;
+    otherwise, and in a module without a forward/backward pair, nothing
+    changes.
+
+    ```mlir
+    // Before:
+    func.func @forward(...) -> (tensor<f32>, tensor<8x256xf32> {cleave.saved}, tensor<8xi64> {cleave.saved}) {
+      %loss = cleave.softmax_cross_entropy %logits, %t {reduction = #cleave.reduction<mean>} : ...
+      return %loss, %logits, %t : ...
+    }
+    func.func @forward_backward(%logits: tensor<8x256xf32> {cleave.saved_from = 1 : i64}, %t: tensor<8xi64> {cleave.saved_from = 2 : i64}) {
+      %seed = cleave.constant dense<5.000000e-01> : tensor<f32>
+      %dl = cleave.softmax_cross_entropy_grad %seed, %logits, %t {reduction = #cleave.reduction<mean>} : ...
+      ...
+    }
+    // After:
+    func.func @forward(...) -> (tensor<f32>, tensor<8x256xf32> {cleave.saved}) {
+      %seed = cleave.constant dense<5.000000e-01> : tensor<f32>
+      %loss, %dl = cleave.softmax_cross_entropy_fused %logits, %t, %seed {reduction = #cleave.reduction<mean>} : ...
+      return %loss, %dl : ...
+    }
+    func.func @forward_backward(%dl: tensor<8x256xf32> {cleave.saved_from = 1 : i64}) {
+      ...
+    }
+    ```
+  }];
+  let options = [
+    Option<"withLossScale", "with-loss-scale", "bool", /*default=*/"true",
+           "also fuse a seed scaled by the runtime's loss scale (fp16), "
+           "giving the forward a loss_scale argument">,
+  ];
+}
+
 def PipelinePartition : Pass<"cleave-pipeline-partition", "ModuleOp"> {
   let summary = "splits the forward function into contiguous pipeline stages";
   let description = [{
@@ -325,7 +379,9 @@ def MemoryPlan : Pass<"cleave-memory-plan", "ModuleOp"> {
     arena's size and the predicted peak bytes by category (parameters,
     constants, io, activations; gradients, optimizer state and workspace
     are zero until training adds them). `cleave.get_param` reads the
-    parameter's own storage and allocates nothing.
+    parameter's own storage and allocates nothing. The gradient of
+    `cleave.softmax_cross_entropy_fused` takes the space of its logits when
+    they die there (written in place, as llm.c's fused classifier does).
 
     ```mlir
     func.func @forward(%x: tensor<2x8xf32> {cleave.offset = 0 : i64}) -> tensor<2x8xf32>

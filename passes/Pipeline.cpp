@@ -41,6 +41,9 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
     AutodiffOptions autodiff;
     autodiff.microbatches = options.microbatches;
     stage.addPass(createAutodiff(autodiff));
+    // The loss's gradient in the forward, saved instead of the logits: the
+    // [tokens, vocab] logits die at the loss and are read once.
+    stage.addPass(createFuseLossGrad());
     OptimizerOptions optimizer;
     optimizer.type = options.optimizer;
     optimizer.lr = options.lr;

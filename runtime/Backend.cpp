@@ -9,12 +9,7 @@
 using namespace cleave::runtime;
 
 const std::vector<std::string> &cleave::runtime::backendNames() {
-  static const std::vector<std::string> names = {
-      "cpu", "cpu-staged",
-#ifdef CLEAVE_HAVE_CUDA
-      "cuda",
-#endif
-  };
+  static const std::vector<std::string> names = {"cpu", "cpu-staged", "cuda"};
   return names;
 }
 
@@ -62,6 +57,6 @@ Status cleave::runtime::makeBackend(const std::string &name, int localRank,
   std::string known;
   for (const std::string &n : backendNames())
     known += (known.empty() ? "" : ", ") + n;
-  return Status::error("unknown device '" + name + "'; this cleave-run has " +
+  return Status::error("unknown device '" + name + "'; the devices are " +
                        known);
 }

@@ -107,8 +107,8 @@ std::unique_ptr<Backend> makeCpuBackend();
 /// backend's calls, as on a GPU shared by ranks ("cpu-staged"; CpuBackend.cpp).
 std::unique_ptr<Backend> makeStagedCpuBackend();
 
-/// The backends this build has: "cpu", "cpu-staged" and, when built with
-/// nvcc, "cuda".
+/// The backends by name: "cpu", "cpu-staged" and "cuda" (which a build
+/// without nvcc refuses in makeBackend, saying so).
 const std::vector<std::string> &backendNames();
 
 /// One line per backend name: "cpu", "cpu-staged", and for CUDA either

@@ -579,6 +579,8 @@ Status Runtime::initialize() {
 // Running
 //===----------------------------------------------------------------------===//
 
+/// A collective, send or receive: on host memory through MPI, on backend
+/// memory through the backend's own communication or staged host copies.
 Status Runtime::communicate(const Op &op) {
   if (!backend_->hostMemory()) {
     DeviceCommunication *device = backend_->deviceCommunication();
@@ -588,8 +590,6 @@ Status Runtime::communicate(const Op &op) {
       return device->startSend(op.peer, op.tag, op.inputs[0]);
     if (op.kind == Op::Kind::Recv)
       return device->recv(op.peer, op.tag, op.outputs[0]);
-    if (op.kind == Op::Kind::Event)
-      return device->finishCollective(op.event);
     Status status = Status::ok();
     for (size_t i = 0; status && i < op.inputs.size(); ++i) {
       const TensorRef &in = op.inputs[i], &out = op.outputs[i];
@@ -617,8 +617,6 @@ Status Runtime::communicate(const Op &op) {
     return comm_.startSend(op.peer, op.tag, op.inputs[0]);
   case Op::Kind::Recv:
     return comm_.recv(op.peer, op.tag, op.outputs[0]);
-  case Op::Kind::Event:
-    return finishCollectives(op.event);
   default:
     break;
   }
@@ -673,8 +671,6 @@ Status Runtime::communicateStaged(const Op &op) {
     return backend_->upload(op.outputs[0].data, staged.data,
                             staged.sizeBytes());
   }
-  case Op::Kind::Event:
-    return finishCollectives(op.event);
   default:
     break;
   }

@@ -84,6 +84,7 @@ Status gatherGradKernel(const KernelArgs &a);
 Status softmaxCrossEntropyKernel(const KernelArgs &a);
 Status nllLossKernel(const KernelArgs &a);
 Status softmaxCrossEntropyGradKernel(const KernelArgs &a);
+Status softmaxCrossEntropyFusedKernel(const KernelArgs &a);
 Status nllLossGradKernel(const KernelArgs &a);
 
 // movement.cpp

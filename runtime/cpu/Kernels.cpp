@@ -88,6 +88,7 @@ const KernelEntry kKernels[] = {
     {"slice_grad", sliceGradKernel, 1, 1},
     {"softmax", softmaxKernel, 1, 1},
     {"softmax_cross_entropy", softmaxCrossEntropyKernel, 2, 2},
+    {"softmax_cross_entropy_fused", softmaxCrossEntropyFusedKernel, 3, 3, 2},
     {"softmax_cross_entropy_grad", softmaxCrossEntropyGradKernel, 3, 3},
     {"softmax_grad", softmaxGradKernel, 2, 2},
     {"sqrt", sqrtKernel, 1, 1},

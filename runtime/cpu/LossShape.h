@@ -1,7 +1,8 @@
 //===- LossShape.h - the losses' attributes and shape checks ---*- C++ -*-===//
 //
 // What the CPU (losses.cpp) and CUDA (cuda/losses.cu) kernels of
-// softmax_cross_entropy, nll_loss and their gradients share: input
+// softmax_cross_entropy, nll_loss, their gradients and
+// softmax_cross_entropy_fused share: input
 // [N, C, d...] against class ids target [N, d...], the reduction and
 // ignore_index, and the checks that say the same about operands that do not
 // fit. Reading and checking the target values is each backend's business.
@@ -37,6 +38,11 @@ Status checkLoss(const KernelArgs &a, LossShape &s);
 /// or [] (sum, mean).
 Status checkLossGrad(const KernelArgs &a, const TensorRef &target,
                      LossShape &s);
+
+/// The checks of softmax_cross_entropy_fused (input, target, dloss) ->
+/// (loss, dinput): checkLoss's, dloss of the loss's type and shape, and
+/// dinput of the input's.
+Status checkLossFused(const KernelArgs &a, LossShape &s);
 
 } // namespace cleave::runtime::cpu
 

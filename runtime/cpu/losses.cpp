@@ -9,6 +9,9 @@
 // The gradients scale each position by dloss (divided by the count for
 // mean): cross-entropy recomputes logsumexp and writes softmax - onehot,
 // nll_loss_grad writes -dloss at the target's class into zeros.
+// softmax_cross_entropy_fused does the loss and cross-entropy's gradient
+// from one logsumexp per position, with the same formulas as the two; its
+// gradient may be written over its input (in place).
 //
 //===----------------------------------------------------------------------===//
 
@@ -125,6 +128,27 @@ Status targetsOf(const KernelArgs &a, const TensorRef &target,
       "target");
 }
 
+/// Writes the loss from the positions' losses: each one (none), their sum
+/// in double, or that sum over the counted targets (mean).
+template <typename T>
+void reduceLosses(const std::vector<double> &losses, const LossShape &s,
+                  const std::vector<int64_t> &targets, T *out) {
+  if (s.reduction == Reduction::None) {
+    for (size_t i = 0; i < losses.size(); ++i)
+      out[i] = store<T>(Compute<T>(losses[i]));
+    return;
+  }
+  double sum = 0;
+  int64_t counted = 0;
+  for (size_t i = 0; i < losses.size(); ++i) {
+    sum += losses[i];
+    counted += !(s.hasIgnore && targets[i] == s.ignoreIndex);
+  }
+  if (s.reduction == Reduction::Mean)
+    sum /= double(counted);
+  out[0] = store<T>(Compute<T>(sum));
+}
+
 template <bool CrossEntropy> Status loss(const KernelArgs &a) {
   const TensorRef &input = a.in(0), &target = a.in(1);
   LossShape s;
@@ -137,21 +161,7 @@ template <bool CrossEntropy> Status loss(const KernelArgs &a) {
         using T = typename decltype(tag)::type;
         std::vector<double> losses(targets.size());
         positionLosses<T, CrossEntropy>(input.as<T>(), s, targets, losses);
-        T *out = a.out().as<T>();
-        if (s.reduction == Reduction::None) {
-          for (size_t i = 0; i < losses.size(); ++i)
-            out[i] = store<T>(Compute<T>(losses[i]));
-          return Status::ok();
-        }
-        double sum = 0;
-        int64_t counted = 0;
-        for (size_t i = 0; i < losses.size(); ++i) {
-          sum += losses[i];
-          counted += !(s.hasIgnore && targets[i] == s.ignoreIndex);
-        }
-        if (s.reduction == Reduction::Mean)
-          sum /= double(counted);
-        out[0] = store<T>(Compute<T>(sum));
+        reduceLosses(losses, s, targets, a.out().as<T>());
         return Status::ok();
       },
       "input");
@@ -224,6 +234,53 @@ crossEntropyGradRangeAvx2(const T *x, T *dx, const LossShape &s,
   crossEntropyGradRange(x, dx, s, targets, factors, begin, end);
 }
 
+/// softmax_cross_entropy_fused over positions [begin, end): one logsumexp
+/// per position gives both the loss term (as lossRange computes it) and
+/// the gradient (as crossEntropyGradRange writes it), so the results equal
+/// those of the two kernels.
+template <typename T>
+CLEAVE_ALWAYS_INLINE void
+crossEntropyFusedRange(const T *x, T *dx, const LossShape &s,
+                       const int64_t *targets, const double *factors,
+                       double *losses, int64_t begin, int64_t end) {
+  using C = Compute<T>;
+  int64_t stride = s.positions;
+  for (int64_t p = begin; p < end; ++p) {
+    int64_t n = p / s.positions, d = p % s.positions;
+    const T *row = x + n * s.classes * s.positions + d;
+    T *out = dx + n * s.classes * s.positions + d;
+    int64_t t = targets[p];
+    if (s.hasIgnore && t == s.ignoreIndex) {
+      losses[p] = 0;
+      for (int64_t c = 0; c < s.classes; ++c)
+        out[c * stride] = store<T>(C(0));
+      continue;
+    }
+    C shift = logSumExp(row, s.classes, stride), g = C(factors[p]);
+    // Read before the row is written: `dx` may be `x` (the memory plan
+    // writes the gradient over logits that die here).
+    C picked = C(load(row[t * stride]));
+    losses[p] = double(shift) - double(picked);
+    if (stride == 1) {
+      for (int64_t c = 0; c < s.classes; ++c)
+        out[c] = store<T>(cpu::exp(C(load(row[c])) - shift) * g);
+    } else {
+      for (int64_t c = 0; c < s.classes; ++c)
+        out[c * stride] =
+            store<T>(cpu::exp(C(load(row[c * stride])) - shift) * g);
+    }
+    out[t * stride] = store<T>((cpu::exp(picked - shift) - C(1)) * g);
+  }
+}
+
+template <typename T>
+CLEAVE_TARGET_AVX2 void
+crossEntropyFusedRangeAvx2(const T *x, T *dx, const LossShape &s,
+                           const int64_t *targets, const double *factors,
+                           double *losses, int64_t begin, int64_t end) {
+  crossEntropyFusedRange(x, dx, s, targets, factors, losses, begin, end);
+}
+
 } // namespace
 
 Status cpu::lossAttrs(const KernelArgs &a, LossShape &s) {
@@ -284,6 +341,15 @@ Status cpu::checkLossGrad(const KernelArgs &a, const TensorRef &target,
   return Status::ok();
 }
 
+Status cpu::checkLossFused(const KernelArgs &a, LossShape &s) {
+  const TensorRef &input = a.in(0), &dloss = a.in(2);
+  CLEAVE_CHECK(checkLoss(a, s));
+  CLEAVE_CHECK(a.expectDType(dloss, input.dtype, "dloss"));
+  CLEAVE_CHECK(a.expectShape(dloss, a.out(0).shape, "dloss"));
+  CLEAVE_CHECK(a.expectDType(a.out(1), input.dtype, "dinput"));
+  return a.expectShape(a.out(1), input.shape, "dinput");
+}
+
 Status cpu::softmaxCrossEntropyKernel(const KernelArgs &a) {
   return loss<true>(a);
 }
@@ -317,6 +383,41 @@ Status cpu::softmaxCrossEntropyGradKernel(const KernelArgs &a) {
                           crossEntropyGradRange(x, dx, s, targets.data(),
                                                 factors.data(), begin, end);
                       });
+        return Status::ok();
+      },
+      "input");
+}
+
+Status cpu::softmaxCrossEntropyFusedKernel(const KernelArgs &a) {
+  const TensorRef &input = a.in(0), &target = a.in(1), &dloss = a.in(2);
+  LossShape s;
+  CLEAVE_CHECK(checkLossFused(a, s));
+  std::vector<int64_t> targets;
+  CLEAVE_CHECK(targetsOf(a, target, s, targets));
+  return visitFloat(
+      a, input.dtype,
+      [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        std::vector<double> factors =
+            positionFactors(dloss.as<T>(), s, targets);
+        std::vector<double> losses(targets.size());
+        const T *x = input.as<T>();
+        T *dx = a.out(1).as<T>();
+        bool avx2 = std::is_same_v<T, float> && useAvx2();
+        parallelRange(s.n * s.positions,
+                      std::max<int64_t>(1, kElementwiseGrain /
+                                               std::max<int64_t>(s.classes, 1)),
+                      [&](int64_t begin, int64_t end) {
+                        if (avx2)
+                          crossEntropyFusedRangeAvx2(
+                              x, dx, s, targets.data(), factors.data(),
+                              losses.data(), begin, end);
+                        else
+                          crossEntropyFusedRange(x, dx, s, targets.data(),
+                                                 factors.data(), losses.data(),
+                                                 begin, end);
+                      });
+        reduceLosses(losses, s, targets, a.out(0).as<T>());
         return Status::ok();
       },
       "input");

@@ -9,6 +9,38 @@
 // A download returns when its bytes are on the host; nothing else waits
 // for the device except synchronize().
 //
+// The kernels share one CudaContext (matmul's cuBLASLt handle, workspace
+// and plans), made in start() for the compute stream.
+//
+// adamw ops are batched: the executor runs one per parameter, and
+// runKernel("adamw") checks the op (same errors as runCudaKernel's) and
+// defers it; consecutive adamw ops with the same attributes, step and
+// sum_squares then run as one adamwMultiTensor launch (per 512). Each
+// element is computed by the same kernel code either way, and the deferred
+// ops run in program order with respect to everything else, so the results
+// are the unbatched ones bit for bit. The ordering rule:
+//  - the deferred ops are enqueued (flushed) at the start of every other
+//    Backend call (any other kernel, upload, download, zero, copy,
+//    anyNonFinite, scale, synchronize, allocate, release), before an adamw
+//    with other attributes, step or sum_squares, at 512 ops, and before an
+//    adamw whose bytes overlap theirs in a way that running together could
+//    change (it writes what they read or write, or reads what they write):
+//    ops that run in one launch must be independent;
+//  - deviceCommunication() is a thin wrapper of NcclCommunication that
+//    flushes before every call but finishSendsOverlapping. The collectives,
+//    sends and receives make their streams wait for the compute stream's
+//    work so far, so the deferred ops must be enqueued first. The finish
+//    calls only make the compute stream wait for communication;
+//    finishSendsOverlapping is called before every op the executor runs,
+//    adamw included, so flushing there would undo the batching. A deferred
+//    op enqueued after such a wait only starts later: it reads and writes
+//    no bytes the send reads (the executor calls finishSendsOverlapping for
+//    an op's results before the op), and the send it now waits for was
+//    started before it was deferred (a send flushes), so it cannot wait
+//    for the op: the wait adds no cycle and changes no value.
+// The executor reaches the backend only through these calls, so nothing
+// can see a tensor of a deferred op before it has run.
+//
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cuda/CudaBackend.h"
@@ -16,18 +48,202 @@
 #include "runtime/cuda/CudaKernels.h"
 #include "runtime/cuda/NcclCommunication.h"
 
+#include <algorithm>
+#include <iterator>
 #include <map>
 
 using namespace cleave::runtime;
 
 namespace {
 
+/// A set of byte ranges [begin, end) of device memory, kept as disjoint
+/// ranges.
+class ByteRanges {
+public:
+  void add(const void *data, size_t bytes) {
+    uintptr_t begin = reinterpret_cast<uintptr_t>(data), end = begin + bytes;
+    if (!data || !bytes)
+      return;
+    auto it = ranges_.upper_bound(begin); // the first starting after begin
+    if (it != ranges_.begin() && std::prev(it)->second >= begin) {
+      --it;
+      begin = it->first;
+      end = std::max(end, it->second);
+      it = ranges_.erase(it);
+    }
+    while (it != ranges_.end() && it->first <= end) {
+      end = std::max(end, it->second);
+      it = ranges_.erase(it);
+    }
+    ranges_[begin] = end;
+  }
+  bool overlaps(const void *data, size_t bytes) const {
+    uintptr_t begin = reinterpret_cast<uintptr_t>(data), end = begin + bytes;
+    if (!data || !bytes)
+      return false;
+    auto it = ranges_.lower_bound(end); // the first starting at or after end
+    return it != ranges_.begin() && std::prev(it)->second > begin;
+  }
+  void clear() { ranges_.clear(); }
+
+private:
+  std::map<uintptr_t, uintptr_t> ranges_; // begin -> end
+};
+
+bool sameAttributes(const Attributes &x, const Attributes &y) {
+  return std::equal(
+      x.begin(), x.end(), y.begin(), y.end(), [](const auto &a, const auto &b) {
+        const AttrValue &u = a.second, &v = b.second;
+        return a.first == b.first && u.kind == v.kind && u.i == v.i &&
+               u.f == v.f && u.s == v.s && u.ints == v.ints;
+      });
+}
+
+/// The adamw ops deferred so far, run as one adamwMultiTensor.
+class AdamWBatch {
+public:
+  explicit AdamWBatch(cudaStream_t stream) : stream_(stream) {}
+
+  /// Checks one cleave.adamw op and defers it (after running the deferred
+  /// ones first when it cannot join them).
+  Status add(const Attributes &attributes, const std::vector<TensorRef> &inputs,
+             const std::vector<TensorRef> &outputs) {
+    static const std::string op = "adamw";
+    CLEAVE_CHECK(checkKernelOperands(op, inputs, outputs));
+    const TensorRef &step = inputs[1];
+    TensorRef sumSquares = inputs.size() > 2 ? inputs[2] : TensorRef();
+    AdamWTensors t{inputs[0], outputs[0], outputs[1], outputs[2]};
+    CLEAVE_CHECK(checkAdamW(attributes, step, sumSquares, t));
+    if (!params_.empty() &&
+        (step.data != step_.data || sumSquares.data != sumSquares_.data ||
+         !sameAttributes(attributes, attributes_) ||
+         conflicts(t, step, sumSquares)))
+      CLEAVE_CHECK(flush());
+    if (params_.empty()) {
+      attributes_ = attributes;
+      step_ = step;
+      sumSquares_ = sumSquares;
+      reads_.add(step.data, step.sizeBytes());
+      reads_.add(sumSquares.data, sumSquares.sizeBytes());
+    }
+    reads_.add(t.grad.data, t.grad.sizeBytes());
+    for (const TensorRef *w : {&t.param, &t.expAvg, &t.expAvgSq})
+      writes_.add(w->data, w->sizeBytes());
+    params_.push_back(std::move(t));
+    return params_.size() >= kMostParams ? flush() : Status::ok();
+  }
+
+  /// Enqueues the deferred ops.
+  Status flush() {
+    if (params_.empty())
+      return Status::ok();
+    std::vector<AdamWTensors> params;
+    params.swap(params_);
+    reads_.clear();
+    writes_.clear();
+    return adamwMultiTensor(attributes_, step_, sumSquares_, params, stream_);
+  }
+
+private:
+  /// One launch's worth (optimizer.cu's table).
+  static constexpr size_t kMostParams = 512;
+
+  /// Whether op `t` depends on a deferred op or one depends on it.
+  bool conflicts(const AdamWTensors &t, const TensorRef &step,
+                 const TensorRef &sumSquares) const {
+    for (const TensorRef *r : {&t.grad, &step, &sumSquares})
+      if (writes_.overlaps(r->data, r->sizeBytes()))
+        return true;
+    for (const TensorRef *w : {&t.param, &t.expAvg, &t.expAvgSq})
+      if (writes_.overlaps(w->data, w->sizeBytes()) ||
+          reads_.overlaps(w->data, w->sizeBytes()))
+        return true;
+    return false;
+  }
+
+  cudaStream_t stream_;
+  Attributes attributes_;
+  TensorRef step_, sumSquares_;
+  std::vector<AdamWTensors> params_;
+  ByteRanges reads_, writes_; // the deferred ops' operands and results
+};
+
+/// NcclCommunication that first enqueues the deferred adamw ops (see the
+/// ordering rule above).
+class FlushingCommunication final : public DeviceCommunication {
+public:
+  FlushingCommunication(DeviceCommunication &inner, AdamWBatch &adamw)
+      : inner_(inner), adamw_(adamw) {}
+
+  Status createGroups(Communicator &world,
+                      const std::vector<std::vector<int>> &groups,
+                      const std::vector<std::string> &names) override {
+    CLEAVE_CHECK(adamw_.flush());
+    return inner_.createGroups(world, groups, names);
+  }
+  Status allReduce(int group, Reduce op, const TensorRef &in,
+                   const TensorRef &out) override {
+    CLEAVE_CHECK(adamw_.flush());
+    return inner_.allReduce(group, op, in, out);
+  }
+  Status allGather(int group, const TensorRef &in,
+                   const TensorRef &out) override {
+    CLEAVE_CHECK(adamw_.flush());
+    return inner_.allGather(group, in, out);
+  }
+  Status reduceScatter(int group, Reduce op, const TensorRef &in,
+                       const TensorRef &out) override {
+    CLEAVE_CHECK(adamw_.flush());
+    return inner_.reduceScatter(group, op, in, out);
+  }
+  Status broadcast(int group, int root, const TensorRef &in,
+                   const TensorRef &out) override {
+    CLEAVE_CHECK(adamw_.flush());
+    return inner_.broadcast(group, root, in, out);
+  }
+  Status startSend(int peer, int tag, const TensorRef &t) override {
+    CLEAVE_CHECK(adamw_.flush());
+    return inner_.startSend(peer, tag, t);
+  }
+  Status recv(int peer, int tag, const TensorRef &t) override {
+    CLEAVE_CHECK(adamw_.flush());
+    return inner_.recv(peer, tag, t);
+  }
+  /// No flush: called before every op (see the ordering rule above).
+  Status finishSendsOverlapping(const void *data, size_t size) override {
+    return inner_.finishSendsOverlapping(data, size);
+  }
+  Status finishSends() override {
+    CLEAVE_CHECK(adamw_.flush());
+    return inner_.finishSends();
+  }
+  Status startAllReduce(int group, Reduce op, const TensorRef &t,
+                        int event) override {
+    CLEAVE_CHECK(adamw_.flush());
+    return inner_.startAllReduce(group, op, t, event);
+  }
+  Status finishCollective(int event) override {
+    CLEAVE_CHECK(adamw_.flush());
+    return inner_.finishCollective(event);
+  }
+  Status finishCollectives() override {
+    CLEAVE_CHECK(adamw_.flush());
+    return inner_.finishCollectives();
+  }
+
+private:
+  DeviceCommunication &inner_;
+  AdamWBatch &adamw_;
+};
+
 class CudaBackend final : public Backend {
 public:
   ~CudaBackend() override {
+    communication_.reset();
     nccl_.reset();
     if (device_ >= 0)
       (void)cudaSetDevice(device_);
+    context_.reset();
     for (auto &[base, allocation] : allocations_)
       (void)cudaFree(allocation);
     if (flag_)
@@ -53,10 +269,14 @@ public:
     CLEAVE_CUDA_CHECK(
         cudaEventCreateWithFlags(&copyDone_, cudaEventDisableTiming));
     CLEAVE_CUDA_CHECK(cudaMalloc(&flag_, sizeof(unsigned)));
+    CLEAVE_CHECK(CudaContext::create(context_));
+    adamw_ = std::make_unique<AdamWBatch>(compute_);
     // One GPU per rank: NCCL. Ranks sharing a GPU: MPI on host copies
     // (NCCL refuses two ranks on one device).
-    if (ranksOnNode > 1 && cudaDeviceCount() >= ranksOnNode)
+    if (ranksOnNode > 1 && cudaDeviceCount() >= ranksOnNode) {
       nccl_ = std::make_unique<NcclCommunication>(compute_);
+      communication_ = std::make_unique<FlushingCommunication>(*nccl_, *adamw_);
+    }
     return Status::ok();
   }
 
@@ -75,6 +295,7 @@ public:
   }
 
   Status allocate(uint64_t bytes, uint64_t alignment, void *&base) override {
+    CLEAVE_CHECK(flush());
     // cudaMalloc aligns to 256 bytes; a larger alignment is made by hand.
     uint64_t extra = alignment > 256 ? alignment : 0;
     uint64_t size = std::max<uint64_t>(bytes, 64) + extra;
@@ -91,11 +312,15 @@ public:
     auto it = allocations_.find(base);
     if (it == allocations_.end())
       return;
+    // A deferred op may still write there; an error would show again at
+    // the next synchronize.
+    (void)flush();
     (void)cudaFree(it->second);
     allocations_.erase(it);
   }
 
   Status upload(void *to, const void *from, size_t bytes) override {
+    CLEAVE_CHECK(flush());
     if (!bytes)
       return Status::ok();
     CLEAVE_CHECK(copyAfterCompute());
@@ -105,6 +330,7 @@ public:
     return computeAfterCopy();
   }
   Status download(void *to, const void *from, size_t bytes) override {
+    CLEAVE_CHECK(flush());
     if (!bytes)
       return Status::ok();
     CLEAVE_CHECK(copyAfterCompute());
@@ -114,24 +340,31 @@ public:
     return Status::ok();
   }
   Status zero(void *to, size_t bytes) override {
+    CLEAVE_CHECK(flush());
     if (bytes)
       CLEAVE_CUDA_CHECK(cudaMemsetAsync(to, 0, bytes, compute_));
     return Status::ok();
   }
   Status copy(void *to, const void *from, size_t bytes) override {
+    CLEAVE_CHECK(flush());
     if (bytes && to != from)
-      CLEAVE_CUDA_CHECK(cudaMemcpyAsync(to, from, bytes,
-                                        cudaMemcpyDeviceToDevice, compute_));
+      CLEAVE_CUDA_CHECK(
+          cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, compute_));
     return Status::ok();
   }
   Status runKernel(const std::string &op, const Attributes &attributes,
                    const std::vector<TensorRef> &inputs,
                    const std::vector<TensorRef> &outputs) override {
-    return runCudaKernel(op, attributes, inputs, outputs, compute_);
+    if (op == "adamw")
+      return adamw_->add(attributes, inputs, outputs);
+    CLEAVE_CHECK(flush());
+    return runCudaKernel(op, attributes, inputs, outputs, compute_,
+                         context_.get());
   }
 
   Status anyNonFinite(const std::vector<TensorRef> &tensors,
                       bool &found) override {
+    CLEAVE_CHECK(flush());
     CLEAVE_CUDA_CHECK(cudaMemsetAsync(flag_, 0, sizeof(unsigned), compute_));
     for (const TensorRef &t : tensors)
       CLEAVE_CHECK(cuda::countNonFinite(t, flag_, compute_));
@@ -141,19 +374,25 @@ public:
     return Status::ok();
   }
   Status scale(const std::vector<TensorRef> &tensors, float factor) override {
+    CLEAVE_CHECK(flush());
     for (const TensorRef &t : tensors)
       CLEAVE_CHECK(cuda::scaleInPlace(t, factor, compute_));
     return Status::ok();
   }
   Status synchronize() override {
+    CLEAVE_CHECK(flush());
     CLEAVE_CUDA_CHECK(cudaStreamSynchronize(copy_));
     CLEAVE_CUDA_CHECK(cudaStreamSynchronize(compute_));
     return Status::ok();
   }
 
-  DeviceCommunication *deviceCommunication() override { return nccl_.get(); }
+  DeviceCommunication *deviceCommunication() override {
+    return communication_.get();
+  }
 
 private:
+  /// Enqueues the deferred adamw ops.
+  Status flush() { return adamw_ ? adamw_->flush() : Status::ok(); }
   Status copyAfterCompute() {
     CLEAVE_CUDA_CHECK(cudaEventRecord(computeDone_, compute_));
     CLEAVE_CUDA_CHECK(cudaStreamWaitEvent(copy_, computeDone_, 0));
@@ -171,7 +410,10 @@ private:
   cudaEvent_t computeDone_ = nullptr, copyDone_ = nullptr;
   unsigned *flag_ = nullptr;
   std::map<void *, void *> allocations_; // aligned base -> allocation
+  std::unique_ptr<CudaContext> context_;
+  std::unique_ptr<AdamWBatch> adamw_; // the deferred adamw ops
   std::unique_ptr<NcclCommunication> nccl_;
+  std::unique_ptr<FlushingCommunication> communication_; // nccl_, in order
 };
 
 } // namespace

@@ -5,7 +5,8 @@
 // device pointers and every kernel enqueued on the caller's stream (nothing
 // here synchronizes). Ops without a CUDA kernel yet are an error naming the
 // op and listing the ones there are. No global state: the caller owns the
-// stream and picks the device (selectCudaDevice).
+// stream, picks the device (selectCudaDevice) and may own a CudaContext,
+// which keeps matmul's cuBLASLt handle, workspace and plans between calls.
 //
 // The second half of this header is not API: it declares what the kernel
 // files (elementwise.cu, movement.cu, reductions.cu, softmax.cu, norms.cu,
@@ -23,6 +24,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -38,14 +40,49 @@ int cudaDeviceCount();
 /// OMPI_COMM_WORLD_LOCAL_RANK, is the caller's business.)
 Status selectCudaDevice(int localRank, int &device);
 
+class CudaContext;
+
 /// Enqueues dialect op `op` on `stream` (the current device's). Inputs and
 /// outputs are views of device memory; an absent optional operand has null
 /// data. Returns an error naming the op for an op or element type without a
 /// CUDA kernel, operands that do not fit the op, or a failed CUDA call.
+/// With a `context` (made on this device, used on this stream only), matmul
+/// reuses its cuBLASLt handle, workspace and plans; without one it makes and
+/// destroys them per call. The results are the same either way.
 Status runCudaKernel(const std::string &op, const Attributes &attributes,
                      const std::vector<TensorRef> &inputs,
-                     const std::vector<TensorRef> &outputs,
-                     cudaStream_t stream);
+                     const std::vector<TensorRef> &outputs, cudaStream_t stream,
+                     CudaContext *context = nullptr);
+
+/// What kernels keep between calls, owned by their caller (the CUDA backend
+/// makes one for its compute stream): a cuBLASLt handle, one workspace, and
+/// matmul plans (the descriptors and the algorithm cuBLASLt's heuristic
+/// chose) by problem: element type, transposes, rows, columns, leading
+/// dimensions, batch count and strides, and the alignment of the operands'
+/// pointers. The context belongs to the device current when it was made;
+/// the kernels that use it must be ordered on one stream (they share the
+/// workspace). Not thread-safe. Defined in matmul.cpp.
+class CudaContext {
+public:
+  /// Makes one on the current device: an error when cuBLASLt cannot start.
+  /// Without memory for the workspace, cuBLASLt picks among the algorithms
+  /// that need none (as matmul without a context does).
+  static Status create(std::unique_ptr<CudaContext> &context);
+  ~CudaContext();
+  CudaContext(const CudaContext &) = delete;
+  CudaContext &operator=(const CudaContext &) = delete;
+
+  /// The matmul plans made, and the matmul calls that reused one.
+  int64_t matmulPlansMade() const;
+  int64_t matmulPlansReused() const;
+
+  struct Matmul; // matmul.cpp's handle, workspace and plans
+  Matmul &matmul() { return *matmul_; }
+
+private:
+  CudaContext();
+  std::unique_ptr<Matmul> matmul_;
+};
 
 /// The ops runCudaKernel implements, sorted.
 const std::vector<std::string> &cudaKernelOps();
@@ -72,6 +109,12 @@ Status adamwMultiTensor(const Attributes &attributes, const TensorRef &step,
                         const std::vector<AdamWTensors> &params,
                         cudaStream_t stream);
 
+/// adamwMultiTensor's checks of the attributes, step, sum_squares and one
+/// parameter, enqueuing nothing: runCudaKernel's adamw errors, word for word
+/// (the CUDA backend checks each adamw op when it defers it).
+Status checkAdamW(const Attributes &attributes, const TensorRef &step,
+                  const TensorRef &sumSquares, const AdamWTensors &param);
+
 //===----------------------------------------------------------------------===//
 // Not API: what the kernel files share
 //===----------------------------------------------------------------------===//
@@ -85,6 +128,10 @@ namespace cuda {
 /// A kernel of the dispatch table: checks its operands (the dispatcher has
 /// checked their counts) and enqueues its work on `stream`.
 using KernelFn = Status (*)(const cpu::KernelArgs &args, cudaStream_t stream);
+/// A kernel that keeps state in a CudaContext: what runCudaKernel calls
+/// when it is given one (the KernelFn of the same op otherwise).
+using ContextKernelFn = Status (*)(const cpu::KernelArgs &args,
+                                   cudaStream_t stream, CudaContext &context);
 
 // elementwise.cu
 Status addKernel(const cpu::KernelArgs &a, cudaStream_t stream);
@@ -145,6 +192,8 @@ Status layerNormGradKernel(const cpu::KernelArgs &a, cudaStream_t stream);
 Status rmsNormGradKernel(const cpu::KernelArgs &a, cudaStream_t stream);
 // matmul.cpp
 Status matmulKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status matmulKernelInContext(const cpu::KernelArgs &a, cudaStream_t stream,
+                             CudaContext &context);
 // optimizer.cu
 Status adamwKernel(const cpu::KernelArgs &a, cudaStream_t stream);
 Status sgdKernel(const cpu::KernelArgs &a, cudaStream_t stream);
@@ -165,6 +214,7 @@ Status gatherGradKernel(const cpu::KernelArgs &a, cudaStream_t stream);
 Status softmaxCrossEntropyKernel(const cpu::KernelArgs &a, cudaStream_t stream);
 Status nllLossKernel(const cpu::KernelArgs &a, cudaStream_t stream);
 Status softmaxCrossEntropyGradKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status softmaxCrossEntropyFusedKernel(const cpu::KernelArgs &a, cudaStream_t stream);
 Status nllLossGradKernel(const cpu::KernelArgs &a, cudaStream_t stream);
 // attention.cu
 Status attentionKernel(const cpu::KernelArgs &a, cudaStream_t stream);

@@ -4,7 +4,8 @@
 // kernel. The checks common to every op (operand and result counts,
 // required operands present, element types defined) are the CPU backend's
 // checkKernelOperands, so each kernel only checks what is particular to its
-// op.
+// op. A kernel that keeps state between calls (matmul's cuBLASLt plans) has
+// a second entry point, called when the caller passes its CudaContext.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,6 +22,9 @@ namespace {
 struct KernelEntry {
   const char *name;
   cuda::KernelFn fn;
+  /// The op's kernel when runCudaKernel is given a CudaContext, if it keeps
+  /// state there.
+  cuda::ContextKernelFn inContext = nullptr;
 };
 
 // Sorted by name (cudaKernelOps lists them in this order). The operand
@@ -56,7 +60,7 @@ const KernelEntry kKernels[] = {
     {"log", cuda::logKernel},
     {"log_softmax", cuda::logSoftmaxKernel},
     {"log_softmax_grad", cuda::logSoftmaxGradKernel},
-    {"matmul", cuda::matmulKernel},
+    {"matmul", cuda::matmulKernel, cuda::matmulKernelInContext},
     {"max", cuda::maxKernel},
     {"min", cuda::minKernel},
     {"mul", cuda::mulKernel},
@@ -87,6 +91,7 @@ const KernelEntry kKernels[] = {
     {"slice_grad", cuda::sliceGradKernel},
     {"softmax", cuda::softmaxKernel},
     {"softmax_cross_entropy", cuda::softmaxCrossEntropyKernel},
+    {"softmax_cross_entropy_fused", cuda::softmaxCrossEntropyFusedKernel},
     {"softmax_cross_entropy_grad", cuda::softmaxCrossEntropyGradKernel},
     {"softmax_grad", cuda::softmaxGradKernel},
     {"sqrt", cuda::sqrtKernel},
@@ -150,7 +155,8 @@ Status cleave::runtime::runCudaKernel(const std::string &op,
                                       const Attributes &attributes,
                                       const std::vector<TensorRef> &inputs,
                                       const std::vector<TensorRef> &outputs,
-                                      cudaStream_t stream) {
+                                      cudaStream_t stream,
+                                      CudaContext *context) {
   const KernelEntry *entry = findKernel(op);
   if (!entry)
     return Status::error(op +
@@ -158,8 +164,10 @@ Status cleave::runtime::runCudaKernel(const std::string &op,
                          "backend implements " +
                          implementedOps());
   CLEAVE_CHECK(checkKernelOperands(op, inputs, outputs));
-  Status status =
-      entry->fn(cpu::KernelArgs{op, attributes, inputs, outputs}, stream);
+  cpu::KernelArgs args{op, attributes, inputs, outputs};
+  Status status = context && entry->inContext
+                      ? entry->inContext(args, stream, *context)
+                      : entry->fn(args, stream);
   // A failed CUDA call's message names the call; say which op made it.
   if (!status.isOk() && status.message().compare(0, op.size() + 2, op + ": "))
     return Status::error(op + ": " + status.message());

@@ -21,6 +21,11 @@
 // at the target's class and zero elsewhere, one thread per element. Ignored
 // positions get zeros.
 //
+// softmax_cross_entropy_fused does both in one launch (after the mean's
+// factor): per row or position the loss term and the gradient from one max
+// and one exp-sum, the loss reduced as above; dinput may be the input
+// (written in place, as llm.c's fused classifier does).
+//
 // The CPU checks every target first; the device cannot refuse without a
 // sync, so a target that is neither a class nor ignore_index gives a NaN
 // loss, and NaN in every class of its position's gradient.
@@ -403,6 +408,170 @@ Status enqueueLossGrad(const KernelArgs &a, const LossShape &s,
   return Status::ok();
 }
 
+//===----------------------------------------------------------------------===//
+// The fused loss and gradient
+//===----------------------------------------------------------------------===//
+
+/// One block per row of an [N, C] input: the row's loss (as
+/// crossEntropyRows) and its gradient (as crossEntropyGradRows) from one
+/// max and one exp-sum. `dx` may be `x` (no __restrict__ on either): each
+/// element is read before the thread that owns it writes it.
+template <typename T, typename I>
+__global__ void __launch_bounds__(1024)
+    crossEntropyFusedRows(const T *__restrict__ dloss, const double *mean,
+                          const T *x, const I *__restrict__ target, T *out,
+                          double *losses, T *dx, LossShape s) {
+  int64_t p = blockIdx.x;
+  int64_t t = int64_t(target[p]);
+  int state = targetState(t, s);
+  const T *row = x + p * s.classes;
+  T *drow = dx + p * s.classes;
+  if (state >= 0) { // uniform over the block
+    if (threadIdx.x == 0)
+      putLoss(out, losses, p, state == 0 ? 0.0 : double(NAN));
+    T fill = fromFloat<T>(state == 0 ? 0.0f : NAN);
+    for (int64_t c = threadIdx.x; c < s.classes; c += blockDim.x)
+      drow[c] = fill;
+    return;
+  }
+  // Read before the block's barriers: dx may be x, and another thread
+  // may write row[t] once they are passed.
+  float picked = threadIdx.x == 0 ? toFloat(row[t]) : 0.0f;
+  float m = -INFINITY;
+  for (int64_t c = threadIdx.x; c < s.classes; c += blockDim.x)
+    m = fmaxf(m, toFloat(row[c]));
+  m = blockReduce(m, MaxOp(), -INFINITY);
+  float sum = 0.0f;
+  for (int64_t c = threadIdx.x; c < s.classes; c += blockDim.x)
+    sum += expf(toFloat(row[c]) - m);
+  sum = blockReduce(sum, SumOp(), 0.0f);
+  float shift = m + logf(sum), g = factorAt(dloss, mean, s, p);
+  if (threadIdx.x == 0)
+    putLoss(out, losses, p, double(shift) - double(picked));
+  for (int64_t c = threadIdx.x; c < s.classes; c += blockDim.x) {
+    float e = expf(toFloat(row[c]) - shift);
+    drow[c] = fromFloat<T>((c == t ? e - 1.0f : e) * g);
+  }
+}
+
+/// One thread per position of an [N, C, d...] input.
+template <typename T, typename I>
+__global__ void crossEntropyFusedPositions(const T *__restrict__ dloss,
+                                           const double *mean, const T *x,
+                                           const I *__restrict__ target,
+                                           T *out, double *losses, T *dx,
+                                           LossShape s) {
+  int64_t p = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (p >= s.n * s.positions)
+    return;
+  int64_t t = int64_t(target[p]);
+  int state = targetState(t, s);
+  int64_t n = p / s.positions, d = p % s.positions;
+  int64_t base = n * s.classes * s.positions + d;
+  const T *row = x + base;
+  T *drow = dx + base;
+  if (state >= 0) {
+    putLoss(out, losses, p, state == 0 ? 0.0 : double(NAN));
+    T fill = fromFloat<T>(state == 0 ? 0.0f : NAN);
+    for (int64_t c = 0; c < s.classes; ++c)
+      drow[c * s.positions] = fill;
+    return;
+  }
+  float m = -INFINITY;
+  for (int64_t c = 0; c < s.classes; ++c)
+    m = fmaxf(m, toFloat(row[c * s.positions]));
+  float sum = 0.0f;
+  for (int64_t c = 0; c < s.classes; ++c)
+    sum += expf(toFloat(row[c * s.positions]) - m);
+  float shift = m + logf(sum), g = factorAt(dloss, mean, s, p);
+  putLoss(out, losses, p,
+          double(shift) - double(toFloat(row[t * s.positions])));
+  for (int64_t c = 0; c < s.classes; ++c) {
+    float e = expf(toFloat(row[c * s.positions]) - shift);
+    drow[c * s.positions] = fromFloat<T>((c == t ? e - 1.0f : e) * g);
+  }
+}
+
+/// Enqueues the mean's factor, the fused rows or positions (losses into
+/// `losses` for a reduction) and the reduction.
+template <typename T, typename I>
+Status enqueueLossFused(const KernelArgs &a, const LossShape &s,
+                        double *losses, double *mean, cudaStream_t stream) {
+  const T *x = a.in(0).as<T>();
+  const I *target = a.in(1).as<I>();
+  const T *dloss = a.in(2).as<T>();
+  T *out = a.out(0).as<T>();
+  T *dx = a.out(1).as<T>();
+  int64_t count = s.n * s.positions;
+  if (mean) {
+    meanFactor<T, I><<<1, kReduceThreads, 0, stream>>>(dloss, target, count,
+                                                       s, mean);
+    CLEAVE_CUDA_CHECK(cudaGetLastError());
+  }
+  if (count > 0) {
+    if (s.positions == 1) {
+      if (count > INT32_MAX)
+        return a.error("more than 2^31 - 1 rows");
+      crossEntropyFusedRows<T, I>
+          <<<unsigned(count), rowThreads(s.classes), 0, stream>>>(
+              dloss, mean, x, target, out, losses, dx, s);
+    } else {
+      int64_t blocks = (count + kBlockThreads - 1) / kBlockThreads;
+      if (blocks > INT32_MAX)
+        return a.error("more than 2^31 - 1 blocks of positions");
+      crossEntropyFusedPositions<T, I>
+          <<<unsigned(blocks), kBlockThreads, 0, stream>>>(
+              dloss, mean, x, target, out, losses, dx, s);
+    }
+    CLEAVE_CUDA_CHECK(cudaGetLastError());
+  }
+  if (s.reduction != Reduction::None) {
+    reduceLosses<T, I><<<1, kReduceThreads, 0, stream>>>(
+        losses, target, count, s, s.reduction == Reduction::Mean, out);
+    CLEAVE_CUDA_CHECK(cudaGetLastError());
+  }
+  return Status::ok();
+}
+
+/// softmax_cross_entropy_fused (input, target, dloss) -> (loss, dinput).
+Status lossFused(const KernelArgs &a, cudaStream_t stream) {
+  LossShape s;
+  CLEAVE_CHECK(cpu::checkLossFused(a, s));
+  const TensorRef &input = a.in(0), &target = a.in(1);
+  return visitDeviceFloat(
+      a, input.dtype,
+      [&](auto tag) -> Status {
+        using T = typename decltype(tag)::type;
+        return cpu::visitIndex(
+            a, target.dtype,
+            [&](auto index) -> Status {
+              using I = typename decltype(index)::type;
+              int64_t count = s.n * s.positions;
+              double *losses = nullptr, *mean = nullptr;
+              if (s.reduction != Reduction::None && count > 0)
+                CLEAVE_CUDA_CHECK(cudaMallocAsync(
+                    reinterpret_cast<void **>(&losses),
+                    size_t(count) * sizeof(double), stream));
+              if (s.reduction == Reduction::Mean) {
+                cudaError_t err = cudaMallocAsync(
+                    reinterpret_cast<void **>(&mean), sizeof(double), stream);
+                if (err != cudaSuccess && losses)
+                  (void)cudaFreeAsync(losses, stream);
+                CLEAVE_CUDA_CHECK(err);
+              }
+              Status status =
+                  enqueueLossFused<T, I>(a, s, losses, mean, stream);
+              if (losses)
+                (void)cudaFreeAsync(losses, stream);
+              if (mean)
+                (void)cudaFreeAsync(mean, stream);
+              return status;
+            },
+            "target");
+      },
+      "input");
+}
+
 /// softmax_cross_entropy_grad (dloss, input, target) and nll_loss_grad
 /// (dloss, target): the result is dinput.
 template <bool CrossEntropy>
@@ -459,6 +628,11 @@ Status softmaxCrossEntropyGradKernel(const KernelArgs &a, cudaStream_t stream) {
 
 Status nllLossGradKernel(const KernelArgs &a, cudaStream_t stream) {
   return lossGrad<false>(a, stream);
+}
+
+Status softmaxCrossEntropyFusedKernel(const KernelArgs &a,
+                                      cudaStream_t stream) {
+  return lossFused(a, stream);
 }
 
 } // namespace cleave::runtime::cuda

@@ -15,9 +15,15 @@
 //   - otherwise a strided batch, an operand without batch given stride 0;
 //   - batch dimensions that broadcast both ways: one GEMM per result batch.
 //
-// The cuBLASLt handle, descriptors and the 32 MiB workspace (stream-ordered
-// cudaMallocAsync) are made per call: there is no global state, and no
-// Context object owns them yet.
+// The cuBLASLt handle, the descriptors, the algorithm cuBLASLt's heuristic
+// picks and a 32 MiB workspace are what a product needs besides its
+// operands. With the caller's CudaContext (defined here) the handle and
+// workspace are made once and the descriptors and algorithm once per
+// problem: the plan cache's key is everything the heuristic is given
+// (element type, transposes, layouts, batches, the operands' alignment), so
+// a reused plan is the one a fresh call would make. Without a context they
+// are made and destroyed per call (the workspace stream-ordered,
+// cudaMallocAsync).
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,7 +33,10 @@
 
 #include <cublasLt.h>
 
+#include <array>
 #include <cstdint>
+#include <map>
+#include <memory>
 
 using namespace cleave::runtime;
 using namespace cleave::runtime::cuda;
@@ -37,30 +46,6 @@ using cpu::Shape;
 namespace {
 
 constexpr size_t kWorkspaceBytes = size_t(32) << 20;
-
-/// What cuBLASLt objects the call makes, destroyed on every way out.
-struct LtObjects {
-  cublasLtHandle_t handle = nullptr;
-  cublasLtMatmulDesc_t op = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
-  cublasLtMatmulPreference_t preference = nullptr;
-  void *workspace = nullptr;
-  cudaStream_t stream = nullptr;
-
-  ~LtObjects() {
-    if (workspace)
-      (void)cudaFreeAsync(workspace, stream);
-    if (preference)
-      (void)cublasLtMatmulPreferenceDestroy(preference);
-    for (cublasLtMatrixLayout_t layout : {a, b, c})
-      if (layout)
-        (void)cublasLtMatrixLayoutDestroy(layout);
-    if (op)
-      (void)cublasLtMatmulDescDestroy(op);
-    if (handle)
-      (void)cublasLtDestroy(handle);
-  }
-};
 
 /// A column-major matrix operand of cuBLASLt: its stored rows, columns and
 /// leading dimension, the batch stride in elements (0: one matrix for every
@@ -103,65 +88,187 @@ struct Product {
   int32_t batches;
 };
 
-/// Sets up the descriptors, picks an algorithm for pointers of the given
-/// alignment, then runs `run(algo)` (once, or once per batch).
-template <typename Run>
-Status withAlgorithm(const KernelArgs &a, LtObjects &lt, const Product &p,
-                     uint32_t alignA, uint32_t alignB, uint32_t alignC,
-                     Run &&run) {
-  CLEAVE_CUDA_CHECK(cublasLtCreate(&lt.handle));
+/// What cuBLASLt's heuristic is asked: the product and its pointers'
+/// alignments (A, B, C and D).
+struct Problem {
+  Product p;
+  uint32_t alignA, alignB, alignC;
+};
+
+/// The descriptors of one problem and the algorithm chosen for it.
+struct Plan {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo = {};
+
+  Plan() = default;
+  Plan(const Plan &) = delete;
+  Plan &operator=(const Plan &) = delete;
+  ~Plan() {
+    for (cublasLtMatrixLayout_t layout : {a, b, c})
+      if (layout)
+        (void)cublasLtMatrixLayoutDestroy(layout);
+    if (op)
+      (void)cublasLtMatmulDescDestroy(op);
+  }
+};
+
+/// The heuristic's preference, destroyed on every way out.
+struct Preference {
+  cublasLtMatmulPreference_t pref = nullptr;
+  ~Preference() {
+    if (pref)
+      (void)cublasLtMatmulPreferenceDestroy(pref);
+  }
+};
+
+/// Makes the descriptors of `problem` and picks an algorithm for a
+/// workspace of `workspaceBytes`.
+Status makePlan(const KernelArgs &a, cublasLtHandle_t handle,
+                const Problem &problem, size_t workspaceBytes, Plan &plan) {
+  const Product &p = problem.p;
   CLEAVE_CUDA_CHECK(
-      cublasLtMatmulDescCreate(&lt.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+      cublasLtMatmulDescCreate(&plan.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   cublasOperation_t opA = p.transposeA ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasOperation_t opB = p.transposeB ? CUBLAS_OP_T : CUBLAS_OP_N;
   CLEAVE_CUDA_CHECK(cublasLtMatmulDescSetAttribute(
-      lt.op, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof(opA)));
+      plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof(opA)));
   CLEAVE_CUDA_CHECK(cublasLtMatmulDescSetAttribute(
-      lt.op, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof(opB)));
-  CLEAVE_CHECK(makeLayout(lt.a, p.type, p.a, p.batches));
-  CLEAVE_CHECK(makeLayout(lt.b, p.type, p.b, p.batches));
-  CLEAVE_CHECK(makeLayout(lt.c, p.type, p.c, p.batches));
+      plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof(opB)));
+  CLEAVE_CHECK(makeLayout(plan.a, p.type, p.a, p.batches));
+  CLEAVE_CHECK(makeLayout(plan.b, p.type, p.b, p.batches));
+  CLEAVE_CHECK(makeLayout(plan.c, p.type, p.c, p.batches));
 
-  // The workspace is optional: without the stream-ordered allocator (or
-  // memory for it), cuBLASLt picks among the algorithms that need none.
-  size_t workspaceBytes = kWorkspaceBytes;
-  if (cudaMallocAsync(&lt.workspace, workspaceBytes, lt.stream) !=
-      cudaSuccess) {
-    (void)cudaGetLastError();
-    lt.workspace = nullptr;
-    workspaceBytes = 0;
-  }
-  CLEAVE_CUDA_CHECK(cublasLtMatmulPreferenceCreate(&lt.preference));
+  Preference preference;
+  CLEAVE_CUDA_CHECK(cublasLtMatmulPreferenceCreate(&preference.pref));
   CLEAVE_CUDA_CHECK(cublasLtMatmulPreferenceSetAttribute(
-      lt.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspaceBytes,
-      sizeof(workspaceBytes)));
+      preference.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+      &workspaceBytes, sizeof(workspaceBytes)));
   const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> alignments[] =
-      {{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignA},
-       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignB},
-       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignC},
-       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignC}};
+      {{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, problem.alignA},
+       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, problem.alignB},
+       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, problem.alignC},
+       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, problem.alignC}};
   for (const auto &[attribute, bytes] : alignments)
     CLEAVE_CUDA_CHECK(cublasLtMatmulPreferenceSetAttribute(
-        lt.preference, attribute, &bytes, sizeof(bytes)));
+        preference.pref, attribute, &bytes, sizeof(bytes)));
 
   cublasLtMatmulHeuristicResult_t heuristic = {};
   int found = 0;
-  CLEAVE_CUDA_CHECK(cublasLtMatmulAlgoGetHeuristic(lt.handle, lt.op, lt.a, lt.b,
-                                                   lt.c, lt.c, lt.preference, 1,
-                                                   &heuristic, &found));
+  CLEAVE_CUDA_CHECK(cublasLtMatmulAlgoGetHeuristic(
+      handle, plan.op, plan.a, plan.b, plan.c, plan.c, preference.pref, 1,
+      &heuristic, &found));
   if (found == 0)
     return a.error("cuBLASLt has no algorithm for this product (lhs " +
                    cpu::shapeString(a.in(0).shape) + ", rhs " +
                    cpu::shapeString(a.in(1).shape) + ", " +
                    dtypeName(a.in(0).dtype) + ")");
-  return run(heuristic.algo, workspaceBytes);
+  plan.algo = heuristic.algo;
+  return Status::ok();
 }
+
+/// The plan cache's key: every field of a Problem.
+using PlanKey = std::array<int64_t, 19>;
+
+PlanKey keyOf(const Problem &q) {
+  const Product &p = q.p;
+  PlanKey key;
+  size_t at = 0;
+  for (int64_t v : {int64_t(p.type), int64_t(p.transposeA),
+                    int64_t(p.transposeB), int64_t(p.batches),
+                    int64_t(q.alignA), int64_t(q.alignB), int64_t(q.alignC)})
+    key[at++] = v;
+  for (const Matrix *m : {&p.a, &p.b, &p.c})
+    for (int64_t v :
+         {int64_t(m->rows), int64_t(m->cols), m->ld, m->batchStride})
+      key[at++] = v;
+  return key;
+}
+
+/// A plan cache this large is cleared before it grows further (a program
+/// has a few dozen problems; only a caller cycling through shapes gets
+/// here).
+constexpr size_t kMostPlans = 4096;
 
 } // namespace
 
-namespace cleave::runtime::cuda {
+/// The context's cuBLASLt state.
+struct CudaContext::Matmul {
+  cublasLtHandle_t handle = nullptr;
+  void *workspace = nullptr;
+  size_t workspaceBytes = 0;
+  std::map<PlanKey, std::unique_ptr<Plan>> plans;
+  int64_t made = 0, reused = 0;
 
-Status matmulKernel(const KernelArgs &a, cudaStream_t stream) {
+  ~Matmul() {
+    plans.clear();
+    if (workspace)
+      (void)cudaFree(workspace);
+    if (handle)
+      (void)cublasLtDestroy(handle);
+  }
+
+  /// The plan of `problem`, made on first use.
+  Status plan(const KernelArgs &a, const Problem &problem, const Plan *&out) {
+    PlanKey key = keyOf(problem);
+    auto it = plans.find(key);
+    if (it != plans.end()) {
+      ++reused;
+      out = it->second.get();
+      return Status::ok();
+    }
+    auto made = std::make_unique<Plan>();
+    CLEAVE_CHECK(makePlan(a, handle, problem, workspaceBytes, *made));
+    if (plans.size() >= kMostPlans)
+      plans.clear(); // enqueued products no longer need their descriptors
+    out = made.get();
+    plans.emplace(key, std::move(made));
+    ++this->made;
+    return Status::ok();
+  }
+};
+
+CudaContext::CudaContext() : matmul_(std::make_unique<Matmul>()) {}
+CudaContext::~CudaContext() = default;
+
+Status CudaContext::create(std::unique_ptr<CudaContext> &context) {
+  std::unique_ptr<CudaContext> made(new CudaContext());
+  Matmul &m = *made->matmul_;
+  CLEAVE_CUDA_CHECK(cublasLtCreate(&m.handle));
+  if (cudaMalloc(&m.workspace, kWorkspaceBytes) == cudaSuccess) {
+    m.workspaceBytes = kWorkspaceBytes;
+  } else {
+    (void)cudaGetLastError();
+    m.workspace = nullptr;
+  }
+  context = std::move(made);
+  return Status::ok();
+}
+
+int64_t CudaContext::matmulPlansMade() const { return matmul_->made; }
+int64_t CudaContext::matmulPlansReused() const { return matmul_->reused; }
+
+namespace {
+
+/// A call's own handle and workspace, when there is no context.
+struct OwnState {
+  cublasLtHandle_t handle = nullptr;
+  void *workspace = nullptr;
+  size_t workspaceBytes = 0;
+  cudaStream_t stream = nullptr;
+
+  ~OwnState() {
+    if (workspace)
+      (void)cudaFreeAsync(workspace, stream);
+    if (handle)
+      (void)cublasLtDestroy(handle);
+  }
+};
+
+/// cleave.matmul with the context's handle, workspace and plans, or
+/// (null `context`) its own.
+Status matmulOn(const KernelArgs &a, cudaStream_t stream,
+                CudaContext::Matmul *context) {
   // The CPU kernel's checks.
   const TensorRef &lhs = a.in(0), &rhs = a.in(1), &out = a.out();
   if (lhs.rank() < 2 || rhs.rank() < 2)
@@ -251,34 +358,66 @@ Status matmulKernel(const KernelArgs &a, cudaStream_t stream) {
   int64_t rhsStep = perCall > 1 || !strided ? k * n * size : 0;
   int64_t outStep = perCall > 1 || !strided ? m * n * size : 0;
 
-  LtObjects lt;
-  lt.stream = stream;
+  Problem problem{p, alignmentOf(rhsData, rhsStep),
+                  alignmentOf(lhsData, lhsStep), alignmentOf(outData, outStep)};
+  OwnState own; // without a context: this call's handle and workspace
+  Plan ownPlan;
+  const Plan *plan = &ownPlan;
+  if (context) {
+    CLEAVE_CHECK(context->plan(a, problem, plan));
+  } else {
+    own.stream = stream;
+    CLEAVE_CUDA_CHECK(cublasLtCreate(&own.handle));
+    // The workspace is optional: without the stream-ordered allocator (or
+    // memory for it), cuBLASLt picks among the algorithms that need none.
+    if (cudaMallocAsync(&own.workspace, kWorkspaceBytes, stream) ==
+        cudaSuccess) {
+      own.workspaceBytes = kWorkspaceBytes;
+    } else {
+      (void)cudaGetLastError();
+      own.workspace = nullptr;
+    }
+    CLEAVE_CHECK(makePlan(a, own.handle, problem, own.workspaceBytes, ownPlan));
+  }
+  cublasLtHandle_t handle = context ? context->handle : own.handle;
+  void *workspace = context ? context->workspace : own.workspace;
+  size_t workspaceBytes =
+      context ? context->workspaceBytes : own.workspaceBytes;
+
   const float one = 1.0f, zero = 0.0f;
-  return withAlgorithm(
-      a, lt, p, alignmentOf(rhsData, rhsStep), alignmentOf(lhsData, lhsStep),
-      alignmentOf(outData, outStep),
-      [&](const cublasLtMatmulAlgo_t &algo, size_t workspaceBytes) -> Status {
-        auto product = [&](const char *l, const char *r, char *o) -> Status {
-          CLEAVE_CUDA_CHECK(cublasLtMatmul(
-              lt.handle, lt.op, &one, r, lt.a, l, lt.b, &zero, o, lt.c, o, lt.c,
-              &algo, lt.workspace, workspaceBytes, stream));
-          return Status::ok();
-        };
-        if (stacked || strided)
-          return product(lhsData, rhsData, outData);
-        // Batch dimensions broadcasting both ways: the CPU's batch plan.
-        cpu::BroadcastPlan plan =
-            cpu::makeBroadcastPlan({lhsBatch, rhsBatch}, outBatch);
-        for (int64_t row = 0, batch = 0; row < plan.rows; ++row) {
-          int64_t l = plan.rowOffset(0, row), r = plan.rowOffset(1, row);
-          for (int64_t j = 0; j < plan.inner; ++j, ++batch)
-            CLEAVE_CHECK(
-                product(lhsData + (l + j * plan.innerStride[0]) * m * k * size,
-                        rhsData + (r + j * plan.innerStride[1]) * k * n * size,
-                        outData + batch * m * n * size));
-        }
-        return Status::ok();
-      });
+  auto product = [&](const char *l, const char *r, char *o) -> Status {
+    CLEAVE_CUDA_CHECK(cublasLtMatmul(
+        handle, plan->op, &one, r, plan->a, l, plan->b, &zero, o, plan->c, o,
+        plan->c, &plan->algo, workspace, workspaceBytes, stream));
+    return Status::ok();
+  };
+  if (stacked || strided)
+    return product(lhsData, rhsData, outData);
+  // Batch dimensions broadcasting both ways: the CPU's batch plan.
+  cpu::BroadcastPlan broadcast =
+      cpu::makeBroadcastPlan({lhsBatch, rhsBatch}, outBatch);
+  for (int64_t row = 0, batch = 0; row < broadcast.rows; ++row) {
+    int64_t l = broadcast.rowOffset(0, row), r = broadcast.rowOffset(1, row);
+    for (int64_t j = 0; j < broadcast.inner; ++j, ++batch)
+      CLEAVE_CHECK(
+          product(lhsData + (l + j * broadcast.innerStride[0]) * m * k * size,
+                  rhsData + (r + j * broadcast.innerStride[1]) * k * n * size,
+                  outData + batch * m * n * size));
+  }
+  return Status::ok();
+}
+
+} // namespace
+
+namespace cleave::runtime::cuda {
+
+Status matmulKernel(const KernelArgs &a, cudaStream_t stream) {
+  return matmulOn(a, stream, nullptr);
+}
+
+Status matmulKernelInContext(const KernelArgs &a, cudaStream_t stream,
+                             CudaContext &context) {
+  return matmulOn(a, stream, &context.matmul());
 }
 
 } // namespace cleave::runtime::cuda

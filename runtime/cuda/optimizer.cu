@@ -548,6 +548,22 @@ Status cleave::runtime::adamwMultiTensor(
   return status;
 }
 
+Status cleave::runtime::checkAdamW(const Attributes &attributes,
+                                   const TensorRef &step,
+                                   const TensorRef &sumSquares,
+                                   const AdamWTensors &param) {
+  static const std::string op = "adamw";
+  const std::vector<TensorRef> none;
+  KernelArgs a{op, attributes, none, none};
+  CLEAVE_CHECK(expectScalar(a, step, DType::I64, "step"));
+  if (sumSquares.data)
+    CLEAVE_CHECK(expectScalar(a, sumSquares, DType::F32, "sum_squares"));
+  Hyper h;
+  CLEAVE_CHECK(readHyper(a, sumSquares.data != nullptr, h));
+  GradType gradType;
+  return checkParameter(a, param, "", gradType);
+}
+
 namespace cleave::runtime::cuda {
 
 /// cleave.adamw(grad, step, sum_squares?) -> (param, exp_avg, exp_avg_sq),

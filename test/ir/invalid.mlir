@@ -483,6 +483,42 @@ func.func @loss_reduction_none_result(%x: tensor<16x256xf32>, %t: tensor<16xi64>
   return
 }
 
+// -----
+
+func.func @loss_fused_dloss(%x: tensor<16x256xf32>, %t: tensor<16xi64>, %d: tensor<16xf32>) {
+  // expected-error @+1 {{'cleave.softmax_cross_entropy_fused' op dloss must be 'tensor<f32>', got 'tensor<16xf32>'}}
+  %0:2 = cleave.softmax_cross_entropy_fused %x, %t, %d {reduction = #cleave.reduction<mean>}
+      : (tensor<16x256xf32>, tensor<16xi64>, tensor<16xf32>) -> (tensor<f32>, tensor<16x256xf32>)
+  return
+}
+
+// -----
+
+func.func @loss_fused_dinput(%x: tensor<16x256xf32>, %t: tensor<16xi64>, %d: tensor<16xf32>) {
+  // expected-error @+1 {{'cleave.softmax_cross_entropy_fused' op dinput must be 'tensor<16x256xf32>', got 'tensor<16x256xbf16>'}}
+  %0:2 = cleave.softmax_cross_entropy_fused %x, %t, %d {reduction = #cleave.reduction<none>}
+      : (tensor<16x256xf32>, tensor<16xi64>, tensor<16xf32>) -> (tensor<16xf32>, tensor<16x256xbf16>)
+  return
+}
+
+// -----
+
+func.func @loss_fused_loss(%x: tensor<16x256xf32>, %t: tensor<16xi64>, %d: tensor<f32>) {
+  // expected-error @+1 {{'cleave.softmax_cross_entropy_fused' op the loss must be 'tensor<f32>', got 'tensor<16xf32>'}}
+  %0:2 = cleave.softmax_cross_entropy_fused %x, %t, %d {reduction = #cleave.reduction<sum>}
+      : (tensor<16x256xf32>, tensor<16xi64>, tensor<f32>) -> (tensor<16xf32>, tensor<16x256xf32>)
+  return
+}
+
+// -----
+
+func.func @loss_fused_target(%x: tensor<16x256xf32>, %t: tensor<8xi64>, %d: tensor<f32>) {
+  // expected-error @+1 {{expected target of shape 16 for input 16x256, got 8}}
+  %0:2 = cleave.softmax_cross_entropy_fused %x, %t, %d {reduction = #cleave.reduction<mean>}
+      : (tensor<16x256xf32>, tensor<8xi64>, tensor<f32>) -> (tensor<f32>, tensor<16x256xf32>)
+  return
+}
+
 //===----------------------------------------------------------------------===//
 // Data movement
 //===----------------------------------------------------------------------===//

@@ -247,6 +247,11 @@ func.func @losses(%logits: tensor<16x256xf32>, %t: tensor<16xi64>,
   // CHECK: cleave.nll_loss %{{.*}}, %{{.*}} {reduction = #cleave.reduction<mean>} : (tensor<16x256xf32>, tensor<16xi64>) -> tensor<f32>
   %4 = cleave.nll_loss %logits, %t {reduction = #cleave.reduction<mean>}
       : (tensor<16x256xf32>, tensor<16xi64>) -> tensor<f32>
+  // The loss and its gradient in one op (cleave-fuse-loss-grad).
+  // CHECK: %{{.*}}, %{{.*}} = cleave.softmax_cross_entropy_fused %{{.*}}, %{{.*}}, %{{.*}} {ignore_index = -100 : i64, reduction = #cleave.reduction<mean>} : (tensor<16x256xf32>, tensor<16xi64>, tensor<f32>) -> (tensor<f32>, tensor<16x256xf32>)
+  %seed = cleave.constant dense<0.5> : tensor<f32>
+  %fl, %fd = cleave.softmax_cross_entropy_fused %logits, %t, %seed {ignore_index = -100 : i64, reduction = #cleave.reduction<mean>}
+      : (tensor<16x256xf32>, tensor<16xi64>, tensor<f32>) -> (tensor<f32>, tensor<16x256xf32>)
   // CHECK: cleave.nll_loss %{{.*}}, %{{.*}} {ignore_index = 0 : i64, reduction = #cleave.reduction<none>} : (tensor<2x256x8xf32>, tensor<2x8xi32>) -> tensor<2x8xf32>
   %5 = cleave.nll_loss %seq, %ts {reduction = #cleave.reduction<none>, ignore_index = 0 : i64}
       : (tensor<2x256x8xf32>, tensor<2x8xi32>) -> tensor<2x8xf32>

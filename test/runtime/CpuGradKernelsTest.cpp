@@ -480,6 +480,99 @@ TEST(CpuGradKernels, LossErrors) {
 }
 
 //===----------------------------------------------------------------------===//
+// softmax_cross_entropy_fused
+//===----------------------------------------------------------------------===//
+
+/// The fused kernel's loss and gradient equal, bit for bit, those of
+/// softmax_cross_entropy and softmax_cross_entropy_grad: the same formulas
+/// in the same order (cleave-fuse-loss-grad must not change training).
+void checkLossFused(Shape shape, const std::string &reduction, bool ignore,
+                    DType t) {
+  SCOPED_TRACE(shapeString(shape) + " " + reduction +
+               (ignore ? " ignore " : " ") + dtypeName(t));
+  Shape targetShape{shape[0]};
+  targetShape.insert(targetShape.end(), shape.begin() + 2, shape.end());
+  Shape lossShape = reduction == "none" ? targetShape : Shape{};
+  Buf x = random(t, shape, -3, 3, 70);
+  Buf target = random(DType::I64, targetShape, 0, double(shape[1]), 71);
+  Attributes attrs{{"reduction", stringA(reduction)}};
+  if (ignore) {
+    attrs["ignore_index"] = intA(-100);
+    target.set(0, -100);
+    target.set(target.size() - 1, -100);
+  }
+  Buf dloss = random(t, lossShape, 0.25, 2, 72);
+  Buf loss = make(t, lossShape), grad = make(t, shape);
+  RUN_OK("softmax_cross_entropy", attrs, {&x, &target}, loss);
+  RUN_OK("softmax_cross_entropy_grad", attrs, {&dloss, &x, &target}, grad);
+  Buf fusedLoss = random(t, lossShape, 5, 6, 73); // overwritten
+  Buf fusedGrad = random(t, shape, 5, 6, 74);
+  Status s = runMulti("softmax_cross_entropy_fused", attrs,
+                      {&x, &target, &dloss}, {&fusedLoss, &fusedGrad});
+  ASSERT_TRUE(s.isOk()) << s.message();
+  EXPECT_EQ(fusedLoss.bytes, loss.bytes) << "loss " << fusedLoss.at(0)
+                                         << " vs " << loss.at(0);
+  for (int64_t i = 0; i < grad.size(); ++i)
+    ASSERT_EQ(fusedGrad.at(i), grad.at(i)) << "dinput element " << i;
+  EXPECT_EQ(fusedGrad.bytes, grad.bytes);
+  // In place, as the memory plan runs it: the gradient over the logits.
+  Buf inPlace = x;
+  s = runMulti("softmax_cross_entropy_fused", attrs, {&inPlace, &target, &dloss},
+               {&fusedLoss, &inPlace});
+  ASSERT_TRUE(s.isOk()) << s.message();
+  EXPECT_EQ(fusedLoss.bytes, loss.bytes) << "in place";
+  EXPECT_EQ(inPlace.bytes, grad.bytes) << "in place";
+}
+
+TEST(CpuGradKernels, LossFused) {
+  for (DType t : {DType::F32, DType::F64, DType::BF16, DType::F16}) {
+    checkLossFused({6, 7}, "mean", true, t);
+    checkLossFused({6, 7}, "mean", false, t);
+    checkLossFused({6, 7}, "sum", false, t);
+    checkLossFused({6, 7}, "none", true, t);
+    checkLossFused({2, 5, 3}, "mean", true, t); // d... = [3]
+    checkLossFused({2, 4, 3, 2}, "none", false, t);
+    checkLossFused({2, 4, 3, 2}, "sum", true, t);
+  }
+  // Rows long enough for the vector paths, and many of them for threads.
+  checkLossFused({33, 1031}, "mean", true, DType::F32);
+  checkLossFused({256, 257}, "mean", false, DType::F32);
+}
+
+TEST(CpuGradKernels, LossFusedErrors) {
+  Attributes mean{{"reduction", stringA("mean")}};
+  Buf x = make(DType::F32, {3, 4}), t = make(DType::I64, {3}, {0, 1, 1});
+  Buf dloss = make(DType::F32, {}), loss = make(DType::F32, {});
+  Buf grad = make(DType::F32, {3, 4});
+  auto expectError = [&](const std::string &text, const Attributes &attrs,
+                         const std::vector<const Buf *> &inputs,
+                         const std::vector<Buf *> &outputs) {
+    Status s = runMulti("softmax_cross_entropy_fused", attrs, inputs, outputs);
+    ASSERT_FALSE(s.isOk()) << text;
+    EXPECT_NE(s.message().find(text), std::string::npos) << s.message();
+  };
+  Buf bad = make(DType::I64, {3}, {0, 5, 1});
+  expectError("softmax_cross_entropy_fused: target 5 at position 1 is not a "
+              "class in [0, 4)",
+              mean, {&x, &bad, &dloss}, {&loss, &grad});
+  Buf dloss3 = make(DType::F32, {3});
+  expectError("softmax_cross_entropy_fused: dloss", mean, {&x, &t, &dloss3},
+              {&loss, &grad});
+  Buf grad16 = make(DType::BF16, {3, 4});
+  expectError("softmax_cross_entropy_fused: dinput", mean, {&x, &t, &dloss},
+              {&loss, &grad16});
+  Buf grad2 = make(DType::F32, {3, 5});
+  expectError("softmax_cross_entropy_fused: dinput", mean, {&x, &t, &dloss},
+              {&loss, &grad2});
+  expectError("softmax_cross_entropy_fused: the result has shape [], "
+              "expected [3]",
+              {{"reduction", stringA("none")}}, {&x, &t, &dloss3},
+              {&loss, &grad});
+  expectError("softmax_cross_entropy_fused: got 1 result, expected 2", mean,
+              {&x, &t, &dloss}, {&loss});
+}
+
+//===----------------------------------------------------------------------===//
 // slice_grad
 //===----------------------------------------------------------------------===//
 

@@ -198,18 +198,7 @@ INSTANTIATE_TEST_SUITE_P(Types, CudaAttentionGradTyped,
 //===----------------------------------------------------------------------===//
 
 TEST(CudaAttentionGrad, Errors) {
-  static float fake[64];
-  auto t = [](DType dtype, Shape shape) {
-    TensorRef r;
-    r.data = fake;
-    r.shape = std::move(shape);
-    r.dtype = dtype;
-    return r;
-  };
-  auto expectError = [](const Status &s, const std::string &text) {
-    ASSERT_FALSE(s.isOk()) << "expected an error containing: " << text;
-    EXPECT_NE(s.message().find(text), std::string::npos) << s.message();
-  };
+  auto t = fakeTensor;
   // dy, q, k, v for B 1, H 2, Hkv 1, Tq 4, Tk 3, D 8, Dv 8, and results.
   auto run = [&](DType dtype, Shape dy, Shape q, Shape k, Shape v,
                  const TensorRef *mask = nullptr, Attributes attrs = {},

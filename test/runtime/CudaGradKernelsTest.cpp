@@ -1,7 +1,8 @@
 //===- CudaGradKernelsTest.cpp - the CUDA backward kernels against the CPU's //
 //
 // softmax_grad, log_softmax_grad, layer_norm_grad, rms_norm_grad,
-// softmax_cross_entropy_grad, nll_loss, nll_loss_grad, gather,
+// softmax_cross_entropy_grad, softmax_cross_entropy_fused (also in place),
+// nll_loss, nll_loss_grad, gather,
 // embedding_grad, gather_grad, accumulate_grad, sum_squares and sgd, each
 // run on the CPU and on the GPU from the same inputs (compareWithCpu) for
 // f32, bf16 and f16: sums in another order within a tolerance scaled by the
@@ -50,18 +51,7 @@ TEST(CudaGradKernelsTest, ErrorsInsteadOfCrashes) {
                                    cudaKernelOps().end(), std::string(op)))
         << op << " has no CUDA kernel";
 
-  static float fake[64];
-  auto t = [](DType dtype, Shape shape) {
-    TensorRef r;
-    r.data = fake;
-    r.shape = std::move(shape);
-    r.dtype = dtype;
-    return r;
-  };
-  auto expectError = [](const Status &s, const std::string &text) {
-    ASSERT_FALSE(s.isOk()) << "expected an error containing: " << text;
-    EXPECT_NE(s.message().find(text), std::string::npos) << s.message();
-  };
+  auto t = fakeTensor;
   const DType F32 = DType::F32, BF16 = DType::BF16, F64 = DType::F64,
               I64 = DType::I64;
 
@@ -472,6 +462,128 @@ TEST_P(CudaGradKernelsTyped, NllLossGrad) {
                                            {&dloss, &target},
                                            {Buf(dtype, c.shape)}, kExact));
   }
+}
+
+TEST_P(CudaGradKernelsTyped, SoftmaxCrossEntropyFused) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  DType dtype = GetParam();
+  // The loss as SoftmaxCrossEntropy's (sums in double in another order),
+  // the gradient as SoftmaxCrossEntropyGrad's (a few ulps of the shift).
+  Tolerance tol =
+      dtype == DType::F32 ? Tolerance{5e-5, 1e-5, true} : tolerance(dtype);
+  unsigned seed = 800;
+  for (const LossCase &c : lossCases()) {
+    SCOPED_TRACE(lossCaseText(c));
+    Attributes attrs;
+    Buf target = targetsFor(c, attrs, ++seed);
+    Buf x = random(dtype, c.shape, -8, 8, ++seed);
+    Buf dloss = dlossFor(dtype, c, ++seed);
+    Shape lossShape = std::string(c.reduction) == "none"
+                          ? targetShapeOf(c.shape)
+                          : Shape{};
+    ASSERT_NO_FATAL_FAILURE(compareWithCpu(
+        "softmax_cross_entropy_fused", attrs, {&x, &target, &dloss},
+        {Buf(dtype, lossShape), Buf(dtype, c.shape)}, tol));
+  }
+  // Every target ignored: zeros, and the mean's 0 / 0 = NaN loss.
+  for (const char *reduction : {"sum", "mean"}) {
+    SCOPED_TRACE(std::string("all ignored, ") + reduction);
+    Buf x = random(dtype, {6, 11}, -8, 8, ++seed);
+    Buf target = make(DType::I64, {6}, {-1, -1, -1, -1, -1, -1});
+    Buf dloss = make(dtype, {}, {1.0});
+    ASSERT_NO_FATAL_FAILURE(compareWithCpu(
+        "softmax_cross_entropy_fused",
+        {{"reduction", stringA(reduction)}, {"ignore_index", intA(-1)}},
+        {&x, &target, &dloss}, {Buf(dtype, {}), Buf(dtype, {6, 11})},
+        tolerance(dtype)));
+  }
+}
+
+TEST(CudaGradKernelsTest, SoftmaxCrossEntropyFusedInPlace) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  // The memory plan writes the gradient over the logits: the same results
+  // as into a buffer of its own (rows and positions kernels).
+  for (const Shape &shape : std::vector<Shape>{{9, 1500}, {3, 37, 5}}) {
+    SCOPED_TRACE(shapeText(shape));
+    Shape targetShape = targetShapeOf(shape);
+    Buf x = random(DType::F32, shape, -8, 8, 850);
+    Buf target = random(DType::I64, targetShape, 0, double(shape[1]), 851);
+    target.set(1, -100);
+    Buf dloss = make(DType::F32, {}, {0.5});
+    Attributes attrs{{"reduction", stringA("mean")},
+                     {"ignore_index", intA(-100)}};
+    Buf loss(DType::F32, {}), grad(DType::F32, shape);
+    Buf lossInPlace(DType::F32, {}), gradInPlace(DType::F32, shape);
+    DevicePtr dX, dT, dD, dL, dG;
+    ASSERT_NO_FATAL_FAILURE(toDevice(x, dX));
+    ASSERT_NO_FATAL_FAILURE(toDevice(target, dT));
+    ASSERT_NO_FATAL_FAILURE(toDevice(dloss, dD));
+    ASSERT_NO_FATAL_FAILURE(toDevice(loss, dL));
+    ASSERT_NO_FATAL_FAILURE(toDevice(grad, dG));
+    ASSERT_STATUS_OK(runCudaKernel("softmax_cross_entropy_fused", attrs,
+                                   {dX->ref, dT->ref, dD->ref},
+                                   {dL->ref, dG->ref}, nullptr));
+    ASSERT_CUDA(cudaDeviceSynchronize());
+    ASSERT_NO_FATAL_FAILURE(toHost(dL, loss));
+    ASSERT_NO_FATAL_FAILURE(toHost(dG, grad));
+    ASSERT_STATUS_OK(runCudaKernel("softmax_cross_entropy_fused", attrs,
+                                   {dX->ref, dT->ref, dD->ref},
+                                   {dL->ref, dX->ref}, nullptr));
+    ASSERT_CUDA(cudaDeviceSynchronize());
+    ASSERT_NO_FATAL_FAILURE(toHost(dL, lossInPlace));
+    ASSERT_NO_FATAL_FAILURE(toHost(dX, gradInPlace));
+    expectClose(lossInPlace, loss, kExact, "loss in place");
+    expectClose(gradInPlace, grad, kExact, "dinput in place");
+  }
+}
+
+/// Without a device: the fused kernel's checks are those of the CPU's.
+TEST(CudaGradKernelsTest, SoftmaxCrossEntropyFusedErrors) {
+  EXPECT_TRUE(std::binary_search(cudaKernelOps().begin(),
+                                 cudaKernelOps().end(),
+                                 std::string("softmax_cross_entropy_fused")))
+      << "softmax_cross_entropy_fused has no CUDA kernel";
+  auto t = fakeTensor;
+  const DType F32 = DType::F32, BF16 = DType::BF16, F64 = DType::F64,
+              I64 = DType::I64;
+  const char *op = "softmax_cross_entropy_fused";
+  Attributes mean{{"reduction", stringA("mean")}};
+  expectError(runCudaKernel(op, {{"reduction", stringA("avg")}},
+                            {t(F32, {4, 10}), t(I64, {4}), t(F32, {})},
+                            {t(F32, {}), t(F32, {4, 10})}, nullptr),
+              "softmax_cross_entropy_fused: reduction must be");
+  expectError(runCudaKernel(op, mean,
+                            {t(F32, {4, 10}), t(I64, {3}), t(F32, {})},
+                            {t(F32, {}), t(F32, {4, 10})}, nullptr),
+              "target has shape [3], expected [4]");
+  expectError(runCudaKernel(op, mean,
+                            {t(F32, {4, 10}), t(I64, {4}), t(F32, {4})},
+                            {t(F32, {}), t(F32, {4, 10})}, nullptr),
+              "dloss has shape [4], expected []");
+  expectError(runCudaKernel(op, {{"reduction", stringA("none")}},
+                            {t(F32, {4, 10}), t(I64, {4}), t(F32, {4})},
+                            {t(F32, {}), t(F32, {4, 10})}, nullptr),
+              "the result has shape [], expected [4]");
+  expectError(runCudaKernel(op, mean,
+                            {t(F32, {4, 10}), t(I64, {4}), t(BF16, {})},
+                            {t(F32, {}), t(F32, {4, 10})}, nullptr),
+              "dloss has element type bf16, expected f32");
+  expectError(runCudaKernel(op, mean,
+                            {t(F32, {4, 10}), t(I64, {4}), t(F32, {})},
+                            {t(F32, {}), t(F32, {4, 11})}, nullptr),
+              "dinput has shape [4, 11], expected [4, 10]");
+  expectError(runCudaKernel(op, mean,
+                            {t(F32, {4, 10}), t(F32, {4}), t(F32, {})},
+                            {t(F32, {}), t(F32, {4, 10})}, nullptr),
+              "no kernel for element type f32 (target)");
+  expectError(runCudaKernel(op, mean,
+                            {t(F64, {4, 10}), t(I64, {4}), t(F64, {})},
+                            {t(F64, {}), t(F64, {4, 10})}, nullptr),
+              "no CUDA kernel for element type f64");
+  expectError(runCudaKernel(op, mean,
+                            {t(F32, {4, 10}), t(I64, {4}), t(F32, {})},
+                            {t(F32, {})}, nullptr),
+              "got 1 result, expected 2");
 }
 
 TEST(CudaGradKernelsTest, OutOfRangeTargetsGiveNaN) {

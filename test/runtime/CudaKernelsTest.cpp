@@ -40,18 +40,7 @@ TEST(CudaKernelsTest, ErrorsInsteadOfCrashes) {
       << missing.message();
 
   // Checks that need no device: operand counts and shapes, attributes.
-  static float fake[64];
-  auto t = [](DType dtype, Shape shape) {
-    TensorRef r;
-    r.data = fake;
-    r.shape = std::move(shape);
-    r.dtype = dtype;
-    return r;
-  };
-  auto expectError = [](const Status &s, const std::string &text) {
-    ASSERT_FALSE(s.isOk()) << "expected an error containing: " << text;
-    EXPECT_NE(s.message().find(text), std::string::npos) << s.message();
-  };
+  auto t = fakeTensor;
   expectError(runCudaKernel("add", {}, {t(DType::F32, {4})},
                             {t(DType::F32, {4})}, nullptr),
               "add: got 1 operand, expected 2 operands");

@@ -67,18 +67,8 @@ TEST(CudaMovementKernelsTest, ErrorsInsteadOfCrashes) {
         << op << " has no CUDA kernel";
 
   // Checks that need no device: element types, shapes, attributes.
-  static double fake[64], fakeResult[64];
-  auto t = [](DType dtype, Shape shape) {
-    TensorRef r;
-    r.data = fake;
-    r.shape = std::move(shape);
-    r.dtype = dtype;
-    return r;
-  };
-  auto expectError = [](const Status &s, const std::string &text) {
-    ASSERT_FALSE(s.isOk()) << "expected an error containing: " << text;
-    EXPECT_NE(s.message().find(text), std::string::npos) << s.message();
-  };
+  static double fakeResult[64];
+  auto t = fakeTensor;
   const DType f32 = DType::F32, i64 = DType::I64, b8 = DType::Bool;
 
   // Elementwise.

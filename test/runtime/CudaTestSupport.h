@@ -173,6 +173,23 @@ inline void compareWithCpu(const std::string &op, const Attributes &attrs,
 
 inline std::string shapeText(const Shape &s) { return cpu::shapeString(s); }
 
+/// A tensor for the checks that need no device: host memory that no kernel
+/// may reach (a check must fail first), of any type and shape.
+inline TensorRef fakeTensor(DType dtype, Shape shape) {
+  static double fake[64];
+  TensorRef r;
+  r.data = fake;
+  r.shape = std::move(shape);
+  r.dtype = dtype;
+  return r;
+}
+
+/// `s` is an error whose message contains `text`.
+inline void expectError(const Status &s, const std::string &text) {
+  ASSERT_FALSE(s.isOk()) << "expected an error containing: " << text;
+  EXPECT_NE(s.message().find(text), std::string::npos) << s.message();
+}
+
 inline std::string dtypeParamName(const ::testing::TestParamInfo<DType> &info) {
   return dtypeName(info.param);
 }

@@ -129,7 +129,7 @@ Status parseFlags(int argc, char **argv, Flags &flags) {
         for (const std::string &n : names)
           known += (known.empty() ? "" : ", ") + n;
         return Status::error("--device: unknown device '" + flags.device +
-                             "'; this cleave-run has " + known);
+                             "'; the devices are " + known);
       }
     } else if (arg == "--steps") {
       std::string text;
