@@ -10,8 +10,8 @@
 # backend's. For each bf16 case: PyTorch trains the same weights on the GPU
 # under autocast (models/reference.py --device cuda --autocast bf16 --init),
 # and Cleave's losses must be within 2e-2 of those. A case whose programs
-# need several ranks runs under mpirun with the ranks sharing the GPU, when
-# mpirun exists there (it is not packed).
+# need several ranks runs under mpirun with the ranks sharing the GPU (the
+# Open MPI that gpu-check.sh packed, relocated by run.sh).
 #
 #   scripts/gpu-equality.sh PACK_DIR LOG_DIR     (LD_LIBRARY_PATH set by run.sh)
 set -uo pipefail
@@ -51,7 +51,8 @@ for case in "$pack"/cases/*/; do
       continue
     fi
     launch=(mpirun -np "$ranks" --oversubscribe --allow-run-as-root
-      -x LD_LIBRARY_PATH "$run")
+      -x LD_LIBRARY_PATH ${OPAL_PREFIX:+-x OPAL_PREFIX}
+      ${PMIX_INSTALL_PREFIX:+-x PMIX_INSTALL_PREFIX} "$run")
   fi
   check "$name-run" "${launch[@]}" "$case/program" --device cuda --data "$data" \
     --steps 10 --metrics "$out/metrics.jsonl" --save-params "$out/params.safetensors"
