@@ -18,13 +18,9 @@ using namespace mlir::cleave;
 
 namespace {
 
-std::string sourceRoot() {
-  llvm::SmallString<256> path(__FILE__);
-  llvm::sys::path::remove_filename(path); // test/passes
-  llvm::sys::path::remove_filename(path); // test
-  llvm::sys::path::remove_filename(path); // the root
-  return std::string(path);
-}
+/// The checkout (CMake passes it: __FILE__ is relative under ccache's
+/// CCACHE_BASEDIR).
+std::string sourceRoot() { return CLEAVE_SOURCE_DIR; }
 
 TEST(CostModel, CheckedInRatesAreTheDefaults) {
   for (const char *backend : {"cpu", "h100"}) {

@@ -18,12 +18,11 @@ using namespace llvm;
 
 namespace {
 
-/// test/inputs/plan-pp4.json, found from this file's path so the test runs
-/// from any directory when built by CMake (which passes absolute paths).
+/// test/inputs/plan-pp4.json of the checkout CMake names (not found from
+/// __FILE__, which is relative under ccache's CCACHE_BASEDIR).
 json::Object samplePlan() {
-  SmallString<256> path(
-      sys::path::parent_path(sys::path::parent_path(__FILE__)));
-  sys::path::append(path, "inputs", "plan-pp4.json");
+  SmallString<256> path(CLEAVE_SOURCE_DIR);
+  sys::path::append(path, "test", "inputs", "plan-pp4.json");
   ErrorOr<std::unique_ptr<MemoryBuffer>> buffer = MemoryBuffer::getFile(path);
   EXPECT_TRUE(bool(buffer)) << "cannot read " << std::string(path);
   if (!buffer)
