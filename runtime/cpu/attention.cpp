@@ -118,17 +118,21 @@ CLEAVE_ALWAYS_INLINE void scoreTile(const float *q, int64_t d, const float *kt,
     a3 += q3 * k0;
     b3 += q3 * k1;
   }
-  auto put = [&](int64_t r, int64_t c, V v) {
-    *reinterpret_cast<V *>(scores + r * ld + j0 + c) = v;
-  };
-  put(0, 0, a0);
-  put(0, W, b0);
-  put(1, 0, a1);
-  put(1, W, b1);
-  put(2, 0, a2);
-  put(2, W, b2);
-  put(3, 0, a3);
-  put(3, W, b3);
+  // Stored here, not through a helper taking V: a call that is not inlined
+  // (a lambda at -O0) lacks the caller's AVX2 target and would receive the
+  // 32-byte vectors under another ABI.
+  V *s0 = reinterpret_cast<V *>(scores + j0);
+  V *s1 = reinterpret_cast<V *>(scores + ld + j0);
+  V *s2 = reinterpret_cast<V *>(scores + 2 * ld + j0);
+  V *s3 = reinterpret_cast<V *>(scores + 3 * ld + j0);
+  s0[0] = a0;
+  *reinterpret_cast<V *>(scores + j0 + W) = b0;
+  s1[0] = a1;
+  *reinterpret_cast<V *>(scores + ld + j0 + W) = b1;
+  s2[0] = a2;
+  *reinterpret_cast<V *>(scores + 2 * ld + j0 + W) = b2;
+  s3[0] = a3;
+  *reinterpret_cast<V *>(scores + 3 * ld + j0 + W) = b3;
 }
 
 /// out[r, c] = sum_j w[r, j] v[j, d0 + c] for four rows and n <= 2W value
