@@ -194,53 +194,13 @@ std::vector<double> positionFactors(const T *dloss, const LossShape &s,
 }
 
 /// dinput of positions [begin, end): (softmax(x) - onehot(t)) * factor,
-/// zero where the target is ignored.
+/// zero where the target is ignored; with `losses`
+/// (softmax_cross_entropy_fused) also each position's loss term, as
+/// lossRange computes it, from the same logsumexp, so the results equal
+/// those of the two unfused kernels.
 template <typename T>
 CLEAVE_ALWAYS_INLINE void
 crossEntropyGradRange(const T *x, T *dx, const LossShape &s,
-                      const int64_t *targets, const double *factors,
-                      int64_t begin, int64_t end) {
-  using C = Compute<T>;
-  int64_t stride = s.positions;
-  for (int64_t p = begin; p < end; ++p) {
-    int64_t n = p / s.positions, d = p % s.positions;
-    const T *row = x + n * s.classes * s.positions + d;
-    T *out = dx + n * s.classes * s.positions + d;
-    int64_t t = targets[p];
-    if (s.hasIgnore && t == s.ignoreIndex) {
-      for (int64_t c = 0; c < s.classes; ++c)
-        out[c * stride] = store<T>(C(0));
-      continue;
-    }
-    C shift = logSumExp(row, s.classes, stride), g = C(factors[p]);
-    if (stride == 1) {
-      for (int64_t c = 0; c < s.classes; ++c)
-        out[c] = store<T>(cpu::exp(C(load(row[c])) - shift) * g);
-    } else {
-      for (int64_t c = 0; c < s.classes; ++c)
-        out[c * stride] =
-            store<T>(cpu::exp(C(load(row[c * stride])) - shift) * g);
-    }
-    out[t * stride] =
-        store<T>((cpu::exp(C(load(row[t * stride])) - shift) - C(1)) * g);
-  }
-}
-
-template <typename T>
-CLEAVE_TARGET_AVX2 void
-crossEntropyGradRangeAvx2(const T *x, T *dx, const LossShape &s,
-                          const int64_t *targets, const double *factors,
-                          int64_t begin, int64_t end) {
-  crossEntropyGradRange(x, dx, s, targets, factors, begin, end);
-}
-
-/// softmax_cross_entropy_fused over positions [begin, end): one logsumexp
-/// per position gives both the loss term (as lossRange computes it) and
-/// the gradient (as crossEntropyGradRange writes it), so the results equal
-/// those of the two kernels.
-template <typename T>
-CLEAVE_ALWAYS_INLINE void
-crossEntropyFusedRange(const T *x, T *dx, const LossShape &s,
                        const int64_t *targets, const double *factors,
                        double *losses, int64_t begin, int64_t end) {
   using C = Compute<T>;
@@ -251,7 +211,8 @@ crossEntropyFusedRange(const T *x, T *dx, const LossShape &s,
     T *out = dx + n * s.classes * s.positions + d;
     int64_t t = targets[p];
     if (s.hasIgnore && t == s.ignoreIndex) {
-      losses[p] = 0;
+      if (losses)
+        losses[p] = 0;
       for (int64_t c = 0; c < s.classes; ++c)
         out[c * stride] = store<T>(C(0));
       continue;
@@ -260,7 +221,8 @@ crossEntropyFusedRange(const T *x, T *dx, const LossShape &s,
     // Read before the row is written: `dx` may be `x` (the memory plan
     // writes the gradient over logits that die here).
     C picked = C(load(row[t * stride]));
-    losses[p] = double(shift) - double(picked);
+    if (losses)
+      losses[p] = double(shift) - double(picked);
     if (stride == 1) {
       for (int64_t c = 0; c < s.classes; ++c)
         out[c] = store<T>(cpu::exp(C(load(row[c])) - shift) * g);
@@ -275,10 +237,31 @@ crossEntropyFusedRange(const T *x, T *dx, const LossShape &s,
 
 template <typename T>
 CLEAVE_TARGET_AVX2 void
-crossEntropyFusedRangeAvx2(const T *x, T *dx, const LossShape &s,
-                           const int64_t *targets, const double *factors,
-                           double *losses, int64_t begin, int64_t end) {
-  crossEntropyFusedRange(x, dx, s, targets, factors, losses, begin, end);
+crossEntropyGradRangeAvx2(const T *x, T *dx, const LossShape &s,
+                          const int64_t *targets, const double *factors,
+                          double *losses, int64_t begin, int64_t end) {
+  crossEntropyGradRange<T>(x, dx, s, targets, factors, losses, begin, end);
+}
+
+/// crossEntropyGradRange over every position, in parallel (AVX2 for f32
+/// where the machine has it).
+template <typename T>
+void crossEntropyGrad(const T *x, T *dx, const LossShape &s,
+                      const std::vector<int64_t> &targets,
+                      const std::vector<double> &factors, double *losses) {
+  bool avx2 = std::is_same_v<T, float> && useAvx2();
+  parallelRange(s.n * s.positions,
+                std::max<int64_t>(1, kElementwiseGrain /
+                                         std::max<int64_t>(s.classes, 1)),
+                [&](int64_t begin, int64_t end) {
+                  if (avx2)
+                    crossEntropyGradRangeAvx2(x, dx, s, targets.data(),
+                                              factors.data(), losses, begin,
+                                              end);
+                  else
+                    crossEntropyGradRange(x, dx, s, targets.data(),
+                                          factors.data(), losses, begin, end);
+                });
 }
 
 } // namespace
@@ -369,20 +352,8 @@ Status cpu::softmaxCrossEntropyGradKernel(const KernelArgs &a) {
         using T = typename decltype(tag)::type;
         std::vector<double> factors =
             positionFactors(a.in(0).as<T>(), s, targets);
-        const T *x = input.as<T>();
-        T *dx = a.out().as<T>();
-        bool avx2 = std::is_same_v<T, float> && useAvx2();
-        parallelRange(s.n * s.positions,
-                      std::max<int64_t>(1, kElementwiseGrain /
-                                               std::max<int64_t>(s.classes, 1)),
-                      [&](int64_t begin, int64_t end) {
-                        if (avx2)
-                          crossEntropyGradRangeAvx2(x, dx, s, targets.data(),
-                                                    factors.data(), begin, end);
-                        else
-                          crossEntropyGradRange(x, dx, s, targets.data(),
-                                                factors.data(), begin, end);
-                      });
+        crossEntropyGrad(input.as<T>(), a.out().as<T>(), s, targets, factors,
+                         nullptr);
         return Status::ok();
       },
       "input");
@@ -401,22 +372,8 @@ Status cpu::softmaxCrossEntropyFusedKernel(const KernelArgs &a) {
         std::vector<double> factors =
             positionFactors(dloss.as<T>(), s, targets);
         std::vector<double> losses(targets.size());
-        const T *x = input.as<T>();
-        T *dx = a.out(1).as<T>();
-        bool avx2 = std::is_same_v<T, float> && useAvx2();
-        parallelRange(s.n * s.positions,
-                      std::max<int64_t>(1, kElementwiseGrain /
-                                               std::max<int64_t>(s.classes, 1)),
-                      [&](int64_t begin, int64_t end) {
-                        if (avx2)
-                          crossEntropyFusedRangeAvx2(
-                              x, dx, s, targets.data(), factors.data(),
-                              losses.data(), begin, end);
-                        else
-                          crossEntropyFusedRange(x, dx, s, targets.data(),
-                                                 factors.data(), losses.data(),
-                                                 begin, end);
-                      });
+        crossEntropyGrad(input.as<T>(), a.out(1).as<T>(), s, targets, factors,
+                         losses.data());
         reduceLosses(losses, s, targets, a.out(0).as<T>());
         return Status::ok();
       },
