@@ -878,6 +878,13 @@ Status Runtime::runStep(int64_t step, const TokenData *data,
     }
   }
 
+  // A rank that runs no optimizer (a pipeline stage holding no parameter)
+  // still takes part in the world-wide overflow check of the others.
+  if (scaling && !checked && !options_.forwardOnly) {
+    CLEAVE_CHECK(finishCollectives(0));
+    CLEAVE_CHECK(unscaleGradients(result.skipped));
+    checked = true;
+  }
   if (DeviceCommunication *device = backend_->deviceCommunication())
     CLEAVE_CHECK(device->finishSends());
   CLEAVE_CHECK(comm_.finishSends());

@@ -12,6 +12,7 @@
 #include "ir/CleaveOps.h"
 #include "passes/Passes.h"
 #include "passes/Pipeline.h"
+#include "runtime/CommunicationCheck.h"
 #include "tools/cleave-compile/Report.h"
 
 #include "mlir/IR/AsmState.h"
@@ -28,6 +29,7 @@
 #include "llvm/Support/ToolOutputFile.h"
 
 #include <cstdio>
+#include <fstream>
 
 using namespace llvm;
 
@@ -123,6 +125,17 @@ static int reportPage(StringRef folder) {
 /// A plan that does not is an error naming the rank, its largest category
 /// and the spec key that reduces it, and its programs are removed so that
 /// nothing runs out of memory later.
+/// Removes the programs of a compile that is refused.
+static void removePrograms(StringRef folder) {
+  std::error_code ec;
+  for (llvm::sys::fs::directory_iterator it(folder, ec), end;
+       !ec && it != end; it.increment(ec)) {
+    StringRef name = llvm::sys::path::filename(it->path());
+    if (name.startswith("rank-") && name.endswith(".pb"))
+      llvm::sys::fs::remove(it->path());
+  }
+}
+
 static int checkDeviceMemory(StringRef folder, double gib) {
   if (gib <= 0)
     return 0;
@@ -170,16 +183,44 @@ static int checkDeviceMemory(StringRef folder, double gib) {
            << " (its plan), more than the " << limitText
            << " GiB of the device; its largest part is " << largest << " ("
            << size(double(largestBytes)) << "): " << fix << "\n";
-    std::error_code ec;
-    for (llvm::sys::fs::directory_iterator it(folder, ec), end;
-         !ec && it != end; it.increment(ec)) {
-      StringRef name = llvm::sys::path::filename(it->path());
-      if (name.startswith("rank-") && name.endswith(".pb"))
-        llvm::sys::fs::remove(it->path());
-    }
+    removePrograms(folder);
     return 1;
   }
   return 0;
+}
+
+/// Reads back every rank's program and proves that their collectives and
+/// point-to-point operations match and cannot deadlock
+/// (runtime/CommunicationCheck.h); a job that would hang is not written.
+static int checkCommunication(StringRef folder, int64_t worldSize) {
+  std::vector<cleave::program::Program> programs(worldSize);
+  for (int64_t r = 0; r < worldSize; ++r) {
+    SmallString<256> path(folder);
+    llvm::sys::path::append(path, "rank-" + std::to_string(r) + ".pb");
+    std::ifstream in(path.c_str(), std::ios::binary);
+    if (!in || !programs[r].ParseFromIstream(&in)) {
+      errs() << "cleave-compile: cannot read back " << path << "\n";
+      removePrograms(folder);
+      return 1;
+    }
+  }
+  std::vector<const cleave::program::Program *> pointers;
+  for (const cleave::program::Program &p : programs)
+    pointers.push_back(&p);
+  cleave::runtime::Status status =
+      cleave::runtime::checkCommunicationAllModes(pointers);
+  if (status) {
+    outs() << "checked: the communication of " << worldSize << " rank"
+           << (worldSize == 1 ? "" : "s")
+           << " matches and cannot deadlock\n";
+    return 0;
+  }
+  errs() << "cleave-compile: internal error: the compiled programs would not "
+            "run together, so none is kept (please report this with the "
+            "spec): "
+         << status.message() << "\n";
+  removePrograms(folder);
+  return 1;
 }
 
 /// Prints the module for --emit=mlir.
@@ -331,6 +372,8 @@ int main(int argc, char **argv) {
   if (mlir::failed(pm.run(**module)))
     return 1;
   if (checkDeviceMemory(outputPath, spec.deviceMemoryGib))
+    return 1;
+  if (checkCommunication(outputPath, spec.worldSize))
     return 1;
   return writeReport ? reportPage(outputPath) : 0;
 }

@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/Backend.h"
+#include "runtime/CommunicationCheck.h"
 #include "runtime/Communicator.h"
 #include "runtime/Executor.h"
 #include "runtime/Metrics.h"
@@ -59,6 +60,10 @@ const char *kUsage =
     "                      cpu-staged (the CPU kernels on memory reached only\n"
     "                      by copies, as on a GPU: checks that path anywhere)\n"
     "  --list-devices      the backends and GPUs this cleave-run can use\n"
+    "  --check             read every rank's program in OUT/ and prove that\n"
+    "                      their collectives, sends and receives match and\n"
+    "                      cannot deadlock (cleave-compile does this on every\n"
+    "                      compile); runs nothing, needs no mpirun\n"
     "  --help              this text\n";
 
 struct Flags {
@@ -73,6 +78,7 @@ struct Flags {
   std::string device; // empty: the program's
   bool help = false;
   bool listDevices = false;
+  bool check = false;
 };
 
 Status parseCount(const std::string &flag, const std::string &text,
@@ -113,6 +119,10 @@ Status parseFlags(int argc, char **argv, Flags &flags) {
       flags.help = true;
     } else if (arg == "--list-devices") {
       flags.listDevices = true;
+    } else if (arg == "--check") {
+      if (hasValue)
+        return Status::error("--check takes no value");
+      flags.check = true;
     } else if (arg == "--data") {
       CLEAVE_CHECK(takeValue(flags.data));
     } else if (arg == "--metrics") {
@@ -160,6 +170,8 @@ Status parseFlags(int argc, char **argv, Flags &flags) {
   if (flags.out.empty())
     return Status::error("no program folder: cleave-run OUT/ --data TOKENS "
                          "--steps S (see cleave-run --help)");
+  if (flags.check)
+    return Status::ok();
   if (flags.steps < 0)
     return Status::error("--steps is required");
   return Status::ok();
@@ -407,9 +419,41 @@ Status initMpi(int *argc, char ***argv) {
   return Status::ok();
 }
 
+/// cleave-run OUT --check: every rank's program, played together.
+Status checkPrograms(const std::string &out, int &ranks) {
+  std::string dir = out;
+  while (dir.size() > 1 && dir.back() == '/')
+    dir.pop_back();
+  pb::Program first;
+  CLEAVE_CHECK(loadProgram(dir + "/rank-0.pb", first));
+  ranks = first.mesh().world_size();
+  std::vector<pb::Program> programs(std::max(ranks, 1));
+  programs[0] = std::move(first);
+  for (int r = 1; r < ranks; ++r)
+    CLEAVE_CHECK(
+        loadProgram(dir + "/rank-" + std::to_string(r) + ".pb", programs[r]));
+  std::vector<const pb::Program *> pointers;
+  for (const pb::Program &p : programs)
+    pointers.push_back(&p);
+  return checkCommunicationAllModes(pointers);
+}
+
 int run(int argc, char **argv, Communicator &comm) {
   Startup s;
   Status status = parseFlags(argc, argv, s.flags);
+  if (status && s.flags.check && !s.flags.help) {
+    int ranks = 0;
+    status = checkPrograms(s.flags.out, ranks);
+    if (comm.rank() == 0) {
+      if (status)
+        std::printf("%s: the communication of %s matches and cannot "
+                    "deadlock\n",
+                    s.flags.out.c_str(), plural(ranks, "rank").c_str());
+      else
+        report(comm, status);
+    }
+    return status ? 0 : 1;
+  }
   if (!status) {
     // The same on every rank: say it once.
     if (comm.rank() == 0)

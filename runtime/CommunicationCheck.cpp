@@ -1,0 +1,670 @@
+//===- CommunicationCheck.cpp - plays every rank's step against its peers ===//
+//
+// Each rank's step is flattened into the actions that can wait on another
+// rank (CommunicationCheck.h lists the rules), then all ranks are advanced
+// until each has finished its step or none can move. Collectives are
+// compared when the second member of their group posts them, receives
+// against their sends when they match.
+//
+//===----------------------------------------------------------------------===//
+#include "CommunicationCheck.h"
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <set>
+#include <string>
+#include <tuple>
+
+namespace cleave::runtime {
+namespace {
+
+namespace pb = cleave::program;
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+uint64_t elementBytes(pb::DType dtype) {
+  switch (dtype) {
+  case pb::F64: case pb::I64: case pb::U64: return 8;
+  case pb::F32: case pb::I32: case pb::U32: return 4;
+  case pb::F16: case pb::BF16: case pb::I16: case pb::U16: return 2;
+  default: return 1;
+  }
+}
+
+/// One thing a rank does that may wait for another rank.
+struct Action {
+  enum class Kind : uint8_t {
+    Write,      // an instruction overwrites `tensor`
+    Send,
+    Recv,
+    Collective, // instruction (function, body) on `group`
+    Wait,       // Event{event, wait}
+    WaitAll,    // every started collective completes
+    DrainSends, // every send is received
+    World,      // a world-wide reduction of the runtime's own (`label`)
+  };
+  Kind kind;
+  bool started = false; // Collective: only started here
+  int32_t function = -1, body = -1, microbatch = -1;
+  int32_t group = -1; // canonical group of a Collective
+  int32_t peer = -1, tag = 0, event = 0, tensor = -1;
+  const char *label = nullptr;
+};
+
+struct SendRecord {
+  int rank;
+  const Action *action;
+  bool matched = false;
+};
+
+struct Started {
+  int group;
+  size_t seq;
+  int event;
+};
+
+struct RankState {
+  std::vector<Action> actions;
+  size_t pc = 0;
+  bool postedCurrent = false; // the Collective at pc is posted
+  size_t postedSeq = 0;
+  std::vector<SendRecord *> sends; // posted, not yet known received
+  std::vector<Started> started;
+  std::string waiting; // why it cannot go on, once it cannot
+};
+
+class Checker {
+public:
+  Checker(const std::vector<const pb::Program *> &programs,
+          const CommunicationCheckOptions &options)
+      : programs_(programs), options_(options) {}
+
+  Status run() {
+    CLEAVE_CHECK(validateMesh());
+    ranks_.resize(programs_.size());
+    for (size_t r = 0; r < programs_.size(); ++r)
+      CLEAVE_CHECK(flatten(int(r)));
+    return play();
+  }
+
+private:
+  const std::vector<const pb::Program *> &programs_;
+  CommunicationCheckOptions options_;
+  std::vector<RankState> ranks_;
+  // Canonical groups: their world ranks; world-wide reductions use -1.
+  std::map<std::vector<int>, int> groupIds_;
+  std::vector<std::vector<int>> groupRanks_;
+  // Per rank, its program's group index -> canonical group.
+  std::vector<std::vector<int>> groupOf_;
+  // Per canonical group (index + 1; 0 is the world), per member, what it
+  // posted in order: (rank, action).
+  std::vector<std::map<int, std::vector<const Action *>>> posted_;
+  std::map<std::tuple<int, int, int>, std::deque<SendRecord *>> channels_;
+  std::deque<SendRecord> sendStore_;
+  std::vector<int> worldRanks_;
+
+  const pb::Program &program(int rank) const { return *programs_[rank]; }
+
+  Status validateMesh() {
+    int world = int(programs_.size());
+    if (world == 0)
+      return Status::error("no program to check");
+    groupOf_.resize(world);
+    for (int r = 0; r < world; ++r)
+      worldRanks_.push_back(r);
+    for (int r = 0; r < world; ++r) {
+      const pb::Mesh &mesh = program(r).mesh();
+      if (mesh.rank() != r || mesh.world_size() != world)
+        return Status::error(
+            "rank " + str(r) + "'s program says it is rank " +
+            str(mesh.rank()) + " of " + str(mesh.world_size()) + ", not of " +
+            str(world) + ": the programs are not from one compile");
+      for (const pb::Group &g : mesh.groups()) {
+        std::vector<int> members(g.ranks().begin(), g.ranks().end());
+        bool self = false;
+        for (int m : members) {
+          if (m < 0 || m >= world)
+            return Status::error("rank " + str(r) + "'s group '" + g.name() +
+                                 "' names rank " + str(m) + " of a world of " +
+                                 str(world));
+          self |= m == r;
+        }
+        if (!self)
+          return Status::error("rank " + str(r) + "'s group '" + g.name() +
+                               "' does not contain the rank");
+        auto [it, fresh] = groupIds_.emplace(members, int(groupRanks_.size()));
+        if (fresh)
+          groupRanks_.push_back(members);
+        groupOf_[r].push_back(it->second);
+      }
+    }
+    // Every member of a group holds the group.
+    for (int r = 0; r < world; ++r)
+      for (int g : groupOf_[r])
+        for (int m : groupRanks_[g])
+          if (std::find(groupOf_[m].begin(), groupOf_[m].end(), g) ==
+              groupOf_[m].end())
+            return Status::error("rank " + str(r) + " has a group of ranks " +
+                                 describeRanks(groupRanks_[g]) +
+                                 ", which rank " + str(m) +
+                                 "'s program does not have");
+    posted_.resize(groupRanks_.size() + 1);
+    return Status::ok();
+  }
+
+  static std::string describeRanks(const std::vector<int> &ranks) {
+    std::string s = "[";
+    for (size_t i = 0; i < ranks.size(); ++i)
+      s += (i ? "," : "") + str(ranks[i]);
+    return s + "]";
+  }
+
+  // --- Flattening -------------------------------------------------------
+
+  Status checkTensor(int rank, int id, const std::string &where) const {
+    if (id < 0 || id >= program(rank).tensors_size())
+      return Status::error("rank " + str(rank) + ", " + where +
+                           ": tensor " + str(id) + " does not exist");
+    return Status::ok();
+  }
+
+  Status flatten(int rank) {
+    const pb::Program &p = program(rank);
+    std::vector<Action> &out = ranks_[rank].actions;
+    bool scaling = p.loss_scaling().enabled(), checked = false;
+    auto at = [](int f, int i, int mb) {
+      Action a{Action::Kind::Write};
+      a.function = f;
+      a.body = i;
+      a.microbatch = mb;
+      return a;
+    };
+    for (int s = 0; s < p.schedule_size(); ++s) {
+      const pb::Step &step = p.schedule(s);
+      int f = step.function();
+      if (f < 0 || f >= p.functions_size())
+        return Status::error("rank " + str(rank) + ": schedule[" + str(s) +
+                             "] names function " + str(f) +
+                             ", which does not exist");
+      const pb::Function &fn = p.functions(f);
+      if (options_.forwardOnly && fn.kind() != pb::FORWARD)
+        continue;
+      if (fn.kind() == pb::OPTIMIZER && scaling && !checked) {
+        out.push_back({Action::Kind::WaitAll});
+        Action world{Action::Kind::World};
+        world.label = "the loss scaler's overflow check";
+        out.push_back(world);
+        checked = true;
+      }
+      for (int i = 0; i < fn.body_size(); ++i) {
+        const pb::Instruction &inst = fn.body(i);
+        std::string where = "functions[" + str(f) + "].body[" + str(i) + "]";
+        auto write = [&](int tensor) -> Status {
+          CLEAVE_CHECK(checkTensor(rank, tensor, where));
+          if (options_.stagedSends)
+            return Status::ok();
+          Action a = at(f, i, step.microbatch());
+          a.tensor = tensor;
+          out.push_back(a);
+          return Status::ok();
+        };
+        switch (inst.kind_case()) {
+        case pb::Instruction::kKernel:
+          for (int id : inst.kernel().outputs())
+            CLEAVE_CHECK(write(id));
+          break;
+        case pb::Instruction::kCopy:
+          CLEAVE_CHECK(write(inst.copy().destination()));
+          break;
+        case pb::Instruction::kCollective: {
+          const pb::Collective &c = inst.collective();
+          if (c.group() < 0 || c.group() >= int(groupOf_[rank].size()))
+            return Status::error("rank " + str(rank) + ", " + where +
+                                 ": group " + str(c.group()) +
+                                 " does not exist");
+          if (c.inputs_size() != c.outputs_size())
+            return Status::error("rank " + str(rank) + ", " + where +
+                                 ": a collective with " +
+                                 str(c.inputs_size()) + " inputs and " +
+                                 str(c.outputs_size()) + " outputs");
+          for (int id : c.inputs())
+            CLEAVE_CHECK(checkTensor(rank, id, where));
+          for (int id : c.outputs())
+            CLEAVE_CHECK(write(id));
+          Action a = at(f, i, step.microbatch());
+          a.kind = Action::Kind::Collective;
+          a.group = groupOf_[rank][c.group()];
+          a.started = c.kind() == pb::ALL_REDUCE && c.event() > 0 &&
+                      c.inputs_size() > 0 &&
+                      std::equal(c.inputs().begin(), c.inputs().end(),
+                                 c.outputs().begin());
+          a.event = c.event();
+          out.push_back(a);
+          break;
+        }
+        case pb::Instruction::kSendRecv: {
+          const pb::SendRecv &sr = inst.send_recv();
+          CLEAVE_CHECK(checkTensor(rank, sr.tensor(), where));
+          if (sr.peer() < 0 || sr.peer() >= int(programs_.size()) ||
+              sr.peer() == rank)
+            return Status::error("rank " + str(rank) + ", " + where + ": " +
+                                 (sr.send() ? "a send to" : "a receive from") +
+                                 " rank " + str(sr.peer()) + " in a world of " +
+                                 str(programs_.size()));
+          if (!sr.send())
+            CLEAVE_CHECK(write(sr.tensor()));
+          Action a = at(f, i, step.microbatch());
+          a.kind = sr.send() ? Action::Kind::Send : Action::Kind::Recv;
+          a.peer = sr.peer();
+          a.tag = sr.tag();
+          a.tensor = sr.tensor();
+          out.push_back(a);
+          break;
+        }
+        case pb::Instruction::kEvent:
+          if (inst.event().wait() && inst.event().id() > 0) {
+            Action a = at(f, i, step.microbatch());
+            a.kind = Action::Kind::Wait;
+            a.event = inst.event().id();
+            out.push_back(a);
+          }
+          break;
+        default:
+          break;
+        }
+      }
+    }
+    if (scaling && !checked && !options_.forwardOnly) {
+      out.push_back({Action::Kind::WaitAll});
+      Action world{Action::Kind::World};
+      world.label = "the loss scaler's overflow check";
+      out.push_back(world);
+    }
+    out.push_back({Action::Kind::DrainSends});
+    out.push_back({Action::Kind::WaitAll});
+    for (const char *label : {"the step's loss sum", "the step's peak memory"}) {
+      Action world{Action::Kind::World};
+      world.label = label;
+      out.push_back(world);
+    }
+    return Status::ok();
+  }
+
+  // --- Descriptions -----------------------------------------------------
+
+  static int64_t elements(const pb::Tensor &t) {
+    int64_t n = 1;
+    for (int64_t d : t.shape())
+      n *= d;
+    return n;
+  }
+
+  std::string tensorText(int rank, int id) const {
+    const pb::Tensor &t = program(rank).tensors(id);
+    std::string s = str(elements(t)) + " " + pb::DType_Name(t.dtype());
+    if (!t.name().empty())
+      s += " ('" + t.name() + "')";
+    return s;
+  }
+
+  std::string where(int rank, const Action &a) const {
+    if (a.function < 0)
+      return "the end of its step";
+    const pb::Function &fn = program(rank).functions(a.function);
+    std::string s = "functions[" + str(a.function) + "] '" + fn.name() +
+                    "' body[" + str(a.body) + "]";
+    if (a.microbatch >= 0)
+      s += " (microbatch " + str(a.microbatch) + ")";
+    return s;
+  }
+
+  std::string what(int rank, const Action &a) const {
+    switch (a.kind) {
+    case Action::Kind::Write:
+      return "overwrite " + tensorText(rank, a.tensor);
+    case Action::Kind::Send:
+      return "send " + tensorText(rank, a.tensor) + " to rank " + str(a.peer) +
+             " (tag " + str(a.tag) + ")";
+    case Action::Kind::Recv:
+      return "receive " + tensorText(rank, a.tensor) + " from rank " +
+             str(a.peer) + " (tag " + str(a.tag) + ")";
+    case Action::Kind::Collective: {
+      const pb::Collective &c =
+          program(rank).functions(a.function).body(a.body).collective();
+      std::string s = pb::CollectiveKind_Name(c.kind());
+      if (c.kind() == pb::ALL_REDUCE || c.kind() == pb::REDUCE_SCATTER)
+        s += " " + pb::ReduceOp_Name(c.reduce());
+      if (c.kind() == pb::BROADCAST)
+        s += " from member " + str(c.root());
+      s += " of ";
+      if (c.inputs_size() <= 3) {
+        for (int i = 0; i < c.inputs_size(); ++i)
+          s += (i ? ", " : "") + tensorText(rank, c.inputs(i));
+      } else {
+        int64_t total = 0;
+        for (int id : c.inputs())
+          total += elements(program(rank).tensors(id));
+        s += str(c.inputs_size()) + " tensors (" + str(total) +
+             " elements; the first " + tensorText(rank, c.inputs(0)) + ")";
+      }
+      s += " on group '" +
+           program(rank).mesh().groups(c.group()).name() + "' " +
+           describeRanks(groupRanks_[a.group]);
+      if (a.started)
+        s += " (started, event " + str(a.event) + ")";
+      return s;
+    }
+    case Action::Kind::Wait:
+      return "wait for the all-reduces started under event " + str(a.event);
+    case Action::Kind::WaitAll:
+      return "wait for its started all-reduces";
+    case Action::Kind::DrainSends:
+      return "wait for its sends to be received";
+    case Action::Kind::World:
+      return a.label;
+    }
+    return "";
+  }
+
+  std::string at(int rank, const Action &a) const {
+    return "rank " + str(rank) + " at " + where(rank, a) + ": " + what(rank, a);
+  }
+
+  // --- Matching ---------------------------------------------------------
+
+  /// Whether two members' collectives of one sequence number agree.
+  std::string disagreement(int r1, const Action &a1, int r2,
+                           const Action &a2) const {
+    if (a1.kind == Action::Kind::World || a2.kind == Action::Kind::World)
+      return a1.label == a2.label ? "" : "they are different operations";
+    const pb::Collective &c1 =
+        program(r1).functions(a1.function).body(a1.body).collective();
+    const pb::Collective &c2 =
+        program(r2).functions(a2.function).body(a2.body).collective();
+    if (c1.kind() != c2.kind())
+      return "their kinds differ";
+    if ((c1.kind() == pb::ALL_REDUCE || c1.kind() == pb::REDUCE_SCATTER) &&
+        c1.reduce() != c2.reduce())
+      return "their reductions differ";
+    if (c1.kind() == pb::BROADCAST && c1.root() != c2.root())
+      return "their roots differ";
+    if (c1.inputs_size() != c2.inputs_size())
+      return "their operand counts differ";
+    for (int i = 0; i < c1.inputs_size(); ++i) {
+      const pb::Tensor &t1 = program(r1).tensors(c1.inputs(i));
+      const pb::Tensor &t2 = program(r2).tensors(c2.inputs(i));
+      std::string operand =
+          c1.inputs_size() > 1 ? " in operand " + str(i) : std::string();
+      if (t1.dtype() != t2.dtype())
+        return "their element types differ" + operand + ": " +
+               tensorText(r1, c1.inputs(i)) + " against " +
+               tensorText(r2, c2.inputs(i));
+      if (elements(t1) != elements(t2))
+        return "their element counts differ" + operand + ": " +
+               tensorText(r1, c1.inputs(i)) + " against " +
+               tensorText(r2, c2.inputs(i));
+    }
+    if (a1.started != a2.started)
+      return "one is started (overlapped), the other is not";
+    return "";
+  }
+
+  bool overlaps(int rank, int a, int b) const {
+    const pb::Program &p = program(rank);
+    const pb::Tensor &x = p.tensors(a), &y = p.tensors(b);
+    if (x.buffer() != y.buffer())
+      return false;
+    auto bytes = [](const pb::Tensor &t) {
+      uint64_t n = elementBytes(t.dtype());
+      for (int64_t d : t.shape())
+        n *= uint64_t(std::max<int64_t>(d, 0));
+      return n;
+    };
+    uint64_t xe = x.offset() + bytes(x), ye = y.offset() + bytes(y);
+    return x.offset() < ye && y.offset() < xe;
+  }
+
+  bool complete(int group, size_t seq) const {
+    const std::vector<int> &members =
+        group < 0 ? worldRanks() : groupRanks_[group];
+    const auto &posted = posted_[group + 1];
+    for (int m : members) {
+      auto it = posted.find(m);
+      if (it == posted.end() || it->second.size() <= seq)
+        return false;
+    }
+    return true;
+  }
+
+  /// The members of `group` that have not posted collective `seq` on it.
+  std::string missing(int group, size_t seq) const {
+    const std::vector<int> &members =
+        group < 0 ? worldRanks() : groupRanks_[group];
+    const auto &posted = posted_[group + 1];
+    std::vector<int> late;
+    for (int m : members) {
+      auto it = posted.find(m);
+      if (it == posted.end() || it->second.size() <= seq)
+        late.push_back(m);
+    }
+    std::string s = late.size() == 1 ? "rank " : "ranks ";
+    for (size_t i = 0; i < late.size() && i < 8; ++i)
+      s += (i ? ", " : "") + str(late[i]);
+    return s + (late.size() > 8 ? ", ..." : "");
+  }
+
+  const std::vector<int> &worldRanks() const { return worldRanks_; }
+
+  /// Posts rank's collective `a` on `group`; an error if a member that
+  /// posted the same sequence number disagrees.
+  Status post(int rank, const Action &a, int group, size_t &seq) {
+    auto &posted = posted_[group + 1];
+    std::vector<const Action *> &mine = posted[rank];
+    seq = mine.size();
+    mine.push_back(&a);
+    for (const auto &[other, list] : posted) {
+      if (other == rank || list.size() <= seq)
+        continue;
+      std::string why = disagreement(other, *list[seq], rank, a);
+      if (!why.empty())
+        return Status::error(
+            "ranks " + str(other) + " and " + str(rank) +
+            " disagree on collective #" + str(seq + 1) + " of " +
+            (group < 0 ? std::string("the world")
+                       : "group " + describeRanks(groupRanks_[group])) +
+            " (" + why + "): " + at(other, *list[seq]) + "; " + at(rank, a));
+      break;
+    }
+    return Status::ok();
+  }
+
+  /// Advances `rank` by one action if it can; sets `moved`.
+  Status step(int rank, bool &moved) {
+    RankState &st = ranks_[rank];
+    moved = false;
+    if (st.pc >= st.actions.size())
+      return Status::ok();
+    const Action &a = st.actions[st.pc];
+    auto advance = [&] {
+      ++st.pc;
+      st.postedCurrent = false;
+      st.waiting.clear();
+      moved = true;
+    };
+    auto unmatchedSend = [&](auto pred) -> SendRecord * {
+      for (SendRecord *s : st.sends)
+        if (!s->matched && pred(*s))
+          return s;
+      return nullptr;
+    };
+    auto pruneSends = [&] {
+      st.sends.erase(std::remove_if(st.sends.begin(), st.sends.end(),
+                                    [](SendRecord *s) { return s->matched; }),
+                     st.sends.end());
+    };
+    switch (a.kind) {
+    case Action::Kind::Write: {
+      SendRecord *s = unmatchedSend([&](const SendRecord &s) {
+        return overlaps(rank, s.action->tensor, a.tensor);
+      });
+      if (s) {
+        st.waiting = "its " + what(rank, *s->action) + " at " +
+                     where(rank, *s->action) +
+                     " must be received before it can " + what(rank, a);
+        return Status::ok();
+      }
+      advance();
+      return Status::ok();
+    }
+    case Action::Kind::Send: {
+      if (options_.stagedSends) {
+        SendRecord *s = unmatchedSend([&](const SendRecord &s) {
+          return s.action->function == a.function && s.action->body == a.body;
+        });
+        if (s) {
+          st.waiting = "the previous run of this send (" +
+                       where(rank, *s->action) + ") must be received first";
+          return Status::ok();
+        }
+      }
+      sendStore_.push_back({rank, &a});
+      SendRecord *record = &sendStore_.back();
+      channels_[{rank, a.peer, a.tag}].push_back(record);
+      st.sends.push_back(record);
+      advance();
+      return Status::ok();
+    }
+    case Action::Kind::Recv: {
+      std::deque<SendRecord *> &channel = channels_[{a.peer, rank, a.tag}];
+      if (channel.empty()) {
+        st.waiting = "waits for rank " + str(a.peer) + " to send it";
+        return Status::ok();
+      }
+      SendRecord *s = channel.front();
+      channel.pop_front();
+      s->matched = true;
+      const pb::Tensor &sent = program(a.peer).tensors(s->action->tensor);
+      const pb::Tensor &into = program(rank).tensors(a.tensor);
+      if (sent.dtype() != into.dtype() || elements(sent) != elements(into))
+        return Status::error(
+            "ranks " + str(a.peer) + " and " + str(rank) +
+            " disagree on a message (tag " + str(a.tag) + "): " +
+            at(a.peer, *s->action) + "; " + at(rank, a));
+      advance();
+      return Status::ok();
+    }
+    case Action::Kind::Collective:
+    case Action::Kind::World: {
+      int group = a.kind == Action::Kind::World ? -1 : a.group;
+      if (!st.postedCurrent) {
+        CLEAVE_CHECK(post(rank, a, group, st.postedSeq));
+        st.postedCurrent = true;
+        if (a.started) {
+          st.started.push_back({group, st.postedSeq, a.event});
+          advance();
+          return Status::ok();
+        }
+      }
+      if (!complete(group, st.postedSeq)) {
+        st.waiting = "waits for " + missing(group, st.postedSeq) +
+                     " to reach it";
+        return Status::ok();
+      }
+      advance();
+      return Status::ok();
+    }
+    case Action::Kind::Wait:
+    case Action::Kind::WaitAll: {
+      for (const Started &s : st.started)
+        if ((a.kind == Action::Kind::WaitAll || s.event == a.event) &&
+            !complete(s.group, s.seq)) {
+          st.waiting = "its started all-reduce #" + str(s.seq + 1) +
+                       " of group " + describeRanks(groupRanks_[s.group]) +
+                       " waits for " + missing(s.group, s.seq) +
+                       " to start it";
+          return Status::ok();
+        }
+      st.started.erase(
+          std::remove_if(st.started.begin(), st.started.end(),
+                         [&](const Started &s) {
+                           return a.kind == Action::Kind::WaitAll ||
+                                  s.event == a.event;
+                         }),
+          st.started.end());
+      advance();
+      return Status::ok();
+    }
+    case Action::Kind::DrainSends: {
+      pruneSends();
+      if (!st.sends.empty()) {
+        const Action &s = *st.sends.front()->action;
+        st.waiting = "its " + what(rank, s) + " at " + where(rank, s) +
+                     " is not received";
+        return Status::ok();
+      }
+      advance();
+      return Status::ok();
+    }
+    }
+    return Status::ok();
+  }
+
+  Status play() {
+    int world = int(ranks_.size());
+    for (bool any = true; any;) {
+      any = false;
+      for (int r = 0; r < world; ++r)
+        for (bool moved = true; moved;) {
+          CLEAVE_CHECK(step(r, moved));
+          any |= moved;
+        }
+    }
+    std::string stuck;
+    int shown = 0;
+    for (int r = 0; r < world; ++r) {
+      const RankState &st = ranks_[r];
+      if (st.pc >= st.actions.size())
+        continue;
+      if (shown++ < 8)
+        stuck += "\n  " + at(r, st.actions[st.pc]) + ": " + st.waiting;
+    }
+    if (stuck.empty())
+      return Status::ok();
+    std::string finished;
+    for (int r = 0; r < world; ++r)
+      if (ranks_[r].pc >= ranks_[r].actions.size())
+        finished += (finished.empty() ? "" : ", ") + str(r);
+    return Status::error(
+        "the ranks' communication can deadlock: " + str(shown) +
+        " rank(s) wait and none can go on" +
+        (finished.empty() ? "" : " (ranks " + finished + " finished their step)") +
+        ":" + stuck);
+  }
+};
+
+} // namespace
+
+Status checkCommunication(const std::vector<const program::Program *> &programs,
+                          const CommunicationCheckOptions &options) {
+  return Checker(programs, options).run();
+}
+
+Status checkCommunicationAllModes(
+    const std::vector<const program::Program *> &programs) {
+  for (bool forwardOnly : {false, true})
+    for (bool staged : {false, true}) {
+      CommunicationCheckOptions options;
+      options.forwardOnly = forwardOnly;
+      options.stagedSends = staged;
+      Status status = checkCommunication(programs, options);
+      if (!status)
+        return Status::error(
+            status.message() + "\n  (checked as a " +
+            (forwardOnly ? "forward-only" : "training") + " step" +
+            (staged ? ", sends staged through host copies" : "") + ")");
+    }
+  return Status::ok();
+}
+
+} // namespace cleave::runtime
