@@ -872,7 +872,7 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
                                    optimize + "\"");
   if (memoryWeight < 0 || memoryWeight > 1)
     return r.error("memory_weight",
-                   formatv("must be in [0, 1], got {0}", memoryWeight));
+                   "must be in [0, 1], got " + shown(memoryWeight));
   if (spec.deviceMemoryGib < 0)
     return r.error("device_memory_gib", "must not be negative");
   if (spec.bf16 && spec.fp16)
