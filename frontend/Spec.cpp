@@ -682,6 +682,11 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
     auto [key, value] = StringRef(item).split('=');
     if (key.empty() || !StringRef(item).contains('='))
       return fail("--set expects KEY=VALUE, got '" + item + "'");
+    // Keys and strings of JSON are UTF-8 (llvm::json asserts it).
+    if (!json::isUTF8(item))
+      return fail("--set " + json::fixUTF8(key) +
+                  ": expects UTF-8 text, but the argument has bytes that are "
+                  "not");
     if (Error e = checkNesting(value, "--set " + key))
       return std::move(e);
     // --set overrides the setting, whichever of its names the spec used.

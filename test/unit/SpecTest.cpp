@@ -34,6 +34,17 @@ TEST(Spec, SetValueNestedTooDeep) {
   EXPECT_EQ(errorOf("{\"frozen_parameters\": [\"" + deep + "\"]}"), "");
 }
 
+// Found by fuzz-spec: a --set key or value that is not UTF-8 reached
+// llvm::json, which asserts on it.
+TEST(Spec, SetTextNotUtf8) {
+  EXPECT_EQ(errorOf("{}", {"wor\xb7" "d_size=2"}),
+            "--set wor\xef\xbf\xbd" "d_size: expects UTF-8 text, but the "
+            "argument has bytes that are not");
+  EXPECT_EQ(errorOf("{}", {"pipeline=\xff"}),
+            "--set pipeline: expects UTF-8 text, but the argument has bytes "
+            "that are not");
+}
+
 TEST(Spec, NotesOfDistributionDictionary) {
   Expected<cleave::Spec> spec = cleave::parseSpec(
       R"({"smdistributed": {"modelparallel": {"enabled": true,
