@@ -950,6 +950,21 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
                      "to use them");
     spec.autoPartition = false;
   }
+  // A program's schedule is a protobuf repeated field, which holds at most
+  // 2^31 - 1 entries: a forward and a backward per microbatch and stage.
+  if (Expected<int64_t> entries =
+          product(2 * spec.microbatches, spec.virtualPipelineDegree,
+                  "2 x spec keys 'microbatches' x 'virtual_pipeline_degree'");
+      !entries || *entries > kInt32Max) {
+    if (!entries)
+      consumeError(entries.takeError());
+    return r.error("microbatches",
+                   formatv("is {0}, so a program's schedule would have 2 x {0} "
+                           "x {1} (virtual_pipeline_degree) steps, more than "
+                           "the program format's repeated field holds ({2})",
+                           spec.microbatches, spec.virtualPipelineDegree,
+                           kInt32Max));
+  }
   if (!spec.autoPartition && (int64_t)spec.partitionPoints.size() != *stages - 1)
     return r.error(
         "partition_points",
