@@ -1,21 +1,30 @@
 //===- Spec.cpp - the parallelism spec of cleave-compile ------------------===//
 //
-// Every key of DESIGN.md's table is known here. Each is read with its type
-// checked; `implemented` says whether a non-default value is accepted yet.
-// Unknown keys, wrong types, impossible combinations and values of keys not
-// implemented yet are errors that name the key and say what to change.
+// Every key of DESIGN.md's table and every key SMP v1 and v2 document
+// (/work/shared/SMP-KEYS.md, docs/spec-keys.md) is known here, in one of three
+// classes: implemented (read into Spec); accepted only at its documented
+// default until its feature lands; or meaningless to an ahead-of-time
+// compiler, accepted with a note that plan.json carries. Unknown keys, wrong
+// types, values out of bounds, non-finite numbers, products that overflow and
+// impossible combinations are errors that name the key as the user wrote it
+// (an alias such as `partitions` included) and say what to change.
 //
 //===----------------------------------------------------------------------===//
 
 #include "frontend/Spec.h"
 
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
-
-#include <algorithm>
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
 
 using namespace llvm;
 using cleave::Spec;
@@ -40,8 +49,16 @@ public:
   Reader(const json::Object &object, StringRef source, StringRef prefix = "")
       : object(object), source(source), prefix(prefix) {}
 
+  /// The key as the user wrote it: an alias (`partitions`), a key read from
+  /// the `mpi` block (`mpi.processes_per_host`), or `key` itself.
+  std::string name(StringRef key) const {
+    auto it = writtenAs.find(key);
+    return prefix.str() + (it == writtenAs.end() ? key.str() : it->second);
+  }
+  StringMap<std::string> writtenAs;
+
   Error error(StringRef key, const Twine &message) {
-    return fail(source + ": spec key '" + prefix + key + "': " + message);
+    return fail(source + ": spec key '" + name(key) + "': " + message);
   }
 
   template <typename T> Error get(StringRef key, T &out);
@@ -75,7 +92,7 @@ public:
       }
       return fail(source + ": unknown spec key '" + prefix + key + "'" +
                   (closest.empty()
-                       ? std::string("; see DESIGN.md, \"The spec\"")
+                       ? std::string("; see docs/spec-keys.md")
                        : "; did you mean '" + prefix.str() + closest + "'?"));
     }
     return Error::success();
@@ -87,13 +104,26 @@ private:
   StringRef prefix;
 };
 
+/// An integer, also when written as 5e8; nullopt for a fraction or a number
+/// outside int64 (llvm::json would convert 2^63 written as a double, which
+/// is undefined behaviour).
+std::optional<int64_t> integerOf(const json::Value &v) {
+  std::optional<double> d = v.getAsNumber();
+  if (!d || !(*d > -0x1p63 && *d < 0x1p63))
+    return std::nullopt;
+  return v.getAsInteger();
+}
+
 template <> Error Reader::get(StringRef key, int64_t &out) {
   const json::Value *v = object.get(key);
   if (!v)
     return Error::success();
-  std::optional<int64_t> i = v->getAsInteger();
+  std::optional<int64_t> i = integerOf(*v);
   if (!i)
-    return error(key, "expects an integer");
+    return error(key, v->getAsNumber() && std::trunc(*v->getAsNumber()) ==
+                                              *v->getAsNumber()
+                          ? "expects an integer below 2^63"
+                          : "expects an integer");
   out = *i;
   return Error::success();
 }
@@ -159,7 +189,7 @@ Error nonNegativeInteger(Reader &r, const json::Object &object, StringRef key,
   const json::Value *v = object.get(key);
   if (!v)
     return Error::success();
-  std::optional<int64_t> i = v->getAsInteger();
+  std::optional<int64_t> i = integerOf(*v);
   if (!i || *i < 0)
     return r.error(key, "must be a non-negative integer, got " + shown(*v));
   out = *i;
@@ -243,10 +273,399 @@ Error readOptimizer(const json::Value &value, StringRef source,
   return Error::success();
 }
 
+/// llvm::json's parser recurses once per level of nesting, so a document
+/// nested a hundred thousand deep overflows the stack before it can report
+/// anything. A spec nests six levels at most (distribution, smdistributed,
+/// modelparallel, parameters, optimizer, betas); the levels are counted
+/// first, outside strings, and a document ten times deeper is refused.
+constexpr unsigned kMaxNesting = 64;
+
+Error checkNesting(StringRef text, const Twine &what) {
+  unsigned depth = 0;
+  bool inString = false, escaped = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (inString) {
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        inString = false;
+      continue;
+    }
+    if (c == '"') {
+      inString = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxNesting)
+        return fail(what +
+                    formatv(": nested more than {0} levels deep at byte {1}; "
+                            "a spec nests 6 at most (distribution, "
+                            "smdistributed, modelparallel, parameters, "
+                            "optimizer, betas)",
+                            kMaxNesting, i));
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return Error::success();
+}
+
+/// JSON has no infinity, but 1e999 parses to one: every number in the spec,
+/// at any depth, must be finite. Keys are visited in sorted order so the
+/// first one reported does not depend on hashing.
+Error checkFinite(const json::Value &v, const std::string &path,
+                  StringRef source) {
+  if (std::optional<double> d = v.getAsNumber()) {
+    if (!std::isfinite(*d))
+      return fail(source + ": spec key '" + path +
+                  "': is not a finite number (it overflows a double); give a "
+                  "value of at most 1.7e308");
+    return Error::success();
+  }
+  if (const json::Object *o = v.getAsObject()) {
+    std::vector<std::string> keys;
+    for (const auto &entry : *o)
+      keys.push_back(entry.first.str());
+    llvm::sort(keys);
+    for (const std::string &k : keys)
+      if (Error e = checkFinite(*o->get(k), path.empty() ? k : path + "." + k,
+                                source))
+        return e;
+  }
+  if (const json::Array *a = v.getAsArray())
+    for (size_t i = 0; i < a->size(); ++i)
+      if (Error e =
+              checkFinite((*a)[i], path + "[" + std::to_string(i) + "]", source))
+        return e;
+  return Error::success();
+}
+
+/// Keys that are the same setting as one of Cleave's: SMP v1's `partitions`
+/// and Megatron-LM's `global_batch_size`. (SMP v2's `hybrid_shard_degree`
+/// has its own default, 0, and is read on its own.)
+constexpr std::pair<const char *, const char *> kAliases[] = {
+    {"partitions", "pipeline_parallel_degree"},
+    {"global_batch_size", "batch_size"},
+};
+
+/// The estimator's `distribution` dictionary, flattened: SMP's parameters
+/// come out of `smdistributed.modelparallel.parameters` and
+/// `processes_per_host` out of `mpi`; Cleave's own keys (`world_size`,
+/// `batch_size`...) may sit beside them. `smpV2` is set for SMP v2's
+/// `torch_distributed` launch.
+Error flattenDistribution(json::Object &object, StringRef source,
+                          Reader &top, std::vector<cleave::SpecNote> &notes,
+                          bool &smpV2) {
+  if (!object.get("smdistributed") && !object.get("mpi") &&
+      !object.get("torch_distributed"))
+    return Error::success();
+  auto enabled = [&](Reader &r, StringRef launcher) -> Error {
+    bool on = true;
+    if (Error e = r.get("enabled", on))
+      return e;
+    if (!on)
+      return r.error("enabled",
+                     "is false, so SageMaker would not launch " + launcher +
+                         "; set it to true (or give SMP's parameters alone)");
+    return Error::success();
+  };
+  // The three blocks, taken out of the spec; each must be an object.
+  std::optional<json::Object> blocks[3];
+  const char *blockNames[3] = {"smdistributed", "mpi", "torch_distributed"};
+  for (int i = 0; i < 3; ++i) {
+    const json::Value *v = object.get(blockNames[i]);
+    if (!v)
+      continue;
+    if (!v->getAsObject())
+      return fail(source + ": spec key '" + blockNames[i] +
+                  "': expects an object, as in SageMaker's distribution "
+                  "dictionary");
+    blocks[i] = *v->getAsObject();
+    object.erase(blockNames[i]);
+  }
+  const json::Object *smd = blocks[0] ? &*blocks[0] : nullptr;
+  const json::Object *mpi = blocks[1] ? &*blocks[1] : nullptr;
+  const json::Object *torchDist = blocks[2] ? &*blocks[2] : nullptr;
+  json::Object params;
+  if (mpi && torchDist)
+    return fail(source + ": spec keys 'mpi' and 'torch_distributed' are two "
+                         "launchers: SMP v1 runs under mpi, SMP v2 under "
+                         "torch_distributed; give one");
+  if (torchDist) {
+    Reader r(*torchDist, source, "torch_distributed.");
+    if (Error e = r.unknownKeys({"enabled"}))
+      return e;
+    if (Error e = enabled(r, "torchrun"))
+      return e;
+    smpV2 = true;
+  }
+  if (smd) {
+    Reader r(*smd, source, "smdistributed.");
+    if (smd->get("dataparallel"))
+      return r.error("dataparallel",
+                     "is SMDDP, SageMaker's data-parallel library; Cleave's "
+                     "data parallelism is 'ddp': true among the modelparallel "
+                     "parameters");
+    if (Error e = r.unknownKeys({"modelparallel"}))
+      return e;
+    const json::Value *mpValue = smd->get("modelparallel");
+    const json::Object *mp = mpValue ? mpValue->getAsObject() : nullptr;
+    if (!mp)
+      return fail(source + ": spec key 'smdistributed.modelparallel': "
+                           "expects an object {\"enabled\": true, "
+                           "\"parameters\": {...}} with SMP's parameters");
+    Reader m(*mp, source, "smdistributed.modelparallel.");
+    if (Error e = m.unknownKeys({"enabled", "parameters"}))
+      return e;
+    if (Error e = enabled(m, "SMP"))
+      return e;
+    if (const json::Value *p = mp->get("parameters")) {
+      if (p->getAsString())
+        return m.error("parameters",
+                       "is a file path; give that file itself to --spec "
+                       "(Cleave reads SMP's parameters file as written), or "
+                       "put its object here");
+      if (!p->getAsObject())
+        return m.error("parameters", "expects an object of SMP's parameters");
+      params = *p->getAsObject();
+    }
+  }
+  if (mpi) {
+    Reader r(*mpi, source, "mpi.");
+    if (Error e = r.unknownKeys(
+            {"enabled", "processes_per_host", "custom_mpi_options"}))
+      return e;
+    if (Error e = enabled(r, "the MPI job SMP v1 runs in"))
+      return e;
+    if (const json::Value *n = mpi->get("processes_per_host")) {
+      if (object.get("processes_per_host") || params.get("processes_per_host"))
+        return fail(source + ": spec keys 'mpi.processes_per_host' and "
+                             "'processes_per_host' are the same setting; "
+                             "give one");
+      object["processes_per_host"] = *n;
+      top.writtenAs["processes_per_host"] = "mpi.processes_per_host";
+    }
+    if (const json::Value *options = mpi->get("custom_mpi_options")) {
+      if (!options->getAsString())
+        return r.error("custom_mpi_options", "expects a string of mpirun "
+                                             "flags");
+      notes.push_back({"mpi.custom_mpi_options", formatv("{0}", *options),
+                       "flags for mpirun: give them to the mpirun that "
+                       "launches cleave-run; the programs are the same"});
+    }
+  }
+  for (auto &entry : params) {
+    if (object.get(entry.first))
+      return fail(source + ": spec key '" + StringRef(entry.first) +
+                  "' is given both in smdistributed.modelparallel.parameters "
+                  "and beside it; give it once");
+    object[entry.first] = entry.second;
+  }
+  return Error::success();
+}
+
+/// What a key SMP documents is to Cleave besides the implemented ones.
+enum class KeyUse {
+  /// Not implemented yet: accepted at its documented default only.
+  DefaultOnly,
+  /// Means nothing to an ahead-of-time compiler: any valid value is
+  /// accepted, with a note in plan.json saying why it changes nothing.
+  Note,
+};
+enum class KeyType { Bool, Integer, Number, String };
+
+struct KeyRule {
+  const char *key;
+  KeyUse use;
+  KeyType type;
+  const char *defaultJson; // SMP's documented default; "null" where none
+  const char *why; // DefaultOnly: the error's reason; Note: the note
+  int64_t min = 0; // Integer: the least value SMP allows
+  const char *requires = nullptr; // a boolean key that must be true
+  const char *choices = nullptr;  // String: the values allowed, '|'-separated
+};
+
+constexpr const char *kSdp =
+    "is a setting of sharded data parallelism, which is not implemented yet";
+constexpr const char *kNotOffloaded =
+    "tunes activation offloading, and nothing is offloaded "
+    "('offload_activations' is false)";
+constexpr const char *kRunTime =
+    "is a switch of SMP's run-time tracing and dispatch; Cleave compiles the "
+    "whole step ahead of time";
+
+/// Every documented SMP v1 and v2 key that Spec does not read itself
+/// (/work/shared/SMP-KEYS.md; docs/spec-keys.md).
+const KeyRule kRules[] = {
+    // Not implemented yet: their defaults only.
+    {"sequence_parallel", KeyUse::DefaultOnly, KeyType::Bool, "false",
+     "is not implemented yet (tensor parallelism)"},
+    {"context_parallel_degree", KeyUse::DefaultOnly, KeyType::Integer, "1",
+     "is not implemented yet (context parallelism)", 1},
+    {"expert_parallel_degree", KeyUse::DefaultOnly, KeyType::Integer, "1",
+     "is not implemented yet (expert parallelism)", 1},
+    {"sdp_reduce_bucket_size", KeyUse::DefaultOnly, KeyType::Integer,
+     "500000000", kSdp, 1},
+    {"sdp_param_persistence_threshold", KeyUse::DefaultOnly, KeyType::Integer,
+     "1000000", kSdp, 0},
+    {"sdp_max_live_parameters", KeyUse::DefaultOnly, KeyType::Integer,
+     "1000000000", kSdp, 1},
+    {"sdp_hierarchical_allgather", KeyUse::DefaultOnly, KeyType::Bool, "true",
+     kSdp},
+    {"sdp_gradient_clipping", KeyUse::DefaultOnly, KeyType::Number, "1.0",
+     kSdp},
+    {"_sharded_data_parallelism_config", KeyUse::DefaultOnly, KeyType::String,
+     "null", kSdp},
+    {"allow_empty_shards", KeyUse::DefaultOnly, KeyType::Bool, "false", kSdp},
+    {"checkpoint_attentions", KeyUse::DefaultOnly, KeyType::Bool, "false",
+     "is not implemented yet (activation checkpointing)"},
+    {"_shard_offloaded_activations", KeyUse::DefaultOnly, KeyType::Bool,
+     "true", "is not implemented yet (activation offloading)"},
+    {"_fp32_grad_accumulation", KeyUse::DefaultOnly, KeyType::Bool, "false",
+     "is not implemented yet (fp32 gradient accumulation under fp16)"},
+    {"fp16_params", KeyUse::DefaultOnly, KeyType::Bool, "false",
+     "is deprecated by SMP in favour of 'fp16', which Cleave implements (use "
+     "'fp16': true)"},
+    {"horovod", KeyUse::DefaultOnly, KeyType::Bool, "false",
+     "is Horovod, TensorFlow's data parallelism; Cleave's is 'ddp': true"},
+    {"herring", KeyUse::DefaultOnly, KeyType::Bool, "false",
+     "selects SMDDP, SageMaker's data-parallel library; Cleave's data "
+     "parallelism is 'ddp': true"},
+    {"contiguous", KeyUse::DefaultOnly, KeyType::Bool, "true",
+     "is a TensorFlow option; Cleave's pipeline stages are always contiguous"},
+    {"load_partition", KeyUse::DefaultOnly, KeyType::Bool, "false",
+     "is a TensorFlow option; Cleave's manual split is 'partition_points'"},
+    {"partition_file", KeyUse::DefaultOnly, KeyType::String, "null",
+     "is a TensorFlow option; Cleave's manual split is 'partition_points'"},
+
+    // Nothing to a compiler: accepted, with a note in plan.json.
+    {"skip_tracing", KeyUse::Note, KeyType::Bool, "false",
+     "Cleave reads the exported ONNX graph; there is no tracing pass to skip"},
+    {"fast_mode", KeyUse::Note, KeyType::Bool, "false", kRunTime},
+    {"static_mode", KeyUse::Note, KeyType::Bool, "false", kRunTime},
+    {"_match_weights", KeyUse::Note, KeyType::Bool, "false",
+     "is an SMP-internal run-time switch; Cleave's parameters are the ONNX "
+     "initializers, by name"},
+    {"deterministic_server", KeyUse::Note, KeyType::Bool, "false",
+     "orders SMP's run-time execution alike on every data-parallel rank; a "
+     "compiled program already runs one fixed order on every rank"},
+    {"ddp_dist_backend", KeyUse::Note, KeyType::String, "\"auto\"",
+     "chooses the library behind SMP's run-time collectives; the programs "
+     "name their collectives and cleave-run runs them with MPI on the CPU "
+     "and NCCL on GPUs",
+     0, "ddp", "auto|nccl"},
+    {"ddp_port", KeyUse::Note, KeyType::Integer, "null",
+     "is the port of PyTorch DDP's rendezvous; cleave-run's ranks meet "
+     "through MPI",
+     0, "ddp"},
+    {"fsdp_cache_flush_warnings", KeyUse::Note, KeyType::Bool, "true",
+     "warns when PyTorch's caching allocator flushes; Cleave plans every "
+     "buffer ahead of time and allocates once"},
+    {"sm_activation_offloading", KeyUse::Note, KeyType::Bool, "true",
+     "chooses SMP's offload over PyTorch's when the training script offloads "
+     "activations; Cleave offloads only with 'offload_activations', which is "
+     "false"},
+    {"activation_loading_horizon", KeyUse::Note, KeyType::Integer, "4",
+     kNotOffloaded, 0},
+    {"task_level_activation_loading_horizon", KeyUse::Note, KeyType::Integer,
+     "4", kNotOffloaded, 1},
+    {"tensor_parallel_seed", KeyUse::Note, KeyType::Integer, "0",
+     "seeds the random streams of tensor parallelism, which this plan does "
+     "not have (tensor_parallel_degree is 1); the initialization seed is "
+     "'seed'",
+     0},
+    {"random_seed", KeyUse::Note, KeyType::Integer, "null",
+     "seeds SMP v2's tensor- and expert-parallel random streams, which this "
+     "plan does not have; the initialization seed is 'seed'",
+     0},
+};
+
+/// Checks one key of kRules: its type, bound and requirement; a default-only
+/// key's value; a note for a key that changes nothing.
+Error checkRule(Reader &r, const json::Object &object, const KeyRule &rule,
+                const json::Value &v, std::vector<cleave::SpecNote> &notes) {
+  Expected<json::Value> def = json::parse(rule.defaultJson);
+  if (!def)
+    return def.takeError();
+  bool isDefault = true;
+  if (v.getAsNull()) {
+    if (!def->getAsNull())
+      return r.error(rule.key, "must not be null; its default is " +
+                                   shown(*def));
+    isDefault = true;
+  } else {
+    switch (rule.type) {
+    case KeyType::Bool: {
+      std::optional<bool> b = v.getAsBoolean();
+      if (!b)
+        return r.error(rule.key, "expects true or false, got " + shown(v));
+      isDefault = def->getAsBoolean() == b;
+      break;
+    }
+    case KeyType::Integer: {
+      std::optional<int64_t> i = integerOf(v);
+      if (!i)
+        return r.error(rule.key, "expects an integer, got " + shown(v));
+      if (*i < rule.min)
+        return r.error(rule.key, formatv("must be at least {0}, got {1}",
+                                         rule.min, *i));
+      isDefault = integerOf(*def) == i;
+      break;
+    }
+    case KeyType::Number: {
+      std::optional<double> d = v.getAsNumber();
+      if (!d)
+        return r.error(rule.key, "expects a number, got " + shown(v));
+      isDefault = def->getAsNumber() == d;
+      break;
+    }
+    case KeyType::String: {
+      std::optional<StringRef> s = v.getAsString();
+      if (!s)
+        return r.error(rule.key, "expects a string, got " + shown(v));
+      if (rule.choices) {
+        SmallVector<StringRef> choices;
+        StringRef(rule.choices).split(choices, '|');
+        if (!is_contained(choices, *s))
+          return r.error(rule.key, formatv("must be one of \"{0}\", got {1}",
+                                           join(choices, "\", \""),
+                                           shown(v)));
+      }
+      isDefault = def->getAsString() == s;
+      break;
+    }
+    }
+  }
+  if (rule.requires && object.getBoolean(rule.requires) != true)
+    return r.error(rule.key, formatv("applies only with '{0}': true (as SMP "
+                                     "checks); set it or remove this key",
+                                     rule.requires));
+  if (rule.use == KeyUse::DefaultOnly) {
+    if (!isDefault)
+      return r.error(rule.key, formatv("{0}; remove it or give its default, "
+                                       "{1}",
+                                       rule.why, shown(*def)));
+    return Error::success();
+  }
+  notes.push_back({r.name(rule.key), formatv("{0}", v).str(), rule.why});
+  return Error::success();
+}
+
+/// a x b, or an error naming the keys whose product overflows.
+Expected<int64_t> product(int64_t a, int64_t b, const Twine &what) {
+  int64_t out;
+  if (MulOverflow(a, b, out))
+    return fail(what + formatv(" = {0} x {1} overflows 64 bits", a, b));
+  return out;
+}
+
 } // namespace
 
 Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
                                  const std::vector<std::string> &overrides) {
+  if (Error e = checkNesting(text, source))
+    return std::move(e);
   Expected<json::Value> parsed = json::parse(text);
   if (!parsed)
     return fail(source + ": not valid JSON: " + toString(parsed.takeError()));
@@ -254,10 +673,29 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
   if (!object)
     return fail(source + ": the spec must be a JSON object of keys, e.g. "
                          "{\"microbatches\": 4}");
+  Spec spec;
+  Reader r(*object, source);
+  bool smpV2 = false;
+  if (Error e = flattenDistribution(*object, source, r, spec.notes, smpV2))
+    return std::move(e);
   for (const std::string &item : overrides) {
     auto [key, value] = StringRef(item).split('=');
     if (key.empty() || !StringRef(item).contains('='))
       return fail("--set expects KEY=VALUE, got '" + item + "'");
+    // Keys and strings of JSON are UTF-8 (llvm::json asserts it).
+    if (!json::isUTF8(item))
+      return fail("--set " + json::fixUTF8(key) +
+                  ": expects UTF-8 text, but the argument has bytes that are "
+                  "not");
+    if (Error e = checkNesting(value, "--set " + key))
+      return std::move(e);
+    // --set overrides the setting, whichever of its names the spec used.
+    for (auto [alias, canonical] : kAliases)
+      if (key == alias || key == canonical) {
+        object->erase(alias);
+        object->erase(canonical);
+      }
+    r.writtenAs.erase(key);
     Expected<json::Value> v = json::parse(value);
     if (v) {
       (*object)[key] = std::move(*v);
@@ -266,41 +704,75 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
       (*object)[key] = value.str();
     }
   }
-  // SMP's aliases.
-  for (auto [alias, key] :
-       {std::pair{"partitions", "pipeline_parallel_degree"},
-        std::pair{"hybrid_shard_degree", "sharded_data_parallel_degree"}}) {
+  if (Error e = checkFinite(*parsed, "", source))
+    return std::move(e);
+  for (auto [alias, key] : kAliases) {
     if (json::Value *v = object->get(alias)) {
       if (object->get(key))
         return fail(source + ": spec keys '" + alias + "' and '" + key +
                     "' are the same setting; give one");
       (*object)[key] = *v;
       object->erase(alias);
+      r.writtenAs[key] = alias;
     }
   }
+  // SMP v2's hybrid_shard_degree: 0 (its default: PyTorch FSDP over the
+  // data ranks) and 1 (no sharding) replicate parameters, as Cleave does
+  // until sharded data parallelism lands; more is not implemented yet.
+  if (const json::Value *v = object->get("hybrid_shard_degree")) {
+    if (object->get("sharded_data_parallel_degree"))
+      return fail(source + ": spec keys 'hybrid_shard_degree' and "
+                           "'sharded_data_parallel_degree' are the same "
+                           "setting; give one");
+    std::optional<int64_t> degree = integerOf(*v);
+    if (!degree || *degree < 0)
+      return r.error("hybrid_shard_degree",
+                     "must be a non-negative integer, got " + shown(*v));
+    if (*degree > 1)
+      return r.error("hybrid_shard_degree",
+                     formatv("is {0}, but sharded data parallelism is not "
+                             "implemented yet; remove it or give 0 (SMP v2's "
+                             "default) or 1",
+                             *degree));
+    if (*degree == 0)
+      spec.notes.push_back(
+          {"hybrid_shard_degree", "0",
+           "SMP v2 would shard parameters, gradients and optimizer state "
+           "over the data-parallel ranks (PyTorch FSDP); Cleave replicates "
+           "them until sharded data parallelism lands: the same training, "
+           "more memory per rank"});
+    object->erase("hybrid_shard_degree");
+    smpV2 = true;
+  }
+  // Keys only SMP v2 has.
+  for (const char *key :
+       {"sm_activation_offloading", "fsdp_cache_flush_warnings",
+        "allow_empty_shards", "context_parallel_degree",
+        "expert_parallel_degree", "random_seed"})
+    if (object->get(key))
+      smpV2 = true;
 
-  Reader r(*object, source);
-  if (Error e = r.unknownKeys(
-          {"pipeline_parallel_degree", "microbatches", "active_microbatches",
-           "pipeline", "virtual_pipeline_degree", "auto_partition", "optimize",
-           "memory_weight", "default_partition", "partition_points",
-           "tensor_parallel_degree", "tensor_parallel_seed", "ddp",
-           "shard_optimizer_state", "sharded_data_parallel_degree",
-           "activation_checkpointing", "offload_activations",
-           "activation_loading_horizon", "bf16", "fp16", "dynamic_loss_scale",
-           "init_scale", "scale_window", "min_scale", "delayed_shift",
-           "delayed_parameter_initialization", "placement_strategy",
-           "processes_per_host", "device", "device_memory_gib", "batch_size",
-           "prescaled_batch", "optimizer", "seed", "world_size",
-           "frozen_parameters"}))
+  StringSet<> known = {
+      "pipeline_parallel_degree", "microbatches", "active_microbatches",
+      "pipeline", "virtual_pipeline_degree", "auto_partition", "optimize",
+      "memory_weight", "default_partition", "partition_points",
+      "tensor_parallel_degree", "ddp", "shard_optimizer_state",
+      "sharded_data_parallel_degree", "activation_checkpointing",
+      "offload_activations", "bf16", "fp16", "dynamic_loss_scale",
+      "init_scale", "scale_window", "min_scale", "delayed_shift",
+      "delayed_parameter_initialization", "placement_strategy",
+      "processes_per_host", "device", "device_memory_gib", "batch_size",
+      "micro_batch_size", "prescaled_batch", "optimizer", "seed",
+      "world_size", "frozen_parameters"};
+  for (const KeyRule &rule : kRules)
+    known.insert(rule.key);
+  if (Error e = r.unknownKeys(known))
     return std::move(e);
 
-  Spec spec;
   int64_t batch = 0;
   bool &autoPartition = spec.autoPartition;
   std::string &optimize = spec.optimize;
   double &memoryWeight = spec.memoryWeight;
-  int64_t tpSeed = 0, horizon = 4;
   int64_t &defaultPartition = spec.defaultPartition;
   CLEAVE_SPEC_READ(r.get("pipeline_parallel_degree", spec.pipelineParallelDegree));
   CLEAVE_SPEC_READ(r.get("tensor_parallel_degree", spec.tensorParallelDegree));
@@ -328,19 +800,33 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
   CLEAVE_SPEC_READ(r.get("auto_partition", autoPartition));
   CLEAVE_SPEC_READ(r.get("optimize", optimize));
   CLEAVE_SPEC_READ(r.get("memory_weight", memoryWeight));
-  CLEAVE_SPEC_READ(r.get("tensor_parallel_seed", tpSeed));
-  CLEAVE_SPEC_READ(r.get("activation_loading_horizon", horizon));
   CLEAVE_SPEC_READ(r.get("dynamic_loss_scale", spec.dynamicLossScale));
   CLEAVE_SPEC_READ(r.get("init_scale", spec.initScale));
   CLEAVE_SPEC_READ(r.get("scale_window", spec.scaleWindow));
   CLEAVE_SPEC_READ(r.get("min_scale", spec.minScale));
   CLEAVE_SPEC_READ(r.get("delayed_shift", spec.delayedShift));
-  CLEAVE_SPEC_READ(r.get("default_partition", defaultPartition));
+  if (const json::Value *v = object->get("default_partition"); !v || !v->getAsNull())
+    CLEAVE_SPEC_READ(r.get("default_partition", defaultPartition));
   if (object->get("batch_size")) {
     if (batch < 1)
       return r.error("batch_size", formatv("must be at least 1, got {0}",
                                            batch));
     spec.batchSize = batch;
+  }
+  // SMP v2 has no `ddp` key: its data-parallel ranks always average their
+  // gradients (FSDP), as 'ddp': true does here.
+  if (smpV2 && !object->get("ddp"))
+    spec.ddp = true;
+  // Without world_size, an estimator's distribution dictionary describes one
+  // host of mpi.processes_per_host ranks.
+  if (!object->get("world_size") && object->get("processes_per_host") &&
+      spec.processesPerHost >= 1) {
+    spec.worldSize = spec.processesPerHost;
+    spec.notes.push_back(
+        {"world_size", std::to_string(spec.worldSize),
+         "not given: the plan is for one host of " + r.name("processes_per_host") +
+             " ranks; set world_size to instance_count x processes_per_host "
+             "for more hosts"});
   }
   for (auto [key, value] :
        {std::pair{"pipeline_parallel_degree", spec.pipelineParallelDegree},
@@ -352,8 +838,32 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
         std::pair{"world_size", spec.worldSize}})
     if (Error e = positive(r, key, value))
       return std::move(e);
+  if (object->get("processes_per_host") && spec.processesPerHost < 1)
+    return r.error("processes_per_host",
+                   formatv("must be at least 1 (one process per GPU), got {0}",
+                           spec.processesPerHost));
+  // The program's rank numbers and microbatch indices are 32-bit
+  // (runtime/program.proto), which bounds every degree and count below.
+  constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+  for (auto [key, value] : {std::pair{"world_size", spec.worldSize},
+                            std::pair{"microbatches", spec.microbatches}})
+    if (value > kInt32Max)
+      return r.error(key, formatv("is {0}, more than the program format's "
+                                  "32-bit rank and microbatch numbers hold "
+                                  "({1})",
+                                  value, kInt32Max));
   if (spec.activeMicrobatches < 0)
     return r.error("active_microbatches", "must not be negative");
+  if (object->get("active_microbatches") &&
+      (spec.activeMicrobatches < 1 ||
+       spec.activeMicrobatches > spec.microbatches))
+    return r.error("active_microbatches",
+                   formatv("must be in [1, microbatches = {0}], got {1}",
+                           spec.microbatches, spec.activeMicrobatches));
+  if (spec.pipeline == "_only_forward")
+    return r.error("pipeline", "is \"_only_forward\" (SMP's forward-only "
+                               "pipeline), which is not implemented yet; "
+                               "use \"simple\" or \"interleaved\"");
   if (spec.pipeline != "simple" && spec.pipeline != "interleaved" &&
       spec.pipeline != "interleaved_virtual")
     return r.error("pipeline", "must be \"simple\", \"interleaved\" or "
@@ -367,7 +877,7 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
                                    optimize + "\"");
   if (memoryWeight < 0 || memoryWeight > 1)
     return r.error("memory_weight",
-                   formatv("must be in [0, 1], got {0}", memoryWeight));
+                   "must be in [0, 1], got " + shown(memoryWeight));
   if (spec.deviceMemoryGib < 0)
     return r.error("device_memory_gib", "must not be negative");
   if (spec.bf16 && spec.fp16)
@@ -389,6 +899,14 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
     return r.error("scale_window", "must be at least 1");
   if (spec.delayedShift < 1)
     return r.error("delayed_shift", "must be at least 1");
+  if (spec.prescaledBatch && optimize != "speed")
+    return r.error("prescaled_batch", "applies only with 'optimize': "
+                                      "\"speed\" (as SMP checks)");
+  if (object->get("prescaled_batch"))
+    spec.notes.push_back(
+        {r.name("prescaled_batch"), spec.prescaledBatch ? "true" : "false",
+         "makes the ranks of a tensor-parallel group read the same samples; "
+         "with tensor_parallel_degree 1 every group is one rank"});
   if (const json::Value *opt = object->get("optimizer"))
     if (Error e = readOptimizer(*opt, source, spec.optimizer))
       return std::move(e);
@@ -407,6 +925,12 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
     }
   }
 
+  Expected<int64_t> stages =
+      product(spec.pipelineParallelDegree, spec.virtualPipelineDegree,
+              "spec keys '" + r.name("pipeline_parallel_degree") +
+                  "' x 'virtual_pipeline_degree'");
+  if (!stages)
+    return stages.takeError();
   if (const json::Value *points = object->get("partition_points")) {
     const json::Array *list = points->getAsArray();
     if (!list)
@@ -426,17 +950,28 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
                      "to use them");
     spec.autoPartition = false;
   }
-  if (!spec.autoPartition &&
-      (int64_t)spec.partitionPoints.size() !=
-          spec.pipelineParallelDegree * spec.virtualPipelineDegree - 1)
+  // A program's schedule is a protobuf repeated field, which holds at most
+  // 2^31 - 1 entries: a forward and a backward per microbatch and stage.
+  if (Expected<int64_t> entries =
+          product(2 * spec.microbatches, spec.virtualPipelineDegree,
+                  "2 x spec keys 'microbatches' x 'virtual_pipeline_degree'");
+      !entries || *entries > kInt32Max) {
+    if (!entries)
+      consumeError(entries.takeError());
+    return r.error("microbatches",
+                   formatv("is {0}, so a program's schedule would have 2 x {0} "
+                           "x {1} (virtual_pipeline_degree) steps, more than "
+                           "the program format's repeated field holds ({2})",
+                           spec.microbatches, spec.virtualPipelineDegree,
+                           kInt32Max));
+  }
+  if (!spec.autoPartition && (int64_t)spec.partitionPoints.size() != *stages - 1)
     return r.error(
         "partition_points",
         formatv("names {0} split point(s), but {1} stage(s) need {2}: one "
                 "ONNX node name where each stage after the first begins (or "
                 "set 'auto_partition': true)",
-                spec.partitionPoints.size(),
-                spec.pipelineParallelDegree * spec.virtualPipelineDegree,
-                spec.pipelineParallelDegree * spec.virtualPipelineDegree - 1));
+                spec.partitionPoints.size(), *stages, *stages - 1));
   if (defaultPartition != 0)
     return r.error("default_partition",
                    formatv("is {0}, but stages are contiguous and the ops "
@@ -472,21 +1007,96 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
   CLEAVE_SPEC_READ(r.notYet<std::string>("activation_checkpointing", "", "remat"));
   CLEAVE_SPEC_READ(r.notYet<bool>("offload_activations", false, "offload"));
   CLEAVE_SPEC_READ(r.notYet<bool>("delayed_parameter_initialization", false, parallel));
-  int64_t dataDegree = spec.worldSize / (spec.pipelineParallelDegree *
-                                         spec.tensorParallelDegree);
-  if (spec.worldSize % (spec.pipelineParallelDegree *
-                        spec.tensorParallelDegree) != 0)
+  // SMP's other documented keys: defaults only, or a note in the plan.
+  for (const KeyRule &rule : kRules) {
+    const json::Value *v = object->get(rule.key);
+    if (!v)
+      continue;
+    KeyRule checked = rule;
+    // SMP v2 documents activation_loading_horizon > 0 (v1: >= 0).
+    if (smpV2 && StringRef(rule.key) == "activation_loading_horizon")
+      checked.min = 1;
+    if (Error e = checkRule(r, *object, checked, *v, spec.notes))
+      return std::move(e);
+  }
+
+  Expected<int64_t> modelRanks =
+      product(spec.pipelineParallelDegree, spec.tensorParallelDegree,
+              "spec keys '" + r.name("pipeline_parallel_degree") +
+                  "' x 'tensor_parallel_degree'");
+  if (!modelRanks)
+    return modelRanks.takeError();
+  int64_t dataDegree = spec.worldSize / *modelRanks;
+  if (spec.worldSize % *modelRanks != 0)
     return r.error("world_size",
-                   formatv("{0} is not a multiple of pipeline_parallel_degree "
-                           "x tensor_parallel_degree = {1}",
-                           spec.worldSize,
-                           spec.pipelineParallelDegree *
-                               spec.tensorParallelDegree));
+                   formatv("{0} is not a multiple of {1} x "
+                           "tensor_parallel_degree = {2}",
+                           spec.worldSize, r.name("pipeline_parallel_degree"),
+                           *modelRanks));
   if (dataDegree > 1 && !spec.ddp)
     return r.error("world_size",
                    formatv("{0} ranks leave {1} data-parallel replicas, which "
                            "need 'ddp': true to average their gradients",
                            spec.worldSize, dataDegree));
+
+  // Megatron-LM's batch: global_batch_size (an alias of batch_size) and
+  // micro_batch_size, the samples of one microbatch on one data rank.
+  if (const json::Value *v = object->get("micro_batch_size")) {
+    std::optional<int64_t> micro = integerOf(*v);
+    if (!micro || *micro < 1)
+      return r.error("micro_batch_size",
+                     "must be a positive integer, got " + shown(*v));
+    Expected<int64_t> perStep =
+        product(*micro, dataDegree,
+                "spec key 'micro_batch_size' x the data-parallel degree");
+    if (!perStep)
+      return perStep.takeError();
+    if (!spec.batchSize) {
+      Expected<int64_t> global =
+          product(*perStep, spec.microbatches,
+                  "spec keys 'micro_batch_size' x 'microbatches' x the "
+                  "data-parallel degree");
+      if (!global)
+        return global.takeError();
+      spec.batchSize = *global;
+    } else if (*spec.batchSize % *perStep != 0) {
+      return r.error("micro_batch_size",
+                     formatv("is {0}, but {1} = {2} does not split into "
+                             "microbatches of {0} on {3} data-parallel "
+                             "rank(s); use a {1} that is a multiple of {4}",
+                             *micro, r.name("batch_size"), *spec.batchSize,
+                             dataDegree, *perStep));
+    } else {
+      int64_t microbatches = *spec.batchSize / *perStep;
+      if (object->get("microbatches") && microbatches != spec.microbatches)
+        return r.error("micro_batch_size",
+                       formatv("is {0}, so {1} = {2} over {3} data-parallel "
+                               "rank(s) makes {4} microbatches, but "
+                               "'microbatches' is {5}; give one of the two",
+                               *micro, r.name("batch_size"), *spec.batchSize,
+                               dataDegree, microbatches, spec.microbatches));
+      if (microbatches > kInt32Max)
+        return r.error("micro_batch_size",
+                       formatv("makes {0} microbatches, more than the program "
+                               "format's 32-bit microbatch numbers hold",
+                               microbatches));
+      spec.microbatches = microbatches;
+    }
+  }
+  if (spec.batchSize) {
+    Expected<int64_t> perStep =
+        product(spec.microbatches, dataDegree,
+                "spec key 'microbatches' x the data-parallel degree");
+    if (!perStep)
+      return perStep.takeError();
+    if (*perStep > *spec.batchSize)
+      return r.error("microbatches",
+                     formatv("{0} microbatches on each of {1} data-parallel "
+                             "rank(s) need at least {2} samples, but {3} is "
+                             "{4}; every microbatch takes one sample or more",
+                             spec.microbatches, dataDegree, *perStep,
+                             r.name("batch_size"), *spec.batchSize));
+  }
   return spec;
 }
 
@@ -499,15 +1109,118 @@ Expected<Spec> cleave::readSpec(StringRef path,
   return parseSpec((*buffer)->getBuffer(), path, overrides);
 }
 
+/// The bytes of `n` ranks 0..n-1 as protobuf varints.
+static uint64_t varintBytes(uint64_t n) {
+  uint64_t bytes = 0, below = 0;
+  for (unsigned width = 1; below < n; ++width) {
+    uint64_t limit = width >= 9 ? n : std::min<uint64_t>(n, 1ull << (7 * width));
+    bytes += (limit - below) * width;
+    below = limit;
+  }
+  return bytes;
+}
+
+uint64_t cleave::scheduleEntriesPerProgram(const Spec &spec) {
+  return SaturatingMultiply<uint64_t>(
+      SaturatingMultiply<uint64_t>(2, uint64_t(spec.microbatches)),
+      uint64_t(spec.virtualPipelineDegree));
+}
+
+/// The data-parallel degree of a spec parseSpec accepted.
+static uint64_t dataDegreeOf(const Spec &spec) {
+  uint64_t modelRanks = uint64_t(spec.pipelineParallelDegree) *
+                        uint64_t(spec.tensorParallelDegree);
+  return modelRanks ? uint64_t(spec.worldSize) / modelRanks : 0;
+}
+
+uint64_t cleave::programBytesLowerBound(const Spec &spec) {
+  // Encoded, a schedule entry takes a tag and a length byte, and its
+  // microbatch index a tag and a varint unless it is 0; the data group is
+  // one varint per rank. Values parseSpec bounded to 32 bits, saturating
+  // all the same.
+  uint64_t m = uint64_t(spec.microbatches);
+  uint64_t perMicrobatchIndices = varintBytes(m) - 1 + (m - 1); // m >= 1
+  uint64_t entryBytes = SaturatingAdd<uint64_t>(
+      SaturatingMultiply<uint64_t>(2, scheduleEntriesPerProgram(spec)),
+      SaturatingMultiply<uint64_t>(
+          2 * uint64_t(spec.virtualPipelineDegree), perMicrobatchIndices));
+  uint64_t perProgram =
+      SaturatingAdd<uint64_t>(entryBytes, varintBytes(dataDegreeOf(spec)));
+  return SaturatingMultiply<uint64_t>(perProgram, uint64_t(spec.worldSize));
+}
+
+/// Bytes as a person reads them.
+static std::string humanBytes(double bytes) {
+  const char *units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 6) {
+    bytes /= 1024;
+    ++u;
+  }
+  return u ? formatv("{0:F1} {1}", bytes, units[u]).str()
+           : formatv("{0} bytes", int64_t(bytes)).str();
+}
+
+Error cleave::checkProgramsFit(const Spec &spec, const HostLimits &limits,
+                               StringRef folder) {
+  uint64_t data = dataDegreeOf(spec);
+  uint64_t entries = scheduleEntriesPerProgram(spec);
+  uint64_t onDisk = programBytesLowerBound(spec);
+  if (onDisk > limits.freeDiskBytes) {
+    // Name what makes them large: the rank count (each program lists its
+    // data group, so the total grows as its square) or the schedule.
+    bool ranks = varintBytes(data) >= SaturatingMultiply<uint64_t>(2, entries);
+    return fail(formatv(
+        "spec key '{0}': the programs would take at least {1} ({2}), more "
+        "than the {3} free in '{4}'; nothing was written. {5}",
+        ranks ? "world_size" : "microbatches", humanBytes(double(onDisk)),
+        ranks ? formatv("{0} programs, each listing its {1} data-parallel "
+                        "ranks",
+                        spec.worldSize, data)
+                    .str()
+              : formatv("{0} program(s), each with a forward and a backward "
+                        "step per microbatch: {1} steps",
+                        spec.worldSize, entries)
+                    .str(),
+        humanBytes(double(limits.freeDiskBytes)), folder,
+        ranks ? "Use fewer ranks (world_size), or more of them per model "
+                "replica (pipeline_parallel_degree)"
+              : "Use fewer microbatches, each with more samples"));
+  }
+  uint64_t inMemory =
+      SaturatingMultiply<uint64_t>(entries, limits.scheduleEntryBytes);
+  if (inMemory > limits.memoryBytes)
+    return fail(formatv(
+        "spec key 'microbatches': each program would hold {0} schedule steps "
+        "(a forward and a backward per microbatch), at least {1} in memory "
+        "as cleave-compile builds it and cleave-run loads it, more than this "
+        "machine's {2}; nothing was written. Use fewer microbatches, each "
+        "with more samples",
+        entries, humanBytes(double(inMemory)),
+        humanBytes(double(limits.memoryBytes))));
+  return Error::success();
+}
+
 Expected<int64_t> cleave::microbatchSize(const Spec &spec,
                                          std::optional<int64_t> exported) {
   int64_t data = spec.worldSize /
                  (spec.pipelineParallelDegree * spec.tensorParallelDegree);
-  int64_t perStep = data * spec.microbatches; // microbatches per step
+  int64_t perStep; // microbatches per step
+  if (MulOverflow(data, spec.microbatches, perStep))
+    return fail(formatv("spec key 'microbatches' = {0} x {1} data-parallel "
+                        "ranks overflows 64 bits; every microbatch takes one "
+                        "sample or more",
+                        spec.microbatches, data));
   if (!spec.batchSize) {
     if (!exported)
       return fail("the model's batch axis is symbolic: give the global batch "
                   "with spec key 'batch_size' (or --set batch_size=N)");
+    int64_t global;
+    if (MulOverflow(*exported, perStep, global))
+      return fail(formatv("the model's batch {0} x {1} microbatch(es) x {2} "
+                          "data-parallel rank(s) overflows 64 bits; lower "
+                          "'microbatches' or 'world_size'",
+                          *exported, spec.microbatches, data));
     return *exported;
   }
   int64_t batch = *spec.batchSize;
@@ -517,15 +1230,22 @@ Expected<int64_t> cleave::microbatchSize(const Spec &spec,
                         "multiple of {3}",
                         batch, spec.microbatches, data, perStep));
   int64_t size = batch / perStep;
-  if (exported && *exported != size)
+  if (exported && *exported != size) {
+    int64_t fitBatch, perMicrobatch;
+    if (MulOverflow(*exported, perStep, fitBatch) ||
+        MulOverflow(*exported, data, perMicrobatch))
+      return fail(formatv("the model was exported with batch {0}, but "
+                          "batch_size {1} gives microbatches of {2}; export "
+                          "with a dynamic batch axis",
+                          *exported, batch, size));
     return fail(formatv(
         "the model was exported with batch {0}, but batch_size {1} over {2} "
         "microbatch(es) and {3} data-parallel rank(s) gives microbatches of "
         "{4}; set batch_size to {5} (or microbatches to {6}), or export with "
         "a dynamic batch axis",
-        *exported, batch, spec.microbatches, data, size,
-        *exported * perStep,
-        batch % (*exported * data) == 0 ? batch / (*exported * data)
-                                        : spec.microbatches));
+        *exported, batch, spec.microbatches, data, size, fitBatch,
+        batch % perMicrobatch == 0 ? batch / perMicrobatch
+                                   : spec.microbatches));
+  }
   return size;
 }

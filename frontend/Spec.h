@@ -1,10 +1,14 @@
 //===- Spec.h - the parallelism spec of cleave-compile ---------*- C++ -*-===//
 //
 // The JSON spec of DESIGN.md ("The spec"), keys named as SMP's
-// smdistributed.modelparallel parameters. Parsing checks every key, type
-// and combination; keys whose feature Cleave does not implement yet are
-// accepted only with their default value, any other value is an error that
-// names the key.
+// smdistributed.modelparallel parameters. An SMP configuration is taken as
+// written: the SMP v1 parameters, the SMP v2 dictionary, or the SageMaker
+// estimator's whole `distribution` dictionary around either. Parsing checks
+// every key, type and combination; keys whose feature Cleave does not
+// implement yet are accepted only with their default value (any other value
+// is an error that names the key), and keys that mean nothing to an
+// ahead-of-time compiler are accepted with a note the plan carries.
+// docs/spec-keys.md lists the three classes.
 //
 //===----------------------------------------------------------------------===//
 #ifndef CLEAVE_FRONTEND_SPEC_H
@@ -33,6 +37,14 @@ struct OptimizerSpec {
   int64_t warmupSteps = 0;
   int64_t decaySteps = 0; // spec key lr_decay_steps; 0: no decay
   double minLr = 0.0;
+};
+
+/// A key that was accepted but changes nothing in the compiled plan (e.g.
+/// SMP's `skip_tracing`); plan.json lists these under "notes".
+struct SpecNote {
+  std::string key;   // as the user wrote it ("mpi.custom_mpi_options")
+  std::string value; // its JSON text
+  std::string why;   // why it changes nothing
 };
 
 struct Spec {
@@ -75,6 +87,7 @@ struct Spec {
   std::vector<std::string> frozenParameters;
   int64_t seed = 0;
   int64_t worldSize = 1;
+  std::vector<SpecNote> notes;
 };
 
 /// Parses a spec from JSON text; `source` names it in errors. `overrides`
@@ -85,6 +98,28 @@ llvm::Expected<Spec> parseSpec(llvm::StringRef json, llvm::StringRef source,
 /// Reads and parses a spec file.
 llvm::Expected<Spec> readSpec(llvm::StringRef path,
                               const std::vector<std::string> &overrides);
+
+/// What the machine that compiles (and, alike, each that runs a program)
+/// has room for, and what one schedule entry costs in its memory.
+struct HostLimits {
+  uint64_t freeDiskBytes = 0; // at the output folder
+  uint64_t memoryBytes = 0;   // physical memory
+  uint64_t scheduleEntryBytes = 0; // one program.proto Step, as held in memory
+};
+
+/// Lower bounds of the programs' size that need no model: every rank's
+/// program lists the ranks of its data-parallel group and has a forward
+/// and a backward schedule entry per microbatch and virtual stage.
+uint64_t scheduleEntriesPerProgram(const Spec &spec);
+uint64_t programBytesLowerBound(const Spec &spec); // all ranks, encoded
+
+/// Refuses, before anything is read or written, programs that cannot fit the
+/// output folder's free space or one program that cannot fit the memory of
+/// the machine that builds it (cleave-run holds the same): world_size 10^6
+/// would write terabytes, 10^9 microbatches a schedule of billions of steps.
+/// The error names the key that makes them large.
+llvm::Error checkProgramsFit(const Spec &spec, const HostLimits &limits,
+                             llvm::StringRef folder);
 
 /// The batch each rank's function runs: the global batch over data ranks
 /// and microbatches. `exportedBatch` is the ONNX model's static batch, if

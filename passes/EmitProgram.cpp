@@ -108,6 +108,30 @@ FailureOr<std::string> bytesOf(ElementsAttr value, Operation *where) {
   return std::string(raw.data(), raw.size());
 }
 
+/// plan.json's "notes": the spec keys that were accepted but change nothing
+/// (cleave-compile puts them on the module as cleave.spec_notes).
+llvm::json::Array specNotes(ModuleOp module) {
+  llvm::json::Array notes;
+  auto list = module->getAttrOfType<ArrayAttr>("cleave.spec_notes");
+  for (Attribute a : list ? list.getValue() : ArrayRef<Attribute>()) {
+    auto note = a.dyn_cast<DictionaryAttr>();
+    if (!note)
+      continue;
+    auto text = [&](StringRef key) {
+      auto s = note.getAs<StringAttr>(key);
+      return s ? s.str() : std::string();
+    };
+    llvm::Expected<llvm::json::Value> value = llvm::json::parse(text("value"));
+    if (!value)
+      llvm::consumeError(value.takeError());
+    notes.push_back(llvm::json::Object{
+        {"key", text("key")},
+        {"value", value ? std::move(*value) : llvm::json::Value(text("value"))},
+        {"why", text("why")}});
+  }
+  return notes;
+}
+
 /// An op attribute as the runtime's Attribute; failure for a kind the
 /// runtime cannot read.
 LogicalResult convertAttribute(Attribute attr, pb::Attribute &out) {
@@ -1376,7 +1400,8 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
              {"predicted_bubble", predictedBubble}}},
         {"stages", std::move(stageList)},
         {"ranks", std::move(ranks)},
-        {"timeline", std::move(spans)}};
+        {"timeline", std::move(spans)},
+        {"notes", specNotes(top)}};
     SmallString<256> path(outputDir);
     llvm::sys::path::append(path, "plan.json");
     std::error_code ec;
@@ -1436,7 +1461,8 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
                                      {"microbatch_size", b.microbatch_size()},
                                      {"microbatches", b.microbatches()},
                                      {"seq_len", b.seq_len()}}},
-        {"ranks", std::move(ranks)}};
+        {"ranks", std::move(ranks)},
+        {"notes", specNotes(module)}};
     SmallString<256> path(outputDir);
     llvm::sys::path::append(path, "plan.json");
     std::error_code ec;

@@ -28,8 +28,12 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
 
+#include "program.pb.h"
+
 #include <cstdio>
 #include <fstream>
+#include <limits>
+#include <unistd.h>
 
 using namespace llvm;
 
@@ -299,6 +303,30 @@ int main(int argc, char **argv) {
     }
     spec = *read;
   }
+  // The programs' least size is known from the spec alone: refuse before
+  // reading the model, let alone writing, what cannot fit the output's file
+  // system or this machine's memory.
+  if (programMode) {
+    SmallString<256> existing(outputPath.getValue());
+    while (!existing.empty() && !llvm::sys::fs::exists(existing))
+      llvm::sys::path::remove_filename(existing);
+    ErrorOr<llvm::sys::fs::space_info> space =
+        llvm::sys::fs::disk_space(existing.empty() ? "." : existing.str());
+    cleave::HostLimits limits;
+    limits.freeDiskBytes =
+        space ? space->available : std::numeric_limits<uint64_t>::max();
+    long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGESIZE);
+    limits.memoryBytes = pages > 0 && pageSize > 0
+                             ? uint64_t(pages) * uint64_t(pageSize)
+                             : std::numeric_limits<uint64_t>::max();
+    // A Step object and its pointer in the schedule's repeated field.
+    limits.scheduleEntryBytes =
+        sizeof(cleave::program::Step) + sizeof(void *);
+    if (Error e = cleave::checkProgramsFit(spec, limits, outputPath)) {
+      errs() << "cleave-compile: " << toString(std::move(e)) << "\n";
+      return 1;
+    }
+  }
 
   cleave::ImportOptions options;
   if (batch > 0)
@@ -329,6 +357,18 @@ int main(int argc, char **argv) {
     return 1;
   if (!programMode)
     return printModule(**module);
+
+  // Spec keys accepted that change nothing (SMP's skip_tracing...): the
+  // emitter lists them in plan.json's "notes".
+  mlir::Builder builder(&context);
+  SmallVector<mlir::Attribute> notes;
+  for (const cleave::SpecNote &note : spec.notes)
+    notes.push_back(builder.getDictionaryAttr(
+        {builder.getNamedAttr("key", builder.getStringAttr(note.key)),
+         builder.getNamedAttr("value", builder.getStringAttr(note.value)),
+         builder.getNamedAttr("why", builder.getStringAttr(note.why))}));
+  if (!notes.empty())
+    (**module)->setAttr("cleave.spec_notes", builder.getArrayAttr(notes));
 
   mlir::PassManager pm(&context);
   mlir::applyPassManagerCLOptions(pm);
