@@ -8,6 +8,8 @@
 #include "ir/CleaveOps.h"
 #include "passes/Passes.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
 namespace mlir::cleave {
 #define GEN_PASS_DEF_VERIFYIMPORTED
 #include "passes/Passes.h.inc"
@@ -25,6 +27,40 @@ bool isStaticTensor(Type type) {
 
 struct VerifyImported : cleave::impl::VerifyImportedBase<VerifyImported> {
   using VerifyImportedBase::VerifyImportedBase;
+
+  /// A function to train returns a scalar float loss; otherwise autodiff
+  /// finds nothing to differentiate and the program runs forward only.
+  LogicalResult verifyLoss(func::FuncOp func) {
+    if (func.isExternal() || func->hasAttr("cleave.kind"))
+      return success();
+    std::string outputs;
+    for (auto [i, type] : llvm::enumerate(func.getResultTypes())) {
+      auto tensor = type.dyn_cast<RankedTensorType>();
+      if (tensor && tensor.getRank() == 0 &&
+          tensor.getElementType().isa<FloatType>())
+        return success();
+      auto name = func.getResultAttrOfType<StringAttr>(i, "cleave.onnx_name");
+      std::string shown;
+      llvm::raw_string_ostream os(shown);
+      os << (outputs.empty() ? "" : ", ") << "'"
+         << (name ? name.str() : "#" + std::to_string(i)) << "' of ";
+      if (tensor) {
+        os << "shape [";
+        llvm::interleaveComma(tensor.getShape(), os);
+        os << "] (" << tensor.getElementType() << ")";
+      } else {
+        os << "type " << type;
+      }
+      outputs += os.str();
+    }
+    return emitError(func.getLoc())
+           << "the model has no scalar loss to train: its output"
+           << (func.getNumResults() == 1 ? " is " : "s are ")
+           << (outputs.empty() ? std::string("none") : outputs)
+           << "; export a module that returns its loss (a float of shape "
+              "[]), or compile with --forward-only to run it without "
+              "training";
+  }
 
   void runOnOperation() override {
     bool ok = true;
@@ -51,6 +87,9 @@ struct VerifyImported : cleave::impl::VerifyImportedBase<VerifyImported> {
         ok = false;
       }
     });
+    if (requireLoss)
+      for (auto func : getOperation().getOps<func::FuncOp>())
+        ok &= succeeded(verifyLoss(func));
     for (auto func : getOperation().getOps<func::FuncOp>())
       for (Type type : func.getFunctionType().getInputs())
         if (!isStaticTensor(type)) {

@@ -70,6 +70,11 @@ static cl::opt<std::string>
                        "model (default: the checked-in rates of the spec's "
                        "device)"),
               cl::value_desc("rates.json"), cl::init(""));
+static cl::opt<bool> forwardOnly(
+    "forward-only",
+    cl::desc("compile the forward pass only (no backward, no optimizer); "
+             "without it the model must return a scalar loss"),
+    cl::init(false));
 static cl::opt<bool>
     writeReport("report",
                 cl::desc("also write OUT/report.html: the partition, memory "
@@ -293,6 +298,7 @@ int main(int argc, char **argv) {
   mlir::applyPassManagerCLOptions(pm);
   mlir::cleave::ProgramPipelineOptions pipeline;
   pipeline.outputDir = outputPath;
+  pipeline.train = !forwardOnly;
   pipeline.microbatches = spec.microbatches;
   pipeline.dataDegree = spec.worldSize / (spec.pipelineParallelDegree *
                                           spec.tensorParallelDegree);
