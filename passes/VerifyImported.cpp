@@ -9,6 +9,7 @@
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/MathExtras.h"
 
 namespace mlir::cleave {
 #define GEN_PASS_DEF_VERIFYIMPORTED
@@ -23,6 +24,17 @@ namespace {
 bool isStaticTensor(Type type) {
   auto tensor = type.dyn_cast<RankedTensorType>();
   return tensor && tensor.hasStaticShape();
+}
+
+/// Bytes of a static tensor, or std::nullopt where they overflow 64 bits
+/// (ShapedType::getNumElements does not check).
+std::optional<int64_t> checkedBytes(RankedTensorType tensor) {
+  unsigned bits = tensor.getElementType().getIntOrFloatBitWidth();
+  int64_t bytes = bits == 1 ? 1 : (bits + 7) / 8;
+  for (int64_t d : tensor.getShape())
+    if (llvm::MulOverflow(bytes, d, bytes))
+      return std::nullopt;
+  return bytes;
 }
 
 struct VerifyImported : cleave::impl::VerifyImportedBase<VerifyImported> {
@@ -64,28 +76,47 @@ struct VerifyImported : cleave::impl::VerifyImportedBase<VerifyImported> {
 
   void runOnOperation() override {
     bool ok = true;
-    getOperation().walk([&](Operation *op) {
+    int64_t totalBytes = 0;
+    getOperation().walk([&](Operation *op) -> WalkResult {
       if (isa<ModuleOp>(op))
-        return;
+        return WalkResult::advance();
       Dialect *dialect = op->getDialect();
       if (!dialect || (!isa<CleaveDialect>(dialect) &&
                        !isa<func::FuncDialect>(dialect))) {
         op->emitError() << "op '" << op->getName()
                         << "' is not part of an imported cleave module";
         ok = false;
-        return;
+        return WalkResult::advance();
       }
-      for (Type type : op->getResultTypes())
+      for (Type type : op->getResultTypes()) {
         if (!isStaticTensor(type)) {
           op->emitError() << "result of type " << type
                           << " is not a statically shaped tensor";
           ok = false;
+          continue;
         }
+        // Every later size (the memory plan's offsets, the program's
+        // buffers) is a 64-bit byte count: one that overflows would be
+        // planned as a few bytes.
+        auto tensor = type.cast<RankedTensorType>();
+        std::optional<int64_t> bytes = checkedBytes(tensor);
+        if (!bytes || llvm::AddOverflow(totalBytes, *bytes, totalBytes)) {
+          op->emitError() << "result of type " << type << " makes "
+                          << (bytes ? "the model's tensors together"
+                                    : "a tensor")
+                          << " larger than a 64-bit count of bytes, so no "
+                             "memory plan can hold it; export the model with "
+                             "smaller dimensions (batch, sequence)";
+          ok = false;
+          return WalkResult::interrupt();
+        }
+      }
       if (requireNames && isa<CleaveDialect>(dialect) &&
           !isa<ParameterOp>(op) && !op->getLoc().isa<NameLoc>()) {
         op->emitError() << "op has no ONNX node name as its location";
         ok = false;
       }
+      return WalkResult::advance();
     });
     if (requireLoss)
       for (auto func : getOperation().getOps<func::FuncOp>())

@@ -145,6 +145,17 @@ def main():
     elif case == "overflowing-mask":
         # A [2^32, 2^32] constant: 2^64 elements, past any 64-bit count.
         write(mask_from_input(2 ** 32), out)
+    elif case == "huge-activation":
+        # Two 8 GiB inputs whose sum broadcasts to 2 x 2^31 x 2^31 floats:
+        # 2^65 bytes, which a 64-bit plan would hold as a few bytes.
+        n = 2 ** 31
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, n, 1])
+        y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 1, n])
+        z = helper.make_tensor_value_info("z", TensorProto.FLOAT, None)
+        node = helper.make_node("Add", ["x", "y"], ["z"], name="/outer/Add")
+        graph = helper.make_graph([node], "outer", [x, y], [z])
+        write(helper.make_model(
+            graph, opset_imports=[helper.make_opsetid("", 17)]), out)
     elif case == "old-opset":
         write(linear_model(opset=11), out)
     elif case == "no-graph":
