@@ -455,7 +455,8 @@ LogicalResult Importer::foldError(Location loc, const llvm::Twine &what,
     if (auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                                       "cleave.onnx_name"))
       sizes += (sizes.empty() ? "'" : ", '") + name.str() + "' " +
-               ::cleave::shapeToString(arg.getType().cast<RankedTensorType>().getShape());
+               ::cleave::shapeToString(
+                   arg.getType().cast<RankedTensorType>().getShape());
   diag.attachNote() << "its shape follows from the graph inputs (" << sizes
                     << "); export with, or bind (--bind-dim), smaller "
                        "dimensions";
@@ -911,6 +912,8 @@ LogicalResult Importer::mapNode(const onnx::NodeProto &node, Location loc) {
                              "model.eval() or p=0";
       r = *x;
       if (node.output_size() > 1 && !node.output(1).empty()) {
+        if (auto e = ::cleave::checkHostTensorSize(shape(0)))
+          return foldError(loc, op, std::move(e));
         HostTensor keep(DType::Bool, shape(0));
         for (int64_t i = 0; i < keep.numElements(); ++i)
           keep.setInt(i, 1);
@@ -1463,6 +1466,8 @@ LogicalResult Importer::weightedLoss(const onnx::NodeProto &node,
   oneHotShape[1] = classes;
   targetShape.insert(targetShape.begin() + 1, 1);
   Type idType = tType.getElementType();
+  if (auto e = ::cleave::checkHostTensorSize(oneHotShape))
+    return foldError(loc, op, std::move(e));
   HostTensor ids(dtypeOf(idType), oneHotShape);
   for (int64_t c = 0; c < classes; ++c)
     ids.setInt(c, c);

@@ -180,21 +180,24 @@ cleave::readTensorBytes(const onnx::TensorProto &tensor,
   if (!isSupported(dtype))
     return fail("tensor '" + tensor.name() + "' has unsupported element type " +
                 dtypeName(dtype));
+  llvm::ArrayRef<int64_t> dims(tensor.dims().data(), tensor.dims().size());
   int64_t count = 1;
-  for (int64_t d : tensor.dims()) {
+  for (int64_t d : dims) {
     if (d < 0)
       return fail("tensor '" + tensor.name() + "' has a negative dimension");
     if (llvm::MulOverflow(count, d, count))
       return fail("tensor '" + tensor.name() + "' has shape " +
-                  shapeToString(llvm::ArrayRef<int64_t>(tensor.dims().data(), tensor.dims().size())) +
-                  ", more elements than a 64-bit count holds");
+                  shapeToString(dims) +
+                  ", more elements than a 64-bit count holds; export the model "
+                  "again");
   }
   int64_t size = dtypeSize(dtype);
   int64_t expected;
   if (llvm::MulOverflow(count, size, expected))
     return fail("tensor '" + tensor.name() + "' has shape " +
-                shapeToString(llvm::ArrayRef<int64_t>(tensor.dims().data(), tensor.dims().size())) +
-                ", more bytes than a 64-bit count holds");
+                shapeToString(dims) +
+                ", more bytes than a 64-bit count holds; export the model "
+                "again");
   std::vector<char> bytes;
 
   if (tensor.data_location() == onnx::TensorProto::EXTERNAL) {

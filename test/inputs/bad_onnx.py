@@ -156,6 +156,24 @@ def main():
         graph = helper.make_graph([node], "outer", [x, y], [z])
         write(helper.make_model(
             graph, opset_imports=[helper.make_opsetid("", 17)]), out)
+    elif case == "huge-dropout-mask":
+        # Dropout's mask output (all true in eval mode) is a constant of
+        # the input's shape: 2^40 elements.
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2 ** 40])
+        y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+        m = helper.make_tensor_value_info("mask", TensorProto.BOOL, None)
+        node = helper.make_node("Dropout", ["x"], ["y", "mask"],
+                                name="/drop/Dropout")
+        graph = helper.make_graph([node], "drop", [x], [y, m])
+        write(helper.make_model(
+            graph, opset_imports=[helper.make_opsetid("", 17)]), out)
+    elif case == "huge-initializer":
+        # An initializer whose dims multiply past 64 bits.
+        model = linear_model()
+        w = model.graph.initializer[0]
+        del w.dims[:]
+        w.dims.extend([2 ** 62, 4])
+        write(model, out)
     elif case == "old-opset":
         write(linear_model(opset=11), out)
     elif case == "no-graph":

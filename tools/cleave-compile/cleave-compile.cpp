@@ -78,7 +78,8 @@ static cl::opt<std::string>
               cl::desc("rates measured by cleave-calibrate, for the cost "
                        "model (default: the checked-in rates of the spec's "
                        "device)"),
-              cl::value_desc("rates.json"), cl::init(""), cl::cat(inputCategory));
+              cl::value_desc("rates.json"), cl::init(""),
+              cl::cat(inputCategory));
 static cl::opt<bool> forwardOnly(
     "forward-only",
     cl::desc("compile the forward pass only (no backward, no optimizer); "
