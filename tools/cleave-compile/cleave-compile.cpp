@@ -284,6 +284,16 @@ int main(int argc, char **argv) {
     spec = *read;
   }
 
+  if (programMode && forwardOnly && spec.pipelineParallelDegree > 1) {
+    // The pipeline schedule interleaves each stage's forward with its
+    // backward; a forward-only schedule is not built yet.
+    errs() << "cleave-compile: --forward-only compiles without a pipeline; "
+              "spec key 'pipeline_parallel_degree' is "
+           << spec.pipelineParallelDegree
+           << ": set it to 1 (--set pipeline_parallel_degree=1), or train\n";
+    return 2;
+  }
+
   cleave::ImportOptions options;
   if (batch > 0)
     options.batchSize = batch;
