@@ -93,6 +93,8 @@ Expected<Shape> broadcast(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b) 
   if (mlir::failed(r))
     return fail("shapes " + shapeToString(a) + " and " + shapeToString(b) +
                 " do not broadcast");
+  if (auto e = checkHostTensorSize(*r))
+    return std::move(e);
   return Shape(r->begin(), r->end());
 }
 
@@ -268,6 +270,8 @@ Expected<HostTensor> foldGather(const HostTensor &data,
   Shape outShape(data.shape().take_front(*axis));
   outShape.append(indices.shape().begin(), indices.shape().end());
   outShape.append(data.shape().begin() + *axis + 1, data.shape().end());
+  if (auto e = checkHostTensorSize(outShape))
+    return std::move(e);
   int64_t outer = 1, inner = 1;
   for (int64_t d = 0; d < *axis; ++d)
     outer *= data.shape()[d];
@@ -311,6 +315,8 @@ Expected<HostTensor> foldConcat(llvm::ArrayRef<const HostTensor *> inputs,
   int64_t outer = 1;
   for (int64_t d = 0; d < *axis; ++d)
     outer *= outShape[d];
+  if (auto e = checkHostTensorSize(outShape))
+    return std::move(e);
   HostTensor out(first.dtype(), outShape);
   int64_t k = 0;
   for (int64_t o = 0; o < outer; ++o)
@@ -404,6 +410,8 @@ cleave::foldNode(const onnx::NodeProto &node,
     for (int64_t d : dims)
       if (d < 0)
         return fail("ConstantOfShape with a negative dimension");
+    if (auto e = checkHostTensorSize(dims))
+      return std::move(e);
     HostTensor fill(DType::F32, {});
     if (const auto *attr = findAttr(node, "value")) {
       auto v = decodeTensor(attr->t(), modelDir);
@@ -572,8 +580,16 @@ cleave::foldNode(const onnx::NodeProto &node,
            delta = in(2)->getDouble(0);
     if (delta == 0)
       return fail("Range with delta 0");
-    int64_t n = std::max<int64_t>(
-        0, static_cast<int64_t>(std::ceil((limit - start) / delta)));
+    double count = std::ceil((limit - start) / delta);
+    // Checked as a double first: casting a count past 2^63 (or NaN) to
+    // int64 is undefined.
+    if (!(count < 0x1p62))
+      return fail(llvm::formatv("Range from {0} to {1} by {2} has too many "
+                                "elements",
+                                start, limit, delta));
+    int64_t n = std::max<int64_t>(0, static_cast<int64_t>(count));
+    if (auto e = checkHostTensorSize({n}))
+      return std::move(e);
     HostTensor out(x.dtype(), {n});
     for (int64_t i = 0; i < n; ++i) {
       if (out.isFloating())

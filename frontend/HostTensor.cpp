@@ -1,9 +1,15 @@
 //===- HostTensor.cpp - storage and conversions of host tensors ----------===//
 
 #include "frontend/HostTensor.h"
+#include "frontend/OnnxShapes.h"
+
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <cmath>
 #include <cstring>
+
+#include <unistd.h>
 
 using namespace cleave;
 
@@ -63,6 +69,37 @@ HostTensor HostTensor::ints(llvm::ArrayRef<int64_t> values, DType dtype) {
   for (size_t i = 0; i < values.size(); ++i)
     t.setInt(i, values[i]);
   return t;
+}
+
+llvm::Error cleave::checkHostTensorSize(llvm::ArrayRef<int64_t> shape) {
+  // value_too_large tells the importer to name the graph inputs the size
+  // came from.
+  auto tooLarge = [&](const llvm::Twine &why) {
+    return llvm::createStringError(
+        std::make_error_code(std::errc::value_too_large),
+        "a constant of shape " + shapeToString(shape) + " " + why);
+  };
+  int64_t count = 1, bytes;
+  for (int64_t d : shape) {
+    if (d < 0)
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "a constant of shape " +
+                                         shapeToString(shape) +
+                                         " has a negative dimension");
+    if (llvm::MulOverflow(count, d, count))
+      return tooLarge("has more elements than a 64-bit count holds");
+  }
+  int64_t pages = ::sysconf(_SC_PHYS_PAGES), pageSize = ::sysconf(_SC_PAGESIZE);
+  int64_t memory = pages > 0 && pageSize > 0 ? pages * pageSize : INT64_MAX;
+  // Folding holds four copies at its peak: the HostTensor (8 bytes an
+  // element), the flat indices of its two broadcast operands (8 each) and
+  // the IR constant made from it.
+  if (llvm::MulOverflow<int64_t>(count, 4 * 8, bytes) || bytes > memory)
+    return tooLarge(llvm::formatv(
+        "({0} elements) is computed while importing, but needs {1:F1} GiB, "
+        "more than this machine's {2:F1} GiB of memory",
+        count, double(count) * 32 / (1 << 30), double(memory) / (1 << 30)));
+  return llvm::Error::success();
 }
 
 int64_t HostTensor::numElements() const {

@@ -14,6 +14,7 @@
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/Support/Error.h"
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -77,6 +78,14 @@ private:
   std::vector<int64_t> intData;
   std::vector<double> floatData;
 };
+
+/// Checks that a tensor of `shape` can be computed on the host: its element
+/// count fits in 64 bits and folding it (a HostTensor of 8 bytes an element,
+/// its operands' broadcast indices and the IR constant: 32 bytes an element)
+/// fits in this machine's physical memory. Shapes folded from a graph
+/// input's size (a causal mask of seq x seq) are checked with it before
+/// anything is allocated, so a huge dimension is an error, not an abort.
+llvm::Error checkHostTensorSize(llvm::ArrayRef<int64_t> shape);
 
 /// Row-major strides of `shape`.
 llvm::SmallVector<int64_t, 4> stridesOf(llvm::ArrayRef<int64_t> shape);

@@ -89,6 +89,8 @@ private:
   LogicalResult defineConstant(const std::string &name, HostTensor t,
                                Location loc);
   InFlightDiagnostic error(Location loc) { return emitError(loc); }
+  LogicalResult foldError(Location loc, const llvm::Twine &what,
+                          llvm::Error e);
   /// A graph input's, output's or initializer's location: its name in the
   /// model file (line 0: not a node).
   Location valueLoc(llvm::StringRef name) {
@@ -434,6 +436,33 @@ LogicalResult Importer::declareInitializers() {
   return success();
 }
 
+LogicalResult Importer::foldError(Location loc, const llvm::Twine &what,
+                                  llvm::Error e) {
+  std::string message;
+  bool tooLarge = false;
+  llvm::handleAllErrors(std::move(e), [&](const llvm::ErrorInfoBase &info) {
+    message = info.message();
+    tooLarge = info.convertToErrorCode() == std::errc::value_too_large;
+  });
+  auto diag = error(loc) << what << ": " << message;
+  if (!tooLarge)
+    return diag;
+  // The constant grew from the graph inputs' sizes (a mask of seq x seq):
+  // name them, since that is what the user changes.
+  std::string sizes;
+  auto func = cast<func::FuncOp>(builder.getBlock()->getParentOp());
+  for (BlockArgument arg : func.getArguments())
+    if (auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                      "cleave.onnx_name"))
+      sizes += (sizes.empty() ? "'" : ", '") + name.str() + "' " +
+               ::cleave::shapeToString(
+                   arg.getType().cast<RankedTensorType>().getShape());
+  diag.attachNote() << "its shape follows from the graph inputs (" << sizes
+                    << "); export with, or bind (--bind-dim), smaller "
+                       "dimensions";
+  return diag;
+}
+
 FailureOr<RankedTensorType>
 Importer::inputType(const onnx::ValueInfoProto &info) {
   auto loc = valueLoc(info.name());
@@ -477,6 +506,9 @@ Importer::inputType(const onnx::ValueInfoProto &info) {
       return failure();
     }
   }
+  if (auto e = ::cleave::checkInputSize(
+          info.name(), shape, dtypeSize(static_cast<DType>(tt.elem_type()))))
+    return error(loc) << llvm::toString(std::move(e));
   return RankedTensorType::get(shape, *element);
 }
 
@@ -657,8 +689,8 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node, int index) {
   if (op == "Constant" || (allConstant && ::cleave::isFoldable(op))) {
     auto outs = ::cleave::foldNode(node, constants, opset, modelDir);
     if (!outs)
-      return error(loc) << "node '" << name << "' (" << op
-                        << "): " << llvm::toString(outs.takeError());
+      return foldError(loc, "node '" + name + "' (" + op + ")",
+                       outs.takeError());
     for (auto [i, out] : llvm::enumerate(*outs)) {
       if ((int)i >= node.output_size())
         break;
@@ -880,6 +912,8 @@ LogicalResult Importer::mapNode(const onnx::NodeProto &node, Location loc) {
                              "model.eval() or p=0";
       r = *x;
       if (node.output_size() > 1 && !node.output(1).empty()) {
+        if (auto e = ::cleave::checkHostTensorSize(shape(0)))
+          return foldError(loc, op, std::move(e));
         HostTensor keep(DType::Bool, shape(0));
         for (int64_t i = 0; i < keep.numElements(); ++i)
           keep.setInt(i, 1);
@@ -1357,6 +1391,8 @@ LogicalResult Importer::mapNode(const onnx::NodeProto &node, Location loc) {
     if (failed(x))
       return failure();
     int64_t rows = shape(0)[type(0).getRank() - 2], cols = shape(0).back();
+    if (auto e = ::cleave::checkHostTensorSize({rows, cols}))
+      return foldError(loc, op, std::move(e));
     HostTensor ones(DType::Bool, {rows, cols});
     for (int64_t i = 0; i < ones.numElements(); ++i)
       ones.setInt(i, 1);
@@ -1430,6 +1466,8 @@ LogicalResult Importer::weightedLoss(const onnx::NodeProto &node,
   oneHotShape[1] = classes;
   targetShape.insert(targetShape.begin() + 1, 1);
   Type idType = tType.getElementType();
+  if (auto e = ::cleave::checkHostTensorSize(oneHotShape))
+    return foldError(loc, op, std::move(e));
   HostTensor ids(dtypeOf(idType), oneHotShape);
   for (int64_t c = 0; c < classes; ++c)
     ids.setInt(c, c);

@@ -1,16 +1,25 @@
 //===- OnnxModel.cpp - ONNX files, tensors and attributes ----------------===//
 
 #include "frontend/OnnxModel.h"
+#include "frontend/OnnxShapes.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
 #include <google/protobuf/io/coded_stream.h>
 
+#include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstring>
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 using namespace cleave;
 using llvm::Expected;
@@ -86,6 +95,84 @@ static Expected<std::string> resolveExternal(llvm::StringRef location,
   return std::string(full);
 }
 
+/// An external_data `offset` or `length`: a decimal count of bytes.
+static Expected<int64_t> externalCount(const std::string &value,
+                                       llvm::StringRef key,
+                                       llvm::StringRef tensorName) {
+  int64_t n;
+  if (llvm::StringRef(value).getAsInteger(10, n) || n < 0)
+    return fail("initializer '" + tensorName + "': external data " + key +
+                " '" + value + "' is not a count of bytes (a decimal "
+                "integer >= 0); export the model again");
+  return n;
+}
+
+/// Opens the external data file at `path` for reading, and returns its
+/// descriptor and size. Only a regular file inside the model's folder, with
+/// one name, is read: a symlink whose target leaves the folder, or a file
+/// with several hard links (whose other names may lie anywhere, a system
+/// file linked in among the weights), would copy a file from outside the
+/// model into params.bin; a FIFO or device would block or never end.
+static Expected<std::pair<int, uint64_t>>
+openExternal(const std::string &path, llvm::StringRef modelDir,
+             llvm::StringRef location, llvm::StringRef tensorName) {
+  auto refuse = [&](const llvm::Twine &why) {
+    return fail("initializer '" + tensorName + "': external data file '" +
+                path + "' " + why);
+  };
+  char realDir[PATH_MAX], realFile[PATH_MAX];
+  std::string dir = modelDir.str();
+  if (!::realpath(dir.c_str(), realDir))
+    return fail("initializer '" + tensorName + "': cannot resolve the "
+                "model's folder '" + dir + "': " + std::strerror(errno));
+  if (!::realpath(path.c_str(), realFile))
+    return fail("initializer '" + tensorName +
+                "': cannot read external data file '" + path +
+                "': " + std::strerror(errno));
+  llvm::StringRef inside(realFile), folder(realDir);
+  if (!(inside.startswith(folder) &&
+        (folder == "/" || inside.substr(folder.size()).startswith("/"))))
+    return refuse("is a link to '" + inside + "', outside the model's "
+                  "folder '" + folder + "'; external data must lie in the "
+                  "model's folder (copy the file there instead of linking "
+                  "it)");
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; the checks on
+  // the open descriptor then refuse it.
+  int fd = ::open(realFile, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0)
+    return fail("initializer '" + tensorName +
+                "': cannot read external data file '" + path +
+                "': " + std::strerror(errno));
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    int err = errno;
+    ::close(fd);
+    return fail("initializer '" + tensorName +
+                "': cannot read external data file '" + path +
+                "': " + std::strerror(err));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    const char *kind = S_ISFIFO(st.st_mode)   ? "a FIFO"
+                       : S_ISDIR(st.st_mode)  ? "a folder"
+                       : S_ISCHR(st.st_mode)  ? "a character device"
+                       : S_ISBLK(st.st_mode)  ? "a block device"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "not a file";
+    return refuse(llvm::Twine("is ") + kind + ", not a regular file; "
+                  "external data must be a file of the model's folder");
+  }
+  if (st.st_nlink > 1) {
+    ::close(fd);
+    return refuse(llvm::formatv(
+        "has {0} hard links; its other names may lie outside the model's "
+        "folder (a file linked in from elsewhere), so it is not read; give "
+        "'{1}' a name of its own (cp '{1}' tmp && mv tmp '{1}')",
+        uint64_t(st.st_nlink), location));
+  }
+  return std::make_pair(fd, uint64_t(st.st_size));
+}
+
 Expected<std::optional<std::vector<char>>>
 cleave::readTensorBytes(const onnx::TensorProto &tensor,
                         llvm::StringRef modelDir) {
@@ -93,50 +180,67 @@ cleave::readTensorBytes(const onnx::TensorProto &tensor,
   if (!isSupported(dtype))
     return fail("tensor '" + tensor.name() + "' has unsupported element type " +
                 dtypeName(dtype));
+  llvm::ArrayRef<int64_t> dims(tensor.dims().data(), tensor.dims().size());
   int64_t count = 1;
-  for (int64_t d : tensor.dims()) {
+  for (int64_t d : dims) {
     if (d < 0)
       return fail("tensor '" + tensor.name() + "' has a negative dimension");
-    count *= d;
+    if (llvm::MulOverflow(count, d, count))
+      return fail("tensor '" + tensor.name() + "' has shape " +
+                  shapeToString(dims) +
+                  ", more elements than a 64-bit count holds; export the model "
+                  "again");
   }
   int64_t size = dtypeSize(dtype);
-  int64_t expected = count * size;
+  int64_t expected;
+  if (llvm::MulOverflow(count, size, expected))
+    return fail("tensor '" + tensor.name() + "' has shape " +
+                shapeToString(dims) +
+                ", more bytes than a 64-bit count holds; export the model "
+                "again");
   std::vector<char> bytes;
 
   if (tensor.data_location() == onnx::TensorProto::EXTERNAL) {
     std::string location;
-    int64_t offset = 0, length = -1;
+    int64_t offset = 0, length = expected;
     for (const auto &entry : tensor.external_data()) {
-      if (entry.key() == "location")
+      if (entry.key() == "location") {
         location = entry.value();
-      else if (entry.key() == "offset")
-        offset = std::atoll(entry.value().c_str());
-      else if (entry.key() == "length")
-        length = std::atoll(entry.value().c_str());
+      } else if (entry.key() == "offset" || entry.key() == "length") {
+        auto n = externalCount(entry.value(), entry.key(), tensor.name());
+        if (!n)
+          return n.takeError();
+        (entry.key() == "offset" ? offset : length) = *n;
+      }
     }
     auto path = resolveExternal(location, modelDir, tensor.name());
     if (!path)
       return path.takeError();
-    if (length < 0)
-      length = expected;
     if (length != expected)
       return fail(llvm::formatv("initializer '{0}': external data length {1} "
                                 "does not match its shape ({2} bytes)",
                                 tensor.name(), length, expected));
-    auto file = llvm::MemoryBuffer::getFileSlice(*path, length, offset,
-                                                 /*IsVolatile=*/false);
+    auto opened = openExternal(*path, modelDir, location, tensor.name());
+    if (!opened)
+      return opened.takeError();
+    auto [fd, fileSize] = *opened;
+    // offset and length are each below 2^63, so their sum fits in 64 bits.
+    uint64_t end = uint64_t(offset) + uint64_t(length);
+    if (end > fileSize) {
+      ::close(fd);
+      return fail(llvm::formatv("initializer '{0}': external data file '{1}' "
+                                "has {2} bytes, but the tensor needs bytes "
+                                "{3}..{4} (offset {3}, length {5})",
+                                tensor.name(), *path, fileSize, offset, end,
+                                length));
+    }
+    auto file = llvm::MemoryBuffer::getOpenFileSlice(
+        fd, *path, length, offset, /*IsVolatile=*/false);
+    ::close(fd);
     if (!file)
       return fail("initializer '" + tensor.name() +
                   "': cannot read external data file '" + *path +
                   "': " + file.getError().message());
-    uint64_t fileSize = 0;
-    llvm::sys::fs::file_size(*path, fileSize);
-    if (offset < 0 || (uint64_t)(offset + length) > fileSize)
-      return fail(llvm::formatv("initializer '{0}': external data file '{1}' "
-                                "has {2} bytes, but the tensor needs bytes "
-                                "{3}..{4}",
-                                tensor.name(), *path, fileSize, offset,
-                                offset + length));
     llvm::StringRef data = (*file)->getBuffer();
     bytes.assign(data.begin(), data.end());
     return std::optional<std::vector<char>>(std::move(bytes));

@@ -4,6 +4,7 @@
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/raw_ostream.h"
 #include <algorithm>
 
@@ -229,4 +230,20 @@ cleave::splitSizes(int64_t dim, llvm::ArrayRef<int64_t> split,
     left -= sizes.back();
   }
   return sizes;
+}
+
+llvm::Error cleave::checkInputSize(llvm::StringRef name,
+                                   llvm::ArrayRef<int64_t> shape,
+                                   int64_t elementBytes) {
+  int64_t bytes = elementBytes;
+  for (auto [i, d] : llvm::enumerate(shape))
+    if (llvm::MulOverflow(bytes, d, bytes))
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          llvm::formatv("graph input '{0}' has shape {1}: dimension {2} ({3}) "
+                        "makes its size overflow 64 bits of bytes, so no "
+                        "memory plan can hold it; export it with a smaller "
+                        "dimension {2}",
+                        name, shapeToString(shape), i, d));
+  return llvm::Error::success();
 }

@@ -66,6 +66,12 @@ llvm::Expected<std::vector<int64_t>> splitSizes(int64_t dim,
                                                 llvm::ArrayRef<int64_t> split,
                                                 int64_t numOutputs);
 
+/// Checks that graph input `name` of `shape` has a byte size (with
+/// `elementBytes` an element) that a 64-bit plan can hold; the error names
+/// the dimension at which it stops fitting.
+llvm::Error checkInputSize(llvm::StringRef name, llvm::ArrayRef<int64_t> shape,
+                           int64_t elementBytes);
+
 /// "2x8x64" ("scalar" for rank 0), for messages.
 std::string shapeToString(llvm::ArrayRef<int64_t> shape);
 

@@ -18,6 +18,9 @@
 
 #include "program.pb.h"
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
@@ -46,6 +49,23 @@ using namespace mlir::cleave;
 namespace pb = ::cleave::program;
 
 namespace {
+
+/// Writes `program` to `path` with deterministic serialization: protobuf
+/// writes a map (an instruction's attributes) in hash order otherwise, so
+/// two identical compiles gave different bytes.
+bool writeProgram(const pb::Program &program, StringRef path) {
+  std::string bytes;
+  {
+    google::protobuf::io::StringOutputStream stream(&bytes);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    if (!program.SerializeToCodedStream(&coded))
+      return false;
+  }
+  std::ofstream out(path.str(), std::ios::binary);
+  out.write(bytes.data(), bytes.size());
+  return bool(out);
+}
 
 FailureOr<pb::DType> dtypeOf(Type element, Operation *where) {
   if (element.isF32()) return pb::F32;
@@ -350,8 +370,7 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
       batch->set_first_sample(r * perRank);
       SmallString<256> programPath(outputDir);
       llvm::sys::path::append(programPath, "rank-" + std::to_string(r) + ".pb");
-      std::ofstream out(programPath.c_str(), std::ios::binary);
-      if (!out || !program.SerializeToOstream(&out))
+      if (!writeProgram(program, programPath))
         return module.emitError() << "cannot write '" << programPath << "'";
     }
     return writePlan(program, module);
@@ -1168,8 +1187,7 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
     SmallString<256> programPath(outputDir);
     llvm::sys::path::append(programPath,
                             "rank-" + std::to_string(rank) + ".pb");
-    std::ofstream out(programPath.c_str(), std::ios::binary);
-    if (!out || !program.SerializeToOstream(&out))
+    if (!writeProgram(program, programPath))
       return mlir::emitError(top.getLoc()) << "cannot write '" << programPath << "'";
     rankMemory[rank] = program.memory();
     return success();

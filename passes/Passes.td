@@ -26,10 +26,18 @@ def VerifyImported : Pass<"cleave-verify-imported", "ModuleOp"> {
     }
     // Fails: "tensor<?x8xf32> is not statically shaped"
     ```
+
+    With `require-loss` (cleave-compile sets it unless `--forward-only`),
+    a function must also return a scalar float: the loss autodiff starts
+    from. A model returning only `tensor<2x3xf32>` would otherwise train
+    nothing.
   }];
   let options = [
     Option<"requireNames", "require-names", "bool", /*default=*/"false",
            "require every cleave op to carry an ONNX node name location">,
+    Option<"requireLoss", "require-loss", "bool", /*default=*/"false",
+           "require a model to train: each function returns a scalar float "
+           "loss (a model without one would silently compile forward only)">,
   ];
 }
 

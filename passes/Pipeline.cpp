@@ -11,7 +11,11 @@ using namespace mlir::cleave;
 
 void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
                                         const ProgramPipelineOptions &options) {
-  pm.addPass(createVerifyImported());
+  // Training needs a scalar loss; without one every later pass would
+  // quietly leave the model forward only.
+  VerifyImportedOptions verify;
+  verify.requireLoss = options.train;
+  pm.addPass(createVerifyImported(verify));
   pm.addPass(createFuse());
   if (!options.mixedPrecision.empty()) {
     MixedPrecisionOptions mp;

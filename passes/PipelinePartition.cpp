@@ -109,8 +109,16 @@ struct PipelinePartition
     return build(module, forward, *cuts);
   }
 
-  /// Bytes of activations crossing the cut before work[c].
-  SmallVector<int64_t> crossingBytes() {
+  /// Bytes of activations crossing the cut before work[c]. With
+  /// `asFp32`, every float counts 4 bytes an element, whatever its type:
+  /// the size the places between layers are found by must not depend on
+  /// the compute precision. Under mixed precision the last norm's output is
+  /// cast to bf16 for the head's product, so the place before that product
+  /// crosses half the bytes of the (fp32) residual stream between layers
+  /// and, counted in real bytes, would be the only least place: a 4-stage
+  /// GPT-2 was refused as having 1 place to cut, 2 stages put the whole
+  /// body on stage 0.
+  SmallVector<int64_t> crossingBytes(bool asFp32 = false) {
     int64_t n = work.size();
     SmallVector<int64_t> delta(n + 2, 0);
     for (auto &[v, span] : spans) {
@@ -118,7 +126,10 @@ struct PipelinePartition
       if (last <= def)
         continue;
       // Crosses cuts def+1 .. last.
-      int64_t size = tensorBytes(v.getType());
+      auto tensor = v.getType().cast<RankedTensorType>();
+      int64_t size = asFp32 && tensor.getElementType().isa<FloatType>()
+                         ? tensor.getNumElements() * 4
+                         : tensorBytes(tensor);
       delta[def + 1] += size;
       delta[last + 1] -= size;
     }
@@ -180,14 +191,15 @@ struct PipelinePartition
       return failure();
     SmallVector<int64_t> crossing = crossingBytes();
     // Places between layers: where the fewest bytes cross (the residual
-    // stream of a transformer, once per half block).
+    // stream of a transformer, once per half block), counted as if in fp32.
+    SmallVector<int64_t> structural = crossingBytes(/*asFp32=*/true);
     int64_t least = std::numeric_limits<int64_t>::max();
     for (int64_t c = 1; c < n; ++c)
-      if (crossing[c] > 0)
-        least = std::min(least, crossing[c]);
+      if (structural[c] > 0)
+        least = std::min(least, structural[c]);
     SmallVector<int64_t> candidates;
     for (int64_t c = 1; c < n; ++c)
-      if (crossing[c] == least)
+      if (structural[c] == least)
         candidates.push_back(c);
     // Adjacent equal places (a reshape between layers) are one place.
     SmallVector<int64_t> places;

@@ -37,50 +37,65 @@
 
 using namespace llvm;
 
+// --help lists these categories only; MLIR's debugging options are under
+// --help-hidden, and LLVM's internal ones (linked in with libLLVM: Polly,
+// matrix lowering, targets ...) are not listed at all.
+static cl::OptionCategory inputCategory("Model and spec");
+static cl::OptionCategory outputCategory("Output");
+static cl::OptionCategory mlirCategory(
+    "MLIR debugging (as in mlir-opt: --mlir-print-ir-after=PASS, "
+    "--mlir-print-ir-after-all ...)");
+
 static cl::opt<std::string> modelPath(cl::Positional, cl::desc("<model.onnx>"),
-                                      cl::Required);
+                                      cl::Required, cl::cat(inputCategory));
 static cl::opt<std::string>
     emit("emit",
          cl::desc("stop after import and print the IR (mlir); without it, "
                   "compile to the per-rank program in -o"),
-         cl::value_desc("mlir"), cl::init(""));
+         cl::value_desc("mlir"), cl::init(""), cl::cat(outputCategory));
 static cl::opt<std::string>
     outputPath("o",
                cl::desc("the output folder (rank-<r>.pb, params.bin, "
                         "plan.json); with --emit=mlir the output file"),
-               cl::value_desc("path"), cl::init(""));
+               cl::value_desc("path"), cl::init(""), cl::cat(outputCategory));
 static cl::opt<std::string> specPath("spec",
                                      cl::desc("the parallelism spec (JSON)"),
                                      cl::value_desc("spec.json"),
-                                     cl::init(""));
+                                     cl::init(""), cl::cat(inputCategory));
 static cl::list<std::string>
     setKeys("set", cl::desc("overrides a spec key: KEY=VALUE"),
-            cl::value_desc("KEY=VALUE"));
+            cl::value_desc("KEY=VALUE"), cl::cat(inputCategory));
 static cl::opt<int64_t> batch("batch",
                               cl::desc("with --emit=mlir: binds a symbolic "
                                        "batch dimension"),
-                              cl::init(0));
+                              cl::init(0), cl::cat(inputCategory));
 static cl::list<std::string>
     bindDims("bind-dim", cl::desc("binds a symbolic dimension: NAME=N"),
-             cl::value_desc("NAME=N"));
+             cl::value_desc("NAME=N"), cl::cat(inputCategory));
 static cl::opt<bool>
     elideWeights("elide-weights",
                  cl::desc("print parameters without their data, each marked "
                           "cleave.elided_data (the IR of a real model is "
                           "otherwise as large as its weights)"),
-                 cl::init(false));
+                 cl::init(false), cl::cat(outputCategory));
 
 static cl::opt<std::string>
     ratesPath("rates",
               cl::desc("rates measured by cleave-calibrate, for the cost "
                        "model (default: the checked-in rates of the spec's "
                        "device)"),
-              cl::value_desc("rates.json"), cl::init(""));
+              cl::value_desc("rates.json"), cl::init(""),
+              cl::cat(inputCategory));
+static cl::opt<bool> forwardOnly(
+    "forward-only",
+    cl::desc("compile the forward pass only (no backward, no optimizer); "
+             "without it the model must return a scalar loss"),
+    cl::init(false), cl::cat(inputCategory));
 static cl::opt<bool>
     writeReport("report",
                 cl::desc("also write OUT/report.html: the partition, memory "
                          "per rank and the pipeline timeline"),
-                cl::init(false));
+                cl::init(false), cl::cat(outputCategory));
 
 /// Reads OUT/plan.json into `plan`; an error message otherwise.
 static std::string readPlan(StringRef folder, llvm::json::Value &plan) {
@@ -258,7 +273,17 @@ static int printModule(mlir::ModuleOp module) {
 
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
+  // --mlir-print-ir-after=PASS looks the pass up in the registry.
+  mlir::cleave::registerCleavePasses();
+  mlir::registerMLIRContextCLOptions();
   mlir::registerPassManagerCLOptions();
+  mlir::registerAsmPrinterCLOptions();
+  for (auto &[name, option] : cl::getRegisteredOptions())
+    if (name.startswith("mlir-")) {
+      option->addCategory(mlirCategory);
+      option->setHiddenFlag(cl::Hidden);
+    }
+  cl::HideUnrelatedOptions({&inputCategory, &outputCategory, &mlirCategory});
   cl::ParseCommandLineOptions(
       argc, argv,
       "Cleave compiler\n\n"
@@ -328,6 +353,16 @@ int main(int argc, char **argv) {
     }
   }
 
+  if (programMode && forwardOnly && spec.pipelineParallelDegree > 1) {
+    // The pipeline schedule interleaves each stage's forward with its
+    // backward; a forward-only schedule is not built yet.
+    errs() << "cleave-compile: --forward-only compiles without a pipeline; "
+              "spec key 'pipeline_parallel_degree' is "
+           << spec.pipelineParallelDegree
+           << ": set it to 1 (--set pipeline_parallel_degree=1), or train\n";
+    return 2;
+  }
+
   cleave::ImportOptions options;
   if (batch > 0)
     options.batchSize = batch;
@@ -374,6 +409,7 @@ int main(int argc, char **argv) {
   mlir::applyPassManagerCLOptions(pm);
   mlir::cleave::ProgramPipelineOptions pipeline;
   pipeline.outputDir = outputPath;
+  pipeline.train = !forwardOnly;
   pipeline.microbatches = spec.microbatches;
   pipeline.dataDegree = spec.worldSize / (spec.pipelineParallelDegree *
                                           spec.tensorParallelDegree);
