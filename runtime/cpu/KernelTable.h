@@ -54,6 +54,7 @@ Status reduceSumKernel(const KernelArgs &a);
 Status reduceMeanKernel(const KernelArgs &a);
 Status reduceMaxKernel(const KernelArgs &a);
 Status reduceMinKernel(const KernelArgs &a);
+Status cumsumKernel(const KernelArgs &a);
 
 // softmax.cpp
 Status softmaxKernel(const KernelArgs &a);
@@ -73,6 +74,12 @@ Status rotaryKernel(const KernelArgs &a);
 // attention.cpp
 Status attentionKernel(const KernelArgs &a);
 Status attentionGradKernel(const KernelArgs &a);
+
+// indexing.cpp
+Status gatherElementsKernel(const KernelArgs &a);
+Status gatherElementsGradKernel(const KernelArgs &a);
+Status gatherNdKernel(const KernelArgs &a);
+Status scatterNdKernel(const KernelArgs &a);
 
 // lookup.cpp
 Status embeddingKernel(const KernelArgs &a);

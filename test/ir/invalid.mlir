@@ -206,6 +206,30 @@ func.func @reduce_keepdims(%x: tensor<2x8xf32>) {
 
 // -----
 
+func.func @scatter_nd_updates(%x: tensor<3x4xf32>, %t: tensor<2x1xi64>, %u: tensor<2x3xf32>) {
+  // expected-error @+1 {{'cleave.scatter_nd' op updates must be 'tensor<2x4xf32>', got 'tensor<2x3xf32>'}}
+  %0 = cleave.scatter_nd %x, %t, %u : (tensor<3x4xf32>, tensor<2x1xi64>, tensor<2x3xf32>) -> tensor<3x4xf32>
+  return
+}
+
+// -----
+
+func.func @gather_elements_grad_dy(%dy: tensor<2x3xf32>, %i: tensor<2x4xi64>) {
+  // expected-error @+1 {{'cleave.gather_elements_grad' op dy must be 'tensor<2x4xf32>', got 'tensor<2x3xf32>'}}
+  %0 = cleave.gather_elements_grad %dy, %i {axis = 0 : i64} : (tensor<2x3xf32>, tensor<2x4xi64>) -> tensor<3x4xf32>
+  return
+}
+
+// -----
+
+func.func @cumsum_axis(%x: tensor<2x8xi64>) {
+  // expected-error @+1 {{'cleave.cumsum' op axis 2 is out of range for rank 2}}
+  %0 = cleave.cumsum %x {axis = 2 : i64} : tensor<2x8xi64>
+  return
+}
+
+// -----
+
 func.func @softmax_axis(%x: tensor<2x8xf32>) {
   // expected-error @+1 {{'cleave.softmax' op axis 2 is out of range for rank 2}}
   %0 = cleave.softmax %x {axis = 2 : i64} : tensor<2x8xf32>

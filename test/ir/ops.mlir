@@ -168,6 +168,29 @@ func.func @softmax(%s: tensor<2x4x8x8xf32>) {
   return
 }
 
+// CHECK-LABEL: func.func @cumsum
+func.func @cumsum(%m: tensor<2x8xi64>, %x: tensor<4x3xf32>) {
+  // CHECK: cleave.cumsum %{{.*}} {axis = 1 : i64} : tensor<2x8xi64>
+  %0 = cleave.cumsum %m {axis = 1 : i64} : tensor<2x8xi64>
+  // CHECK: cleave.cumsum %{{.*}} {axis = 0 : i64, exclusive = true, reverse = true} : tensor<4x3xf32>
+  %1 = cleave.cumsum %x {axis = 0 : i64, exclusive = true, reverse = true} : tensor<4x3xf32>
+  return
+}
+
+// CHECK-LABEL: func.func @indexing
+func.func @indexing(%x: tensor<3x4xf32>, %i: tensor<2x4xi64>, %t: tensor<2x1xi64>,
+                    %u: tensor<2x4xf32>) {
+  // CHECK: cleave.gather_elements %{{.*}}, %{{.*}} {axis = 0 : i64} : (tensor<3x4xf32>, tensor<2x4xi64>) -> tensor<2x4xf32>
+  %0 = cleave.gather_elements %x, %i {axis = 0 : i64} : (tensor<3x4xf32>, tensor<2x4xi64>) -> tensor<2x4xf32>
+  // CHECK: cleave.gather_elements_grad %{{.*}}, %{{.*}} {axis = 0 : i64} : (tensor<2x4xf32>, tensor<2x4xi64>) -> tensor<3x4xf32>
+  %1 = cleave.gather_elements_grad %0, %i {axis = 0 : i64} : (tensor<2x4xf32>, tensor<2x4xi64>) -> tensor<3x4xf32>
+  // CHECK: cleave.scatter_nd %{{.*}}, %{{.*}}, %{{.*}} {reduction = "add"} : (tensor<3x4xf32>, tensor<2x1xi64>, tensor<2x4xf32>) -> tensor<3x4xf32>
+  %2 = cleave.scatter_nd %x, %t, %u {reduction = "add"} : (tensor<3x4xf32>, tensor<2x1xi64>, tensor<2x4xf32>) -> tensor<3x4xf32>
+  // CHECK: cleave.gather_nd %{{.*}}, %{{.*}} : (tensor<3x4xf32>, tensor<2x1xi64>) -> tensor<2x4xf32>
+  %3 = cleave.gather_nd %x, %t : (tensor<3x4xf32>, tensor<2x1xi64>) -> tensor<2x4xf32>
+  return
+}
+
 // CHECK-LABEL: func.func @norms
 func.func @norms(%x: tensor<2x8x64xf32>, %g: tensor<64xf32>, %b: tensor<64xf32>,
                  %g2: tensor<8x64xf32>) {
