@@ -22,13 +22,22 @@
 #include <unistd.h>
 
 /// The program's folder, made once per process.
+/// The temporary folder of this process, removed when it exits.
+static char folderName[] = "/tmp/cleave-fuzz-XXXXXX";
+static void removeFolder() {
+  std::string file = std::string(folderName) + "/params.bin";
+  ::unlink(file.c_str());
+  ::rmdir(folderName);
+}
+
 static const std::string &programFolder() {
   static const std::string folder = [] {
-    char name[] = "/tmp/cleave-fuzz-program-XXXXXX";
+    char *name = folderName;
     if (!::mkdtemp(name)) {
       std::perror("mkdtemp");
       std::abort();
     }
+    std::atexit(removeFolder);
     std::string params = std::string(name) + "/params.bin";
     int fd = ::open(params.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0600);
     if (fd < 0 || ::ftruncate(fd, off_t(1) << 30) != 0) {

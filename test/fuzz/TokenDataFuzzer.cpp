@@ -22,13 +22,22 @@
 #include <unistd.h>
 
 /// The token file's path, in a folder made once per process.
+/// The temporary folder of this process, removed when it exits.
+static char folderName[] = "/tmp/cleave-fuzz-XXXXXX";
+static void removeFolder() {
+  std::string file = std::string(folderName) + "/tokens.bin";
+  ::unlink(file.c_str());
+  ::rmdir(folderName);
+}
+
 static const std::string &tokenPath() {
   static const std::string path = [] {
-    char name[] = "/tmp/cleave-fuzz-tokens-XXXXXX";
+    char *name = folderName;
     if (!::mkdtemp(name)) {
       std::perror("mkdtemp");
       std::abort();
     }
+    std::atexit(removeFolder);
     return std::string(name) + "/tokens.bin";
   }();
   return path;
