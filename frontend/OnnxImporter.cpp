@@ -34,8 +34,11 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
 
+#include "onnx/defs/schema.h"
+
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <memory>
 
 using namespace mlir;
@@ -73,6 +76,8 @@ private:
   FailureOr<RankedTensorType> inputType(const onnx::ValueInfoProto &info);
 
   // Per node.
+  LogicalResult checkArity(const onnx::NodeProto &node, llvm::StringRef name,
+                           Location loc);
   /// `index` is the node's position in the main graph (its line in
   /// locations), or -1 for a node of a subgraph.
   LogicalResult importNode(const onnx::NodeProto &node, int index);
@@ -655,6 +660,63 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
   return std::move(owned);
 }
 
+LogicalResult GraphImporter::checkArity(const onnx::NodeProto &node,
+                                   llvm::StringRef name, Location loc) {
+  const onnx::OpSchema *schema =
+      onnx::OpSchemaRegistry::Schema(node.op_type(), opset, "");
+  if (!schema)
+    return success(); // an op ONNX does not know: refused as unsupported
+  // The schemas of Debian's ONNX end at some opset; a newer opset's version
+  // of an op may take more (optional) inputs or outputs, so past it only
+  // the minimums of the last known version are checked.
+  const auto &known =
+      onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
+  auto domain = known.find(onnx::ONNX_DOMAIN);
+  bool newer = domain == known.end() || opset > domain->second.second;
+  llvm::StringRef op = node.op_type();
+  auto fix = "; the graph is malformed: export the model again";
+  auto range = [&](int min, int max) {
+    if (max == min && !newer)
+      return std::to_string(min);
+    if (newer || max == std::numeric_limits<int>::max()) // variadic
+      return "at least " + std::to_string(min);
+    return std::to_string(min) + " to " + std::to_string(max);
+  };
+  if (node.input_size() < schema->min_input() ||
+      (!newer && node.input_size() > schema->max_input()))
+    return error(loc) << "node '" << name << "' (" << op << ") has "
+                      << node.input_size()
+                      << (node.input_size() == 1 ? " input" : " inputs")
+                      << ", but " << op
+                      << " (opset " << opset << ") takes "
+                      << range(schema->min_input(), schema->max_input())
+                      << fix;
+  if (node.output_size() < schema->min_output() ||
+      (!newer && node.output_size() > schema->max_output()))
+    return error(loc) << "node '" << name << "' (" << op << ") has "
+                      << node.output_size()
+                      << (node.output_size() == 1 ? " output" : " outputs")
+                      << ", but " << op
+                      << " (opset " << opset << ") gives "
+                      << range(schema->min_output(), schema->max_output())
+                      << fix;
+  for (int list = 0; list < 2; ++list) {
+    const auto &formals = list == 0 ? schema->inputs() : schema->outputs();
+    const auto &actuals = list == 0 ? node.input() : node.output();
+    for (int i = 0, e = std::min<int>(formals.size(), actuals.size()); i < e;
+         ++i)
+      if (formals[i].GetOption() == onnx::OpSchema::Single &&
+          actuals[i].empty() &&
+          (!newer || i < (list == 0 ? schema->min_input()
+                                    : schema->min_output())))
+        return error(loc) << "node '" << name << "' (" << op << ") has no "
+                          << (list == 0 ? "input " : "output ") << i << " ('"
+                          << formals[i].GetName() << "'), which " << op
+                          << " requires" << fix;
+  }
+  return success();
+}
+
 LogicalResult GraphImporter::importNode(const onnx::NodeProto &node, int index) {
   std::string name = nodeName(node, index);
   Location loc = NameLoc::get(builder.getStringAttr(name),
@@ -676,6 +738,11 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node, int index) 
                       << " from domain '" << node.domain()
                       << "', which is not supported; Cleave supports the "
                          "default ONNX domain";
+
+  // The numbers of inputs and outputs the ONNX schema of the op requires
+  // (the op handlers and the folder index them without checking).
+  if (failed(checkArity(node, name, loc)))
+    return failure();
 
   // Gather inputs; every one must be known already (graphs are sorted).
   SmallVector<const HostTensor *> constants;

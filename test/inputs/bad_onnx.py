@@ -174,6 +174,23 @@ def main():
         del w.dims[:]
         w.dims.extend([2 ** 62, 4])
         write(model, out)
+    elif case in ("missing-input", "empty-input", "missing-output",
+                  "folded-no-inputs"):
+        # A node without the inputs or outputs its op requires (found by
+        # fuzz-onnx: the importer indexed past the node's inputs).
+        model = linear_model()
+        node = model.graph.node[0]
+        if case == "missing-input":
+            del node.input[1:]
+        elif case == "empty-input":
+            node.input[0] = ""
+        elif case == "missing-output":
+            del node.output[:]
+        else:
+            # A Concat of nothing, which the folder would evaluate.
+            model.graph.node.insert(0, helper.make_node(
+                "Concat", [], ["none"], name="/shape/Concat", axis=0))
+        write(model, out)
     elif case == "old-opset":
         write(linear_model(opset=11), out)
     elif case == "no-graph":
