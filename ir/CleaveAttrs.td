@@ -1,7 +1,8 @@
 //===- CleaveAttrs.td - cleave dialect attributes ----------*- tablegen -*-===//
 //
-// Attributes of the cleave dialect. Sharding attributes for tensor and
-// sharded-data parallelism join the loss reduction here.
+// Attributes of the cleave dialect: the loss reduction, and the words of
+// distribution (docs/distribution-ir.md): the device mesh, the sharding of
+// a value over it, and the memory space a value lives in.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,6 +22,109 @@ def Cleave_LossReductionEnum : I32EnumAttr<"LossReduction",
 
 def Cleave_LossReductionAttr
     : EnumAttr<Cleave_Dialect, Cleave_LossReductionEnum, "reduction"> {
+  let assemblyFormat = "`<` $value `>`";
+}
+
+//===----------------------------------------------------------------------===//
+// Distribution
+//===----------------------------------------------------------------------===//
+
+def Cleave_MeshAttr : AttrDef<Cleave_Dialect, "Mesh"> {
+  let mnemonic = "mesh";
+  let summary = "the device mesh: named axes with their sizes";
+  let description = [{
+    The ranks of a job seen as an n-dimensional array whose axes are named
+    by the kind of parallelism that spans them, declared once on the
+    top-level module as `cleave.mesh`. The product of the sizes is the
+    world size; the first axis is the slowest-varying in the rank number.
+    Communicator groups are sets of these axes, never strings: a collective
+    over `["data"]` runs among the ranks that differ only in their `data`
+    coordinate.
+
+    Conventional names (ir/AttrNames.h): `data` (replicas),
+    `sharded_data` (the group model states are sharded over, ZeRO/MiCS),
+    `pipeline` (stages) and `tensor` (tensor parallelism). Sizes of 1 are
+    allowed and kept, so a value's sharding can name an axis whatever the
+    layout.
+
+    ```mlir
+    module attributes {cleave.mesh = #cleave.mesh<["data"=2, "pipeline"=4, "tensor"=1]>} {}
+    ```
+  }];
+  let parameters = (ins
+      ArrayRefParameter<"::mlir::StringAttr", "axis names">:$axisNames,
+      ArrayRefParameter<"int64_t", "axis sizes">:$axisSizes);
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The size of `axis`, or std::nullopt when the mesh has no such axis.
+    std::optional<int64_t> getAxisSize(::llvm::StringRef axis) const;
+    /// The number of ranks: the product of the axis sizes.
+    int64_t getNumRanks() const;
+  }];
+}
+
+def Cleave_ShardingAttr : AttrDef<Cleave_Dialect, "Sharding"> {
+  let mnemonic = "sharding";
+  let summary = "how a value is split over the mesh and what it is a partial sum of";
+  let description = [{
+    One entry per dimension of the value: the mesh axes that split it,
+    major to minor (`{"sharded_data", "tensor"}` splits a dimension over
+    both, the `tensor` coordinate varying fastest); `{}` keeps the
+    dimension whole. `partial` lists the axes over which the value is an
+    unreduced partial sum: the full value is the sum of the ranks' values
+    along those axes (a row-parallel product before its all-reduce, a
+    gradient before the data-parallel reduction). An axis is used at most
+    once in a sharding; a value is replicated along every axis it does not
+    name. Each split dimension must be divisible by the product of its
+    axes' sizes: checked where the sharding meets a type and a mesh
+    (`cleave.sharding` on a parameter, a function argument or result, or an
+    op with one result).
+
+    (TableGen ends this text at a closing brace followed by a square
+    bracket, hence the blank before the `]` below; the parser does not
+    mind it.)
+
+    ```mlir
+    cleave.parameter @"h.0.mlp.c_proj.weight"
+        {cleave.sharding = #cleave.sharding<[{"tensor"}, {} ]>} : tensor<256x64xf32>
+    %y = cleave.matmul %x, %w {cleave.sharding = #cleave.sharding<[{}, {}, {} ], partial = ["tensor"]>}
+        : (tensor<2x8x64xf32>, tensor<64x64xf32>) -> tensor<2x8x64xf32>
+    ```
+  }];
+  let parameters = (ins
+      ArrayRefParameter<"::mlir::ArrayAttr", "axes per dimension">:$dims,
+      ArrayRefParameter<"::mlir::StringAttr", "partial-sum axes">:$partial);
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The axes splitting dimension `dim`, major to minor.
+    ::llvm::SmallVector<::llvm::StringRef> getDimAxes(unsigned dim) const;
+    /// Whether any dimension is split or the value is partial.
+    bool isReplicated() const;
+  }];
+}
+
+def Cleave_MemorySpaceEnum : I32EnumAttr<"MemorySpace",
+    "where a value lives", [
+      I32EnumAttrCase<"device", 0>, I32EnumAttrCase<"host", 1>]> {
+  let cppNamespace = "::mlir::cleave";
+  let genSpecializedAttr = 0;
+}
+
+def Cleave_MemorySpaceAttr
+    : EnumAttr<Cleave_Dialect, Cleave_MemorySpaceEnum, "memory_space"> {
+  let summary = "the memory a value lives in: the accelerator's or the host's";
+  let description = [{
+    Values live in `device` memory unless they carry
+    `cleave.memory_space = #cleave.memory_space<host>`: activation offload
+    keeps checkpoints in a host arena and copies them back before their
+    backward; the memory plan sizes one arena per space.
+
+    ```mlir
+    %saved = cleave.exp %x {cleave.memory_space = #cleave.memory_space<host>} : tensor<2x8xf32>
+    ```
+  }];
   let assemblyFormat = "`<` $value `>`";
 }
 

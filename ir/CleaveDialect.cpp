@@ -2,6 +2,8 @@
 
 #include "ir/CleaveDialect.h"
 #include "ir/CleaveOps.h"
+#include "ir/DistributionOps.h"
+#include "ir/ShardingInterface.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -22,6 +24,8 @@ void CleaveDialect::initialize() {
 #include "ir/CleaveOps.cpp.inc"
       >();
   registerAttributes();
+  registerTypes();
+  registerDistributionOps();
 }
 
 void CleaveDialect::registerAttributes() {
@@ -33,4 +37,5 @@ void CleaveDialect::registerAttributes() {
 
 void mlir::cleave::registerCleaveDialects(DialectRegistry &registry) {
   registry.insert<CleaveDialect, func::FuncDialect>();
+  registerShardingRules(registry);
 }

@@ -27,15 +27,26 @@ def Cleave_Dialect : Dialect {
     Every op carries the ONNX node name it came from as its location
     (`loc("/h.0/attn/MatMul")`), so diagnostics of every pass name it.
 
-    Later phases add collectives, point-to-point transfers, host copies and
-    sharding attributes to this dialect; the ops here do not assume a single
-    device.
+    Distribution is IR too (docs/distribution-ir.md): a `#cleave.mesh` on
+    the module names the device axes, `#cleave.sharding` says how a value
+    is split over them and which of them it is a partial sum over,
+    `#cleave.memory_space` where it lives, and collectives
+    (`cleave.all_gather`, `cleave.reduce_scatter`, `cleave.send`, ...) move
+    values between ranks. The ops above do not assume a single device.
+    Every discardable `cleave.*` attribute name is declared once
+    (ir/AttrNames.h) and checked by the dialect's attribute verifier.
   }];
   let dependentDialects = ["::mlir::func::FuncDialect"];
   let useDefaultAttributePrinterParser = 1;
+  let useDefaultTypePrinterParser = 1;
+  let hasOperationAttrVerify = 1;
+  let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
   let useFoldAPI = kEmitFoldAdaptorFolder;
   let extraClassDeclaration = [{
     void registerAttributes();
+    void registerTypes();
+    void registerDistributionOps();
   }];
 }
 

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ir/CleaveOps.h"
+#include "ir/DistributionOps.h"
 
 #include "mlir/IR/SymbolTable.h"
 
@@ -242,6 +243,11 @@ LogicalResult AllReduceOp::verify() {
                          << getReduce() << "\"";
   if (getGroup().empty())
     return emitOpError() << "needs the name of a mesh group";
+  // The group is a mesh axis; checked once the module declares its mesh.
+  if (MeshAttr mesh = lookupMesh(*this))
+    if (!mesh.getAxisSize(getGroup()))
+      return emitOpError() << "group \"" << getGroup()
+                           << "\" is not an axis of the mesh " << mesh;
   return success();
 }
 

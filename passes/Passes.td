@@ -273,6 +273,44 @@ def PipelinePartition : Pass<"cleave-pipeline-partition", "ModuleOp"> {
   ];
 }
 
+def VerifyPartitioned : Pass<"cleave-verify-partitioned", "ModuleOp"> {
+  let summary = "checks the contract of the partition phase";
+  let description = [{
+    After cleave-pipeline-partition the later passes treat each stage module
+    as a model of its own and the emitter wires the stages together by
+    their `cleave.boundary` arguments and results; this pass checks that
+    the partition left nothing for them to guess:
+
+    - every op of the model belongs to exactly one stage: the top-level
+      module holds only `module @stage<k>` (and its attributes), stages
+      `0 .. n-1` once each, every one with `cleave.stages = n`, and one
+      forward function each;
+    - every value crossing stages goes through the stage interface: stage
+      `k`'s results marked `cleave.boundary = 0, 1, ...` are, in number,
+      order and type, stage `k+1`'s arguments so marked; the first stage
+      receives none, the last sends none;
+    - a parameter held by several stages says so: each copy carries
+      `cleave.tied_stages`, exactly the stages that hold it (their gradients
+      are summed), and a parameter of one stage does not;
+    - with a `cleave.mesh`, the stages are a multiple of its `pipeline` axis
+      (virtual stages per rank).
+
+    A module that was not partitioned (no stage modules) is one stage and
+    passes.
+
+    ```mlir
+    // Fails: "stage 1 receives tensor<2x4x8xf32> as boundary value 0, but
+    // stage 0 sends tensor<2x4x16xf32>"
+    module @stage0 attributes {cleave.stage = 0 : i64, cleave.stages = 2 : i64} {
+      func.func @forward(...) -> (tensor<2x4x16xf32> {cleave.boundary = 0 : i64})
+    }
+    module @stage1 attributes {cleave.stage = 1 : i64, cleave.stages = 2 : i64} {
+      func.func @forward(%h: tensor<2x4x8xf32> {cleave.boundary = 0 : i64}) -> tensor<f32>
+    }
+    ```
+  }];
+}
+
 def PipelineSchedule : Pass<"cleave-pipeline-schedule", "ModuleOp"> {
   let summary = "orders each pipeline rank's (stage, forward/backward, microbatch) work";
   let description = [{

@@ -37,6 +37,11 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
     partition.backend = options.backend;
     partition.ratesFile = options.ratesFile;
     pm.addPass(createPipelinePartition(partition));
+    // The phase contract: every op in one stage, every crossing value
+    // through a stage's boundary; autodiff, the schedule and the emitter
+    // rely on it, and a broken partition fails here, naming the stage,
+    // instead of as a wrong program.
+    pm.addPass(createVerifyPartitioned());
   }
   // Each stage is trained as a model of its own; without a pipeline the
   // module is the one stage.

@@ -1,0 +1,81 @@
+//===- AttrNames.h - every discardable cleave.* attribute name -*- C++ -*-===//
+//
+// Each name a pass puts on an op, a function argument or a module is
+// declared here once (openxla/shardy's constants.h), and the dialect's
+// attribute verifier refuses a `cleave.*` name not listed, so a misspelt
+// name fails verification instead of being silently ignored.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_IR_ATTRNAMES_H
+#define CLEAVE_IR_ATTRNAMES_H
+
+#include "llvm/ADT/StringRef.h"
+
+namespace mlir::cleave {
+
+// Distribution (docs/distribution-ir.md): checked for their kind and,
+// where they meet a type, against it and the mesh.
+inline constexpr llvm::StringLiteral kMeshAttr = "cleave.mesh";
+inline constexpr llvm::StringLiteral kShardingAttr = "cleave.sharding";
+inline constexpr llvm::StringLiteral kMemorySpaceAttr = "cleave.memory_space";
+
+// The conventional mesh axis names.
+inline constexpr llvm::StringLiteral kDataAxis = "data";
+inline constexpr llvm::StringLiteral kShardedDataAxis = "sharded_data";
+inline constexpr llvm::StringLiteral kPipelineAxis = "pipeline";
+inline constexpr llvm::StringLiteral kTensorAxis = "tensor";
+
+// Pipeline stages (cleave-pipeline-partition, cleave-pipeline-schedule).
+inline constexpr llvm::StringLiteral kStageAttr = "cleave.stage";
+inline constexpr llvm::StringLiteral kStagesAttr = "cleave.stages";
+inline constexpr llvm::StringLiteral kBoundaryAttr = "cleave.boundary";
+inline constexpr llvm::StringLiteral kTiedStagesAttr = "cleave.tied_stages";
+inline constexpr llvm::StringLiteral kFirstNodeAttr = "cleave.first_node";
+inline constexpr llvm::StringLiteral kLastNodeAttr = "cleave.last_node";
+inline constexpr llvm::StringLiteral kRoleAttr = "cleave.role";
+
+/// Every discardable `cleave.*` attribute name the compiler writes, the
+/// distribution ones included; sorted.
+inline constexpr llvm::StringLiteral kKnownAttrNames[] = {
+    "cleave.backward",
+    "cleave.backward_seconds",
+    "cleave.boundary",
+    "cleave.buffers",
+    "cleave.differentiable",
+    "cleave.elided_data",
+    "cleave.first_node",
+    "cleave.forward",
+    "cleave.forward_seconds",
+    "cleave.frozen",
+    "cleave.grad_of_arg",
+    "cleave.grad_of_result",
+    "cleave.grad_offset",
+    "cleave.init",
+    "cleave.kind",
+    "cleave.last_node",
+    "cleave.loss_scaling",
+    "cleave.memory",
+    "cleave.memory_space",
+    "cleave.mesh",
+    "cleave.offset",
+    "cleave.offsets",
+    "cleave.onnx_name",
+    "cleave.pipeline",
+    "cleave.role",
+    "cleave.saved",
+    "cleave.saved_from",
+    "cleave.schedule",
+    "cleave.shapes_only",
+    "cleave.sharding",
+    "cleave.slots",
+    "cleave.spec_notes",
+    "cleave.stage",
+    "cleave.stages",
+    "cleave.state_offsets",
+    "cleave.tied_stages",
+};
+
+} // namespace mlir::cleave
+
+#endif // CLEAVE_IR_ATTRNAMES_H

@@ -1,0 +1,333 @@
+//===- DistributionAttrs.cpp - mesh, sharding and the attribute verifier --===//
+//
+// The syntax and checks of `#cleave.mesh` and `#cleave.sharding`, the
+// checks that tie a sharding to a type and the module's mesh (one place,
+// taking an emit-error callback, as openxla/shardy's verifiers.cc), and
+// the dialect's verifier of discardable `cleave.*` attributes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ir/AttrNames.h"
+#include "ir/CleaveOps.h"
+#include "ir/DistributionOps.h"
+
+#include "mlir/IR/DialectImplementation.h"
+#include "mlir/IR/FunctionInterfaces.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringSet.h"
+
+using namespace mlir;
+using namespace mlir::cleave;
+
+//===----------------------------------------------------------------------===//
+// #cleave.mesh
+//===----------------------------------------------------------------------===//
+
+Attribute MeshAttr::parse(AsmParser &parser, Type) {
+  SmallVector<StringAttr> names;
+  SmallVector<int64_t> sizes;
+  auto parseAxis = [&]() -> ParseResult {
+    std::string name;
+    int64_t size;
+    if (parser.parseString(&name) || parser.parseEqual() ||
+        parser.parseInteger(size))
+      return failure();
+    names.push_back(parser.getBuilder().getStringAttr(name));
+    sizes.push_back(size);
+    return success();
+  };
+  if (parser.parseLess() ||
+      parser.parseCommaSeparatedList(AsmParser::Delimiter::Square, parseAxis) ||
+      parser.parseGreater())
+    return {};
+  return parser.getChecked<MeshAttr>(parser.getContext(),
+                                     ArrayRef<StringAttr>(names),
+                                     ArrayRef<int64_t>(sizes));
+}
+
+void MeshAttr::print(AsmPrinter &printer) const {
+  printer << "<[";
+  llvm::interleaveComma(llvm::zip(getAxisNames(), getAxisSizes()), printer,
+                        [&](auto axis) {
+                          printer << std::get<0>(axis) << "="
+                                  << std::get<1>(axis);
+                        });
+  printer << "]>";
+}
+
+LogicalResult MeshAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               ArrayRef<StringAttr> axisNames,
+                               ArrayRef<int64_t> axisSizes) {
+  if (axisNames.size() != axisSizes.size())
+    return emitError() << "a mesh needs one size per axis";
+  llvm::StringSet<> seen;
+  for (auto [name, size] : llvm::zip(axisNames, axisSizes)) {
+    if (name.getValue().empty())
+      return emitError() << "a mesh axis needs a name";
+    if (!seen.insert(name.getValue()).second)
+      return emitError() << "mesh axis \"" << name.getValue()
+                         << "\" is declared twice";
+    if (size < 1)
+      return emitError() << "mesh axis \"" << name.getValue()
+                         << "\" must have at least 1 rank, got " << size;
+  }
+  return success();
+}
+
+std::optional<int64_t> MeshAttr::getAxisSize(StringRef axis) const {
+  for (auto [name, size] : llvm::zip(getAxisNames(), getAxisSizes()))
+    if (name.getValue() == axis)
+      return size;
+  return std::nullopt;
+}
+
+int64_t MeshAttr::getNumRanks() const {
+  int64_t n = 1;
+  for (int64_t size : getAxisSizes())
+    n *= size;
+  return n;
+}
+
+//===----------------------------------------------------------------------===//
+// #cleave.sharding
+//===----------------------------------------------------------------------===//
+
+static ParseResult parseAxisList(AsmParser &parser,
+                                 AsmParser::Delimiter delimiter,
+                                 SmallVectorImpl<StringAttr> &axes) {
+  return parser.parseCommaSeparatedList(delimiter, [&]() -> ParseResult {
+    std::string axis;
+    if (parser.parseString(&axis))
+      return failure();
+    axes.push_back(parser.getBuilder().getStringAttr(axis));
+    return success();
+  });
+}
+
+Attribute ShardingAttr::parse(AsmParser &parser, Type) {
+  SmallVector<ArrayAttr> dims;
+  SmallVector<StringAttr> partial;
+  auto parseDim = [&]() -> ParseResult {
+    SmallVector<StringAttr> axes;
+    if (parseAxisList(parser, AsmParser::Delimiter::Braces, axes))
+      return failure();
+    dims.push_back(parser.getBuilder().getArrayAttr(
+        SmallVector<Attribute>(axes.begin(), axes.end())));
+    return success();
+  };
+  if (parser.parseLess() ||
+      parser.parseCommaSeparatedList(AsmParser::Delimiter::Square, parseDim))
+    return {};
+  if (succeeded(parser.parseOptionalComma()) &&
+      (parser.parseKeyword("partial") || parser.parseEqual() ||
+       parseAxisList(parser, AsmParser::Delimiter::Square, partial)))
+    return {};
+  if (parser.parseGreater())
+    return {};
+  return parser.getChecked<ShardingAttr>(parser.getContext(),
+                                         ArrayRef<ArrayAttr>(dims),
+                                         ArrayRef<StringAttr>(partial));
+}
+
+static void printAxes(AsmPrinter &printer, ArrayRef<StringAttr> axes) {
+  llvm::interleaveComma(axes, printer, [&](StringAttr a) { printer << a; });
+}
+
+void ShardingAttr::print(AsmPrinter &printer) const {
+  printer << "<[";
+  llvm::interleaveComma(getDims(), printer, [&](ArrayAttr dim) {
+    printer << "{";
+    llvm::interleaveComma(dim.getAsRange<StringAttr>(), printer,
+                          [&](StringAttr a) { printer << a; });
+    printer << "}";
+  });
+  printer << "]";
+  if (!getPartial().empty()) {
+    printer << ", partial = [";
+    printAxes(printer, getPartial());
+    printer << "]";
+  }
+  printer << ">";
+}
+
+LogicalResult ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                   ArrayRef<ArrayAttr> dims,
+                                   ArrayRef<StringAttr> partial) {
+  llvm::StringSet<> used;
+  auto use = [&](Attribute a) -> LogicalResult {
+    auto axis = a.dyn_cast<StringAttr>();
+    if (!axis || axis.getValue().empty())
+      return emitError() << "a sharding names mesh axes by non-empty strings";
+    if (!used.insert(axis.getValue()).second)
+      return emitError() << "mesh axis \"" << axis.getValue()
+                         << "\" is used twice in one sharding; an axis splits "
+                            "one dimension or makes the value partial, once";
+    return success();
+  };
+  for (ArrayAttr dim : dims)
+    for (Attribute a : dim)
+      if (failed(use(a)))
+        return failure();
+  for (StringAttr a : partial)
+    if (failed(use(a)))
+      return failure();
+  return success();
+}
+
+SmallVector<StringRef> ShardingAttr::getDimAxes(unsigned dim) const {
+  return llvm::to_vector(llvm::map_range(
+      getDims()[dim].getAsRange<StringAttr>(),
+      [](StringAttr a) { return a.getValue(); }));
+}
+
+bool ShardingAttr::isReplicated() const {
+  return getPartial().empty() &&
+         llvm::all_of(getDims(), [](ArrayAttr d) { return d.empty(); });
+}
+
+//===----------------------------------------------------------------------===//
+// Checks against the mesh
+//===----------------------------------------------------------------------===//
+
+MeshAttr mlir::cleave::lookupMesh(Operation *op) {
+  for (; op; op = op->getParentOp())
+    if (auto mesh = op->getAttrOfType<MeshAttr>(kMeshAttr))
+      return mesh;
+  return {};
+}
+
+FailureOr<int64_t>
+mlir::cleave::groupSize(ArrayRef<StringRef> axes, MeshAttr mesh,
+                        function_ref<InFlightDiagnostic()> emitError) {
+  if (axes.empty()) {
+    emitError() << "needs at least one mesh axis for its group";
+    return failure();
+  }
+  int64_t n = 1;
+  llvm::StringSet<> seen;
+  for (StringRef axis : axes) {
+    std::optional<int64_t> size = mesh.getAxisSize(axis);
+    if (!size) {
+      emitError() << "mesh axis \"" << axis << "\" is not in the mesh "
+                  << mesh;
+      return failure();
+    }
+    if (!seen.insert(axis).second) {
+      emitError() << "mesh axis \"" << axis << "\" is named twice";
+      return failure();
+    }
+    n *= *size;
+  }
+  return n;
+}
+
+LogicalResult
+mlir::cleave::verifySharding(ShardingAttr sharding, Type type, MeshAttr mesh,
+                             function_ref<InFlightDiagnostic()> emitError) {
+  auto tensor = type.dyn_cast<RankedTensorType>();
+  if (!tensor)
+    return emitError() << "a sharding applies to a ranked tensor, not "
+                       << type;
+  if (!mesh)
+    return emitError() << "a sharding needs a cleave.mesh on an enclosing "
+                          "module to name its axes";
+  if (int64_t(sharding.getDims().size()) != tensor.getRank())
+    return emitError() << "sharding " << sharding << " has "
+                       << sharding.getDims().size()
+                       << " dimensions, the value " << tensor << " has "
+                       << tensor.getRank();
+  for (auto [dim, axes] : llvm::enumerate(sharding.getDims())) {
+    if (axes.empty())
+      continue;
+    FailureOr<int64_t> n =
+        groupSize(sharding.getDimAxes(dim), mesh, emitError);
+    if (failed(n))
+      return failure();
+    if (tensor.getDimSize(dim) % *n != 0)
+      return emitError() << "dimension " << dim << " of " << tensor
+                         << " (size " << tensor.getDimSize(dim)
+                         << ") is not divisible by the " << *n
+                         << " ranks of its mesh axes";
+  }
+  for (StringAttr axis : sharding.getPartial())
+    if (!mesh.getAxisSize(axis.getValue()))
+      return emitError() << "partial-sum axis \"" << axis.getValue()
+                         << "\" is not in the mesh " << mesh;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// The dialect's attribute verifier
+//===----------------------------------------------------------------------===//
+
+/// Checks a discardable `cleave.*` attribute on whatever it is attached to:
+/// its name is declared, its value has the right kind, and a sharding fits
+/// `type` (null when the attribute is not on one value) and the mesh.
+static LogicalResult verifyCleaveAttr(Operation *op, NamedAttribute attr,
+                                      Type type, StringRef where) {
+  StringRef name = attr.getName().getValue();
+  auto emitError = [&]() {
+    return op->emitOpError() << "attribute '" << name << "'" << where << ": ";
+  };
+  if (!llvm::is_contained(kKnownAttrNames, name))
+    return op->emitOpError()
+           << "unknown attribute '" << name
+           << "'; the cleave.* attribute names are declared in ir/AttrNames.h";
+  if (name == kMeshAttr) {
+    if (!attr.getValue().isa<MeshAttr>())
+      return emitError() << "expected a #cleave.mesh";
+    if (!isa<ModuleOp>(op))
+      return emitError() << "a mesh is declared on a module";
+    return success();
+  }
+  if (name == kShardingAttr) {
+    auto sharding = attr.getValue().dyn_cast<ShardingAttr>();
+    if (!sharding)
+      return emitError() << "expected a #cleave.sharding";
+    if (!type)
+      return emitError() << "a sharding belongs to one value: a parameter, "
+                            "a function argument or result, or an op with "
+                            "one result";
+    return verifySharding(sharding, type, lookupMesh(op), emitError);
+  }
+  if (name == kMemorySpaceAttr) {
+    if (!attr.getValue().isa<MemorySpaceAttr>())
+      return emitError() << "expected a #cleave.memory_space";
+    if (!type)
+      return emitError() << "a memory space belongs to one value: a "
+                            "parameter, a function argument or result, or "
+                            "an op with one result";
+  }
+  return success();
+}
+
+LogicalResult CleaveDialect::verifyOperationAttribute(Operation *op,
+                                                      NamedAttribute attr) {
+  Type type;
+  if (auto param = dyn_cast<ParameterOp>(op))
+    type = param.getType();
+  else if (op->getNumResults() == 1)
+    type = op->getResult(0).getType();
+  return verifyCleaveAttr(op, attr, type, "");
+}
+
+LogicalResult CleaveDialect::verifyRegionArgAttribute(Operation *op,
+                                                      unsigned region,
+                                                      unsigned index,
+                                                      NamedAttribute attr) {
+  Type type;
+  if (auto fn = dyn_cast<FunctionOpInterface>(op))
+    type = fn.getArgumentTypes()[index];
+  return verifyCleaveAttr(op, attr, type,
+                          (" of argument " + Twine(index)).str());
+}
+
+LogicalResult CleaveDialect::verifyRegionResultAttribute(Operation *op,
+                                                         unsigned region,
+                                                         unsigned index,
+                                                         NamedAttribute attr) {
+  Type type;
+  if (auto fn = dyn_cast<FunctionOpInterface>(op))
+    type = fn.getResultTypes()[index];
+  return verifyCleaveAttr(op, attr, type, (" of result " + Twine(index)).str());
+}
