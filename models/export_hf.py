@@ -24,7 +24,11 @@ output (`model(input_ids=..., labels=...).loss`), inputs `input_ids` and
 `labels` (int64 [batch, seq], the batch axis symbolic unless
 --static-batch), and every initializer that is no parameter (a buffer the
 export kept, e.g. rotary tables or masks) listed in the `cleave.buffers`
-metadata, which the importer turns into constants. What the export changes
+metadata, which the importer turns into constants. An embedding's
+padding_idx has no ONNX form: the export names it (printed, and in the
+`cleave.hf_model` metadata); Cleave trains that row from the lookup too,
+which differs from PyTorch only where the padding token is an input. What
+the export changes
 in the model, it prints: dropout probabilities are set to 0 (Cleave trains
 without dropout), the attention is the eager one, the KV cache is off.
 
@@ -228,6 +232,15 @@ def with_loss_forward(model, task):
     return model
 
 
+def padding_rows(model):
+    """{embedding weight name: padding_idx} of the nn.Embedding modules that
+    have one. PyTorch gives that row no gradient from the lookup; an ONNX
+    Gather has no such notion, so Cleave trains it like any row (the two
+    agree as long as the padding token is not in the inputs)."""
+    return {name + ".weight": m.padding_idx for name, m in model.named_modules()
+            if isinstance(m, torch.nn.Embedding) and m.padding_idx is not None}
+
+
 def check_no_dropout(model, input_ids, labels):
     """The train-mode loss must not depend on the random state: a dropout
     that prepare_config did not find would make the export differ from
@@ -246,7 +259,8 @@ def check_no_dropout(model, input_ids, labels):
 def export_hf(model, task, out_path, seq, batch=1, dynamic_batch=True, opset=17):
     """Exports `model` (from load_model or build_from_config, which this
     makes return its loss) for training to `out_path`; returns the
-    ModelProto and the names of the initializers listed as buffers."""
+    ModelProto, the names of the initializers listed as buffers and
+    padding_rows (also in the `cleave.hf_model` metadata)."""
     vocab = model.config.vocab_size
     limit = getattr(model.config, "max_position_embeddings", None)
     if limit and seq > limit:
@@ -259,6 +273,8 @@ def export_hf(model, task, out_path, seq, batch=1, dynamic_batch=True, opset=17)
     check_no_dropout(model, ids, labels)
     params = {n for n, _ in model.named_parameters()}
 
+    padding = padding_rows(model)
+
     def metadata(proto):
         inits = [t.name for t in proto.graph.initializer]
         lost = params - set(inits)
@@ -268,14 +284,15 @@ def export_hf(model, task, out_path, seq, batch=1, dynamic_batch=True, opset=17)
         return {"cleave.buffers": ",".join(n for n in inits if n not in params),
                 "cleave.hf_model": json.dumps({
                     "class": type(model).__name__, "model_type": model.config.model_type,
-                    "task": task, "transformers": transformers.__version__},
+                    "task": task, "transformers": transformers.__version__,
+                    "padding_idx": padding},
                     sort_keys=True, separators=(",", ":"))}
 
     proto = export.export_for_training(model, (ids, labels), out_path,
                                        ["input_ids", "labels"], opset=opset,
                                        dynamic_batch=dynamic_batch, metadata=metadata)
     buffers = [t.name for t in proto.graph.initializer if t.name not in params]
-    return proto, buffers
+    return proto, buffers, padding
 
 
 def load_cleave_params(model, path):
@@ -371,8 +388,12 @@ def main(argv=None):
     if not a.output:
         return
     seq = a.seq or min(getattr(model.config, "max_position_embeddings", 1024) or 1024, 1024)
-    proto, buffers = export_hf(model, task, a.output, seq, a.batch,
-                               not a.static_batch, a.opset)
+    proto, buffers, padding = export_hf(model, task, a.output, seq, a.batch,
+                                        not a.static_batch, a.opset)
+    for name, row in sorted(padding.items()):
+        print("export_hf.py: note: %s has padding_idx %d, which ONNX cannot say: "
+              "PyTorch gives row %d no gradient from the lookup, Cleave does; they "
+              "train alike while token %d is not in the inputs" % (name, row, row, row))
     n = sum(p.numel() for p in model.parameters())
     print("exported %s (%s, %s parameters) to %s: opset %d, inputs input_ids and "
           "labels [%s, %d], output loss; buffers made constants: %s"
