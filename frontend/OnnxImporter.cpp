@@ -4,7 +4,8 @@
 // host constant (initializers that are not parameters, Constant nodes, and
 // anything computed only from those) or an SSA value in the function being
 // built. Nodes whose inputs are all constants are evaluated on the host;
-// the rest become cleave ops. Float initializers of rank one or more are
+// the rest become cleave ops through their op type's handler, found in
+// onnxOpTable() (ImportNode.h; the handlers are in Import<Family>.cpp). Float initializers of rank one or more are
 // trainable parameters unless the model's `cleave.buffers` metadata lists
 // them (then they are constants); they are never folded, so their gradients
 // exist later. Those that match ImportOptions::frozen stay parameters,
@@ -14,6 +15,7 @@
 
 #include "frontend/OnnxImporter.h"
 #include "frontend/ConstantFolding.h"
+#include "frontend/ImportNode.h"
 #include "frontend/OnnxModel.h"
 #include "frontend/OnnxShapes.h"
 #include "ir/CleaveOps.h"
@@ -46,19 +48,15 @@ using ::cleave::intAttr;
 using ::cleave::intsAttr;
 using ::cleave::stringAttr;
 
-namespace {
+using Tensor = ::cleave::ImportedValue;
 
-/// A value of the ONNX graph as the importer holds it.
-struct Tensor {
-  Value value;                          // an SSA value, or
-  std::shared_ptr<HostTensor> constant; // a host constant, or
-  std::string param;                    // a parameter not read yet
-  RankedTensorType type;
-};
+namespace cleave {
 
-class Importer {
+/// Imports one model: setup, then one pass over the sorted nodes, each
+/// evaluated on the host or mapped by its op's handler (onnxOpTable()).
+class GraphImporter {
 public:
-  Importer(MLIRContext &context, const onnx::ModelProto &model,
+  GraphImporter(MLIRContext &context, const onnx::ModelProto &model,
            llvm::StringRef path, const ::cleave::ImportOptions &options)
       : context(context), builder(&context), model(model), path(path),
         modelDir(llvm::sys::path::parent_path(path)), options(options) {
@@ -76,8 +74,6 @@ private:
 
   // Per node.
   LogicalResult importNode(const onnx::NodeProto &node, int index);
-  LogicalResult mapNode(const onnx::NodeProto &node, Location loc);
-  LogicalResult weightedLoss(const onnx::NodeProto &node, Location loc);
 
   // Values.
   FailureOr<Type> elementType(DType dtype, Location loc, llvm::StringRef what);
@@ -94,17 +90,6 @@ private:
   Location valueLoc(llvm::StringRef name) {
     return NameLoc::get(builder.getStringAttr(name),
                         FileLineColLoc::get(&context, path, 0, 0));
-  }
-
-  template <typename OpTy>
-  FailureOr<Value> inferred(Location loc, ArrayRef<Value> operands,
-                            const SmallVector<NamedAttribute> &attrs = {}) {
-    SmallVector<Type> types;
-    auto dict = DictionaryAttr::get(&context, attrs);
-    if (failed(OpTy::inferReturnTypes(&context, loc, ValueRange(operands),
-                                      dict, {}, types)))
-      return failure();
-    return builder.create<OpTy>(loc, types, operands, attrs)->getResult(0);
   }
 
   MLIRContext &context;
@@ -129,7 +114,15 @@ private:
   std::optional<int64_t> batchSize() const {
     return resolvedBatch ? resolvedBatch : options.batchSize;
   }
+  friend class NodeImport;
 };
+
+} // namespace cleave
+
+using ::cleave::GraphImporter;
+using ::cleave::NodeImport;
+
+namespace {
 
 std::string nodeName(const onnx::NodeProto &node, int index) {
   if (!node.name().empty())
@@ -137,22 +130,30 @@ std::string nodeName(const onnx::NodeProto &node, int index) {
   return node.op_type() + "_" + std::to_string(index);
 }
 
-/// Binary ONNX ops that map to broadcasting cleave ops.
-using BinaryBuilder = std::function<FailureOr<Value>(Location, Value, Value)>;
-
 } // namespace
 
+const ::cleave::OnnxOpTable &::cleave::onnxOpTable() {
+  static const OnnxOpTable table = [] {
+    OnnxOpTable t;
+    registerConstantOps(t);
+    registerElementwiseOps(t);
+    registerMovementOps(t);
+    registerNNOps(t);
+    registerReductionOps(t);
+    registerLossOps(t);
+    return t;
+  }();
+  return table;
+}
+
 const std::vector<std::string> &::cleave::supportedOnnxOps() {
-  static const std::vector<std::string> ops = {
-      "Abs", "Add", "And", "Cast", "Concat", "Constant", "ConstantOfShape",
-      "Cos", "Div", "Dropout", "Equal", "Erf", "Exp", "Expand", "Flatten",
-      "Gather", "Gelu", "Gemm", "Greater", "GreaterOrEqual", "Identity",
-      "LayerNormalization", "Less", "LessOrEqual", "Log", "LogSoftmax",
-      "MatMul", "Max", "Min", "Mul", "Neg", "NegativeLogLikelihoodLoss", "Not",
-      "Or", "Pow", "Range", "Reciprocal", "ReduceMax", "ReduceMean",
-      "ReduceMin", "ReduceSum", "Relu", "Reshape", "Shape", "Sigmoid", "Sin",
-      "Size", "Slice", "Softmax", "SoftmaxCrossEntropyLoss", "Split", "Sqrt",
-      "Squeeze", "Sub", "Tanh", "Transpose", "Trilu", "Unsqueeze", "Where"};
+  static const std::vector<std::string> ops = [] {
+    std::vector<std::string> names;
+    for (const auto &entry : onnxOpTable())
+      names.push_back(entry.getKey().str());
+    llvm::sort(names);
+    return names;
+  }();
   return ops;
 }
 
@@ -170,11 +171,10 @@ static std::string resourceKey(llvm::StringRef name) {
 }
 
 static bool isSupportedOp(llvm::StringRef op) {
-  const auto &ops = ::cleave::supportedOnnxOps();
-  return std::binary_search(ops.begin(), ops.end(), op.str());
+  return ::cleave::onnxOpTable().count(op);
 }
 
-FailureOr<Type> Importer::elementType(DType dtype, Location loc,
+FailureOr<Type> GraphImporter::elementType(DType dtype, Location loc,
                                       llvm::StringRef what) {
   switch (dtype) {
   case DType::F32: return Type(builder.getF32Type());
@@ -216,7 +216,7 @@ auto ::cleave::dtypeOf(mlir::Type type) -> DType {
 }
 using ::cleave::dtypeOf;
 
-Value Importer::materialize(const HostTensor &t, Location loc) {
+Value GraphImporter::materialize(const HostTensor &t, Location loc) {
   Type element = *elementType(t.dtype(), loc, "constant");
   auto type = RankedTensorType::get(t.shape(), element);
   int64_t n = t.numElements();
@@ -268,7 +268,7 @@ Value Importer::materialize(const HostTensor &t, Location loc) {
   return cached;
 }
 
-LogicalResult Importer::defineConstant(const std::string &name, HostTensor t,
+LogicalResult GraphImporter::defineConstant(const std::string &name, HostTensor t,
                                        Location loc) {
   auto element = elementType(t.dtype(), loc, "value '" + name + "'");
   if (failed(element))
@@ -279,7 +279,7 @@ LogicalResult Importer::defineConstant(const std::string &name, HostTensor t,
   return success();
 }
 
-FailureOr<Value> Importer::valueOf(const Tensor &t, Location loc) {
+FailureOr<Value> GraphImporter::valueOf(const Tensor &t, Location loc) {
   if (t.value)
     return t.value;
   if (t.constant)
@@ -326,7 +326,7 @@ FailureOr<Value> Importer::valueOf(const Tensor &t, Location loc) {
       .getResult();
 }
 
-LogicalResult Importer::readOpset() {
+LogicalResult GraphImporter::readOpset() {
   for (const auto &entry : model.opset_import())
     if (entry.domain().empty() || entry.domain() == "ai.onnx")
       opset = entry.version();
@@ -343,7 +343,7 @@ LogicalResult Importer::readOpset() {
   return success();
 }
 
-LogicalResult Importer::declareInitializers() {
+LogicalResult GraphImporter::declareInitializers() {
   llvm::StringSet<> buffers;
   for (const auto &prop : model.metadata_props()) {
     if (prop.key() == "cleave.shapes_only")
@@ -435,7 +435,7 @@ LogicalResult Importer::declareInitializers() {
 }
 
 FailureOr<RankedTensorType>
-Importer::inputType(const onnx::ValueInfoProto &info) {
+GraphImporter::inputType(const onnx::ValueInfoProto &info) {
   auto loc = valueLoc(info.name());
   if (!info.type().has_tensor_type())
     return error(loc) << "graph input '" << info.name()
@@ -480,7 +480,7 @@ Importer::inputType(const onnx::ValueInfoProto &info) {
   return RankedTensorType::get(shape, *element);
 }
 
-FailureOr<OwningOpRef<ModuleOp>> Importer::run() {
+FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
   if (failed(readOpset()))
     return failure();
   Location fileLoc = FileLineColLoc::get(&context, path, 0, 0);
@@ -597,7 +597,7 @@ FailureOr<OwningOpRef<ModuleOp>> Importer::run() {
   return std::move(owned);
 }
 
-LogicalResult Importer::importNode(const onnx::NodeProto &node, int index) {
+LogicalResult GraphImporter::importNode(const onnx::NodeProto &node, int index) {
   std::string name = nodeName(node, index);
   Location loc = NameLoc::get(builder.getStringAttr(name),
                               FileLineColLoc::get(&context, path, index + 1, 0));
@@ -632,28 +632,6 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node, int index) {
     allConstant &= it->second.constant != nullptr;
   }
 
-  // Shape and Size need only the static type.
-  if (op == "Shape" || op == "Size") {
-    if (node.input_size() < 1)
-      return error(loc) << op << " needs an input";
-    auto shape = values[node.input(0)].type.getShape();
-    HostTensor result;
-    if (op == "Size") {
-      int64_t n = 1;
-      for (int64_t d : shape)
-        n *= d;
-      result = HostTensor::scalarInt(n);
-    } else {
-      int64_t rank = shape.size();
-      int64_t start = intAttr(node, "start", 0), end = intAttr(node, "end", rank);
-      start = std::clamp<int64_t>(start < 0 ? start + rank : start, 0, rank);
-      end = std::clamp<int64_t>(end < 0 ? end + rank : end, 0, rank);
-      result = HostTensor::ints(
-          shape.slice(start, std::max<int64_t>(end - start, 0)));
-    }
-    return defineConstant(node.output(0), std::move(result), loc);
-  }
-
   if (op == "Constant" || (allConstant && ::cleave::isFoldable(op))) {
     auto outs = ::cleave::foldNode(node, constants, opset, modelDir);
     if (!outs)
@@ -678,795 +656,87 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node, int index) {
     llvm::interleaveComma(::cleave::supportedOnnxOps(), diag);
     return failure();
   }
-  return mapNode(node, loc);
+  NodeImport import(*this, node, loc);
+  return ::cleave::onnxOpTable().lookup(op)(import);
 }
 
-LogicalResult Importer::mapNode(const onnx::NodeProto &node, Location loc) {
-  llvm::StringRef op = node.op_type();
-  auto has = [&](int i) {
-    return i < node.input_size() && !node.input(i).empty();
-  };
-  auto tensor = [&](int i) -> const Tensor & {
-    return values.find(node.input(i))->second;
-  };
-  auto value = [&](int i) { return valueOf(tensor(i), loc); };
-  auto type = [&](int i) { return tensor(i).type; };
-  auto shape = [&](int i) { return tensor(i).type.getShape(); };
-  auto constant = [&](int i) -> const HostTensor * {
-    return has(i) ? tensor(i).constant.get() : nullptr;
-  };
-  // An operand that must be known at compile time (shapes, axes, bounds).
-  auto requireConstant = [&](int i, llvm::StringRef what) -> const HostTensor * {
+NodeImport::NodeImport(GraphImporter &graph, const onnx::NodeProto &node,
+                       Location loc)
+    : graph(graph), node(node), loc(loc), op(node.op_type()),
+      builder(graph.builder), context(graph.context), opset(graph.opset),
+      modelDir(graph.modelDir) {}
+
+const Tensor &NodeImport::tensor(int i) const {
+  return graph.values.find(node.input(i))->second;
+}
+
+FailureOr<Value> NodeImport::value(int i) {
+  return graph.valueOf(tensor(i), loc);
+}
+
+const HostTensor *NodeImport::requireConstant(int i, llvm::StringRef what) {
+  const HostTensor *c = constant(i);
+  if (!c)
+    error(loc) << op << "'s " << what << " (input " << i << ", '"
+               << node.input(i)
+               << "') is computed at run time, so the dimension cannot be "
+                  "made static; Cleave needs it to be a constant";
+  return c;
+}
+
+void NodeImport::out(Value v, int i) {
+  if (i < node.output_size() && !node.output(i).empty())
+    graph.define(node.output(i), v);
+}
+
+LogicalResult NodeImport::outConstant(HostTensor t, int i) {
+  if (i >= node.output_size() || node.output(i).empty())
+    return success();
+  return graph.defineConstant(node.output(i), std::move(t), loc);
+}
+
+Value NodeImport::materialize(const HostTensor &t, Location at) {
+  return graph.materialize(t, at);
+}
+
+FailureOr<Type> NodeImport::elementType(DType dtype, Location at,
+                                        llvm::StringRef what) {
+  return graph.elementType(dtype, at, what);
+}
+
+Value NodeImport::reshape(Value v, ArrayRef<int64_t> to) {
+  auto t = v.getType().cast<RankedTensorType>();
+  if (t.getShape() == to)
+    return v;
+  return builder.create<ReshapeOp>(
+      loc, RankedTensorType::get(to, t.getElementType()), v);
+}
+
+Value NodeImport::cast(Value v, Type element) {
+  auto t = v.getType().cast<RankedTensorType>();
+  if (t.getElementType() == element)
+    return v;
+  return builder.create<CastOp>(
+      loc, RankedTensorType::get(t.getShape(), element), v);
+}
+
+FailureOr<std::pair<Value, Value>> NodeImport::binaryOperands(int a, int b) {
+  Type ta = type(a).getElementType(), tb = type(b).getElementType();
+  auto operand = [&](int i, Type want) -> FailureOr<Value> {
     const HostTensor *c = constant(i);
-    if (!c)
-      error(loc) << op << "'s " << what << " (input " << i << ", '"
-                 << node.input(i)
-                 << "') is computed at run time, so the dimension cannot be "
-                    "made static; Cleave needs it to be a constant";
-    return c;
+    if (c && type(i).getElementType() != want &&
+        dtypeOf(want) != DType::Undefined)
+      return materialize(c->castTo(dtypeOf(want)), loc);
+    return value(i);
   };
-  auto out = [&](Value v, int i = 0) {
-    if (i < node.output_size() && !node.output(i).empty())
-      define(node.output(i), v);
-  };
-  auto report = [&](llvm::Error e) -> LogicalResult {
-    return error(loc) << op << ": " << llvm::toString(std::move(e));
-  };
-  auto i64 = [&](int64_t v) { return builder.getI64IntegerAttr(v); };
-  auto arrayAttr = [&](ArrayRef<int64_t> v) {
-    return builder.getDenseI64ArrayAttr(v);
-  };
-  auto reshape = [&](Value v, ArrayRef<int64_t> to) -> Value {
-    auto t = v.getType().cast<RankedTensorType>();
-    if (t.getShape() == to)
-      return v;
-    return builder.create<ReshapeOp>(
-        loc, RankedTensorType::get(to, t.getElementType()), v);
-  };
-  auto cast = [&](Value v, Type element) -> Value {
-    auto t = v.getType().cast<RankedTensorType>();
-    if (t.getElementType() == element)
-      return v;
-    return builder.create<CastOp>(
-        loc, RankedTensorType::get(t.getShape(), element), v);
-  };
-  // Binary operands: a constant takes the other side's element type (ONNX
-  // exporters write `x * 0.5` with a scalar of either type).
-  auto binaryOperands = [&](int a, int b) -> FailureOr<std::pair<Value, Value>> {
-    Type ta = type(a).getElementType(), tb = type(b).getElementType();
-    auto operand = [&](int i, Type want) -> FailureOr<Value> {
-      const HostTensor *c = constant(i);
-      if (c && type(i).getElementType() != want && dtypeOf(want) != DType::Undefined)
-        return materialize(c->castTo(dtypeOf(want)), loc);
-      return value(i);
-    };
-    bool aConst = constant(a), bConst = constant(b);
-    auto va = operand(a, aConst && !bConst ? tb : ta);
-    auto vb = operand(b, bConst ? (aConst ? tb : ta) : tb);
-    if (failed(va) || failed(vb))
-      return failure();
-    return std::make_pair(*va, *vb);
-  };
-
-  if (op == "Pow") {
-    // The exponent may have another element type than the base (T and T1 in
-    // the spec); the result has the base's.
-    if (node.input_size() < 2)
-      return error(loc) << "Pow needs two inputs";
-    Type baseType = type(0).getElementType(), expType = type(1).getElementType();
-    auto base = value(0);
-    if (failed(base))
-      return failure();
-    FailureOr<Value> r;
-    if (!baseType.isa<FloatType>() && expType.isa<FloatType>()) {
-      // An integer to a floating-point power is computed in floating point
-      // (as numpy does) and truncated back.
-      auto exponent = value(1);
-      if (failed(exponent))
-        return failure();
-      r = inferred<PowOp>(loc, {cast(*base, expType), *exponent});
-      if (succeeded(r))
-        r = cast(*r, baseType);
-    } else {
-      const HostTensor *c = constant(1);
-      auto exponent = c ? FailureOr<Value>(materialize(
-                              c->castTo(dtypeOf(baseType)), loc))
-                        : value(1);
-      if (failed(exponent))
-        return failure();
-      r = inferred<PowOp>(loc, {*base, cast(*exponent, baseType)});
-    }
-    if (failed(r))
-      return failure();
-    out(*r);
-    return success();
-  }
-
-  // Elementwise binary.
-  static const llvm::StringMap<int> binaryKinds = {
-      {"Add", 0}, {"Sub", 1}, {"Mul", 2}, {"Div", 3},
-      {"Max", 5}, {"Min", 6}, {"And", 7}, {"Or", 8}, {"Equal", 9},
-      {"Less", 10}, {"LessOrEqual", 11}, {"Greater", 12},
-      {"GreaterOrEqual", 13}};
-  auto binary = binaryKinds.find(op);
-  if (binary != binaryKinds.end()) {
-    auto build = [&](Value a, Value b) -> FailureOr<Value> {
-      switch (binary->second) {
-      case 0: return inferred<AddOp>(loc, {a, b});
-      case 1: return inferred<SubOp>(loc, {a, b});
-      case 2: return inferred<MulOp>(loc, {a, b});
-      case 3: return inferred<DivOp>(loc, {a, b});
-      case 5: return inferred<MaxOp>(loc, {a, b});
-      case 6: return inferred<MinOp>(loc, {a, b});
-      case 7: return inferred<AndOp>(loc, {a, b});
-      case 8: return inferred<OrOp>(loc, {a, b});
-      case 9: return inferred<EqualOp>(loc, {a, b});
-      case 10: return inferred<LessOp>(loc, {a, b});
-      case 11: return inferred<LessEqualOp>(loc, {a, b});
-      case 12: return inferred<GreaterOp>(loc, {a, b});
-      default: return inferred<GreaterEqualOp>(loc, {a, b});
-      }
-    };
-    if (node.input_size() < 2 && op != "Max" && op != "Min")
-      return error(loc) << op << " needs two inputs";
-    if (node.input_size() == 1) {
-      auto v = value(0);
-      if (failed(v))
-        return failure();
-      out(*v);
-      return success();
-    }
-    auto operands = binaryOperands(0, 1);
-    if (failed(operands))
-      return failure();
-    auto result = build(operands->first, operands->second);
-    // Max and Min are variadic.
-    for (int i = 2; succeeded(result) && i < node.input_size(); ++i) {
-      auto next = value(i);
-      if (failed(next))
-        return failure();
-      result = build(*result, *next);
-    }
-    if (failed(result))
-      return failure();
-    out(*result);
-    return success();
-  }
-
-  // Elementwise unary.
-  static const llvm::StringMap<int> unaryKinds = {
-      {"Neg", 0}, {"Abs", 1}, {"Relu", 2}, {"Not", 3}, {"Exp", 4},
-      {"Log", 5}, {"Sqrt", 6}, {"Reciprocal", 7}, {"Tanh", 8},
-      {"Erf", 9}, {"Sigmoid", 10}, {"Sin", 11}, {"Cos", 12},
-      {"Identity", 13}, {"Dropout", 14}, {"Gelu", 15}};
-  auto unary = unaryKinds.find(op);
-  if (unary != unaryKinds.end()) {
-    auto x = value(0);
-    if (failed(x))
-      return failure();
-    bool isFloatOp = unary->second >= 4 && unary->second <= 12;
-    if (isFloatOp && !type(0).getElementType().isa<FloatType>())
-      return error(loc) << op << " needs a floating-point input, got "
-                        << type(0);
-    if (unary->second == 3 && !type(0).getElementType().isInteger(1))
-      return error(loc) << "Not needs a bool input, got " << type(0);
-    Value r;
-    switch (unary->second) {
-    case 0: r = builder.create<NegOp>(loc, *x); break;
-    case 1: r = builder.create<AbsOp>(loc, *x); break;
-    case 2: r = builder.create<ReluOp>(loc, *x); break;
-    case 3: r = builder.create<NotOp>(loc, *x); break;
-    case 4: r = builder.create<ExpOp>(loc, *x); break;
-    case 5: r = builder.create<LogOp>(loc, *x); break;
-    case 6: r = builder.create<SqrtOp>(loc, *x); break;
-    case 7: r = builder.create<ReciprocalOp>(loc, *x); break;
-    case 8: r = builder.create<TanhOp>(loc, *x); break;
-    case 9: r = builder.create<ErfOp>(loc, *x); break;
-    case 10: r = builder.create<SigmoidOp>(loc, *x); break;
-    case 11: r = builder.create<SinOp>(loc, *x); break;
-    case 12: r = builder.create<CosOp>(loc, *x); break;
-    case 13: r = *x; break;
-    case 14: {
-      // Dropout imports as identity: inference mode, or ratio 0. Its mask
-      // output then keeps every element.
-      const HostTensor *ratio = constant(1), *training = constant(2);
-      bool train = training && training->getInt(0);
-      if (has(2) && !training)
-        return error(loc) << "Dropout's training_mode is computed at run "
-                             "time; export in eval mode";
-      if (train && (!ratio || ratio->getDouble(0) != 0))
-        return error(loc) << "Dropout in training mode with a nonzero ratio "
-                             "is not supported yet; export with "
-                             "model.eval() or p=0";
-      r = *x;
-      if (node.output_size() > 1 && !node.output(1).empty()) {
-        HostTensor keep(DType::Bool, shape(0));
-        for (int64_t i = 0; i < keep.numElements(); ++i)
-          keep.setInt(i, 1);
-        out(materialize(keep, loc), 1);
-      }
-      break;
-    }
-    default: {
-      std::string approximate = stringAttr(node, "approximate", "none");
-      r = builder.create<GeluOp>(loc, *x, builder.getStringAttr(approximate));
-      break;
-    }
-    }
-    out(r);
-    return success();
-  }
-
-  if (op == "Cast") {
-    auto to = elementType(static_cast<DType>(intAttr(node, "to", 1)), loc,
-                          "Cast's target");
-    auto x = value(0);
-    if (failed(to) || failed(x))
-      return failure();
-    if (type(0).getElementType() == *to)
-      out(*x);
-    else
-      out(builder.create<CastOp>(loc, RankedTensorType::get(shape(0), *to), *x));
-    return success();
-  }
-
-  if (op == "Where") {
-    auto c = value(0);
-    auto operands = binaryOperands(1, 2);
-    if (failed(c) || failed(operands))
-      return failure();
-    if (!type(0).getElementType().isInteger(1))
-      return error(loc) << "Where's condition must be bool, got " << type(0);
-    auto r = inferred<SelectOp>(loc, {*c, operands->first, operands->second});
-    if (failed(r))
-      return failure();
-    out(*r);
-    return success();
-  }
-
-  if (op == "MatMul" || op == "Gemm") {
-    auto a = value(0), b = value(1);
-    if (failed(a) || failed(b))
-      return failure();
-    Value lhs = *a, rhs = *b;
-    if (op == "Gemm") {
-      if (type(0).getRank() != 2 || type(1).getRank() != 2)
-        return error(loc) << "Gemm needs 2-D inputs, got " << type(0)
-                          << " and " << type(1);
-      auto transpose = [&](Value v) {
-        return *inferred<TransposeOp>(
-            loc, {v}, {builder.getNamedAttr("perm", arrayAttr({1, 0}))});
-      };
-      if (intAttr(node, "transA", 0))
-        lhs = transpose(lhs);
-      if (intAttr(node, "transB", 0))
-        rhs = transpose(rhs);
-    }
-    int64_t lhsRank = lhs.getType().cast<RankedTensorType>().getRank();
-    int64_t rhsRank = rhs.getType().cast<RankedTensorType>().getRank();
-    if (lhsRank == 0 || rhsRank == 0)
-      return error(loc) << "MatMul needs inputs of rank 1 or more";
-    // Rank-1 operands become matrices and the added dimension is dropped.
-    if (lhsRank == 1)
-      lhs = reshape(lhs, {1, shape(0)[0]});
-    if (rhsRank == 1)
-      rhs = reshape(rhs, {shape(1)[0], 1});
-    auto r = inferred<MatmulOp>(loc, {lhs, rhs});
-    if (failed(r))
-      return failure();
-    Value result = *r;
-    if (lhsRank == 1 || rhsRank == 1) {
-      SmallVector<int64_t> s(result.getType().cast<RankedTensorType>().getShape());
-      if (rhsRank == 1)
-        s.erase(s.end() - 1);
-      if (lhsRank == 1)
-        s.erase(s.end() - (rhsRank == 1 ? 1 : 2));
-      result = reshape(result, s);
-    }
-    if (op == "Gemm") {
-      float alpha = floatAttr(node, "alpha", 1.0f), beta = floatAttr(node, "beta", 1.0f);
-      Type element = result.getType().cast<RankedTensorType>().getElementType();
-      auto scalar = [&](float v) {
-        HostTensor t(dtypeOf(element), {});
-        t.setDouble(0, v);
-        return materialize(t, loc);
-      };
-      if (alpha != 1.0f)
-        result = *inferred<MulOp>(loc, {result, scalar(alpha)});
-      if (has(2)) {
-        auto c = value(2);
-        if (failed(c))
-          return failure();
-        Value cv = *c;
-        if (beta != 1.0f)
-          cv = *inferred<MulOp>(loc, {cv, scalar(beta)});
-        auto sum = inferred<AddOp>(loc, {result, cv});
-        if (failed(sum))
-          return failure();
-        result = *sum;
-      }
-    }
-    out(result);
-    return success();
-  }
-
-  if (op == "ReduceSum" || op == "ReduceMean" || op == "ReduceMax" ||
-      op == "ReduceMin") {
-    int64_t since = op == "ReduceSum" ? 13 : 18;
-    if (opset >= since && has(1) && !constant(1))
-      return requireConstant(1, "axes") ? success() : failure();
-    auto axesList = ::cleave::axesOf(node, constant(1), opset, since);
-    auto x = value(0);
-    if (failed(x))
-      return failure();
-    int64_t rank = type(0).getRank();
-    if (axesList.empty()) {
-      if (intAttr(node, "noop_with_empty_axes", 0)) {
-        out(*x);
-        return success();
-      }
-      for (int64_t d = 0; d < rank; ++d)
-        axesList.push_back(d);
-    }
-    auto axes = ::cleave::normalizeAxes(axesList, rank);
-    if (!axes)
-      return report(axes.takeError());
-    SmallVector<NamedAttribute> attrs{
-        builder.getNamedAttr("axes", arrayAttr(*axes)),
-        builder.getNamedAttr("keepdims",
-                             builder.getBoolAttr(intAttr(node, "keepdims", 1)))};
-    FailureOr<Value> r;
-    if (op == "ReduceSum")
-      r = inferred<ReduceSumOp>(loc, {*x}, attrs);
-    else if (op == "ReduceMean")
-      r = inferred<ReduceMeanOp>(loc, {*x}, attrs);
-    else if (op == "ReduceMax")
-      r = inferred<ReduceMaxOp>(loc, {*x}, attrs);
-    else
-      r = inferred<ReduceMinOp>(loc, {*x}, attrs);
-    if (failed(r))
-      return failure();
-    out(*r);
-    return success();
-  }
-
-  if (op == "Softmax" || op == "LogSoftmax") {
-    auto x = value(0);
-    if (failed(x))
-      return failure();
-    if (!type(0).getElementType().isa<FloatType>())
-      return error(loc) << op << " needs a floating-point input";
-    int64_t rank = type(0).getRank();
-    auto axis = ::cleave::normalizeAxis(intAttr(node, "axis", opset >= 13 ? -1 : 1),
-                                      rank);
-    if (!axis)
-      return report(axis.takeError());
-    Value in = *x;
-    int64_t softmaxAxis = *axis;
-    // Before opset 13 the op normalizes over all dimensions from `axis` on.
-    bool flatten = opset < 13 && *axis != rank - 1;
-    if (flatten) {
-      int64_t outer = 1, inner = 1;
-      for (int64_t d = 0; d < rank; ++d)
-        (d < *axis ? outer : inner) *= shape(0)[d];
-      in = reshape(in, {outer, inner});
-      softmaxAxis = 1;
-    }
-    Value r = op == "Softmax"
-                  ? builder.create<SoftmaxOp>(loc, in, i64(softmaxAxis)).getResult()
-                  : builder.create<LogSoftmaxOp>(loc, in, i64(softmaxAxis)).getResult();
-    out(flatten ? reshape(r, shape(0)) : r);
-    return success();
-  }
-
-  if (op == "LayerNormalization") {
-    auto x = value(0);
-    if (failed(x))
-      return failure();
-    auto axis = ::cleave::normalizeAxis(intAttr(node, "axis", -1), type(0).getRank());
-    if (!axis)
-      return report(axis.takeError());
-    Value scale, bias;
-    if (has(1)) {
-      auto s = value(1);
-      if (failed(s))
-        return failure();
-      scale = *s;
-    }
-    if (has(2)) {
-      auto b = value(2);
-      if (failed(b))
-        return failure();
-      bias = *b;
-    }
-    // Scale and bias may be given in a broadcastable shape; bring them to
-    // x.shape[axis:] as the op expects.
-    auto normalized = shape(0).drop_front(*axis);
-    for (Value *p : {&scale, &bias}) {
-      if (!*p)
-        continue;
-      auto t = p->getType().cast<RankedTensorType>();
-      if (t.getShape() != normalized) {
-        auto merged = broadcastShapes(t.getShape(), normalized);
-        if (failed(merged) || ArrayRef<int64_t>(*merged) != normalized)
-          return error(loc) << "LayerNormalization's scale/bias of shape "
-                            << ::cleave::shapeToString(t.getShape())
-                            << " does not broadcast to the normalized shape "
-                            << ::cleave::shapeToString(normalized);
-        *p = builder.create<BroadcastToOp>(
-            loc, RankedTensorType::get(normalized, t.getElementType()), *p);
-      }
-    }
-    float epsilon = floatAttr(node, "epsilon", 1e-5f);
-    out(builder.create<LayerNormOp>(loc, type(0), *x, scale, bias, i64(*axis),
-                                    builder.getF32FloatAttr(epsilon)));
-    // The optional Mean and InvStdDev outputs (what a training backend would
-    // save for the backward pass), computed in `stash_type`.
-    bool wantStats = false;
-    for (int i = 1; i < node.output_size(); ++i)
-      wantStats |= !node.output(i).empty();
-    if (wantStats) {
-      auto stash = elementType(static_cast<DType>(intAttr(node, "stash_type", 1)),
-                               loc, "LayerNormalization's stash_type");
-      if (failed(stash))
-        return failure();
-      if (!stash->isa<FloatType>())
-        return error(loc) << "LayerNormalization's stash_type must be a "
-                             "floating-point type, got "
-                          << *stash;
-      SmallVector<int64_t> axes;
-      for (int64_t d = *axis; d < type(0).getRank(); ++d)
-        axes.push_back(d);
-      SmallVector<NamedAttribute> attrs{
-          builder.getNamedAttr("axes", arrayAttr(axes)),
-          builder.getNamedAttr("keepdims", builder.getBoolAttr(true))};
-      Value xs = cast(*x, *stash);
-      Value mean = *inferred<ReduceMeanOp>(loc, {xs}, attrs);
-      Value centered = *inferred<SubOp>(loc, {xs, mean});
-      Value square = *inferred<MulOp>(loc, {centered, centered});
-      Value variance = *inferred<ReduceMeanOp>(loc, {square}, attrs);
-      HostTensor eps(dtypeOf(*stash), {});
-      eps.setDouble(0, epsilon);
-      Value shifted = *inferred<AddOp>(loc, {variance, materialize(eps, loc)});
-      out(mean, 1);
-      out(builder.create<RsqrtOp>(loc, shifted), 2);
-    }
-    return success();
-  }
-
-  if (op == "SoftmaxCrossEntropyLoss" || op == "NegativeLogLikelihoodLoss") {
-    if (has(2))
-      return weightedLoss(node, loc);
-    auto x = value(0), t = value(1);
-    if (failed(x) || failed(t))
-      return failure();
-    std::string reductionName = stringAttr(node, "reduction", "mean");
-    auto reduction = symbolizeLossReduction(reductionName);
-    if (!reduction)
-      return error(loc) << op << " reduction must be none, sum or mean, got '"
-                        << reductionName << "'";
-    SmallVector<NamedAttribute> attrs{builder.getNamedAttr(
-        "reduction", LossReductionAttr::get(&context, *reduction))};
-    if (const auto *ignore = findAttr(node, "ignore_index"))
-      attrs.push_back(builder.getNamedAttr("ignore_index", i64(ignore->i())));
-    auto r = op == "SoftmaxCrossEntropyLoss"
-                 ? inferred<SoftmaxCrossEntropyOp>(loc, {*x, *t}, attrs)
-                 : inferred<NllLossOp>(loc, {*x, *t}, attrs);
-    if (failed(r))
-      return failure();
-    out(*r);
-    if (op == "SoftmaxCrossEntropyLoss" && node.output_size() > 1 &&
-        !node.output(1).empty())
-      out(builder.create<LogSoftmaxOp>(loc, *x, i64(1)), 1);
-    return success();
-  }
-
-  if (op == "Reshape" || op == "Flatten" || op == "Squeeze" ||
-      op == "Unsqueeze") {
-    auto x = value(0);
-    if (failed(x))
-      return failure();
-    llvm::Expected<::cleave::Shape> to = ::cleave::Shape();
-    if (op == "Reshape") {
-      const HostTensor *s = requireConstant(1, "shape");
-      if (!s)
-        return failure();
-      to = ::cleave::reshapeTarget(shape(0), s->toInts(),
-                                 intAttr(node, "allowzero", 0));
-    } else if (op == "Flatten") {
-      to = ::cleave::flattenShape(shape(0), intAttr(node, "axis", 1));
-    } else {
-      if (opset >= 13 && has(1) && !requireConstant(1, "axes"))
-        return failure();
-      auto axes = ::cleave::axesOf(node, constant(1), opset, 13);
-      to = op == "Squeeze" ? ::cleave::squeezeShape(shape(0), axes)
-                           : ::cleave::unsqueezeShape(shape(0), axes);
-    }
-    if (!to)
-      return report(to.takeError());
-    out(reshape(*x, *to));
-    return success();
-  }
-
-  if (op == "Transpose") {
-    auto x = value(0);
-    if (failed(x))
-      return failure();
-    auto perm = intsAttr(node, "perm");
-    if (perm.empty())
-      for (int64_t d = type(0).getRank() - 1; d >= 0; --d)
-        perm.push_back(d);
-    auto r = inferred<TransposeOp>(loc, {*x},
-                                   {builder.getNamedAttr("perm", arrayAttr(perm))});
-    if (failed(r))
-      return failure();
-    out(*r);
-    return success();
-  }
-
-  if (op == "Expand") {
-    const HostTensor *s = requireConstant(1, "shape");
-    auto x = value(0);
-    if (!s || failed(x))
-      return failure();
-    auto dims = s->toInts();
-    auto merged = broadcastShapes(shape(0), dims);
-    if (failed(merged))
-      return error(loc) << "Expand: cannot broadcast "
-                        << ::cleave::shapeToString(shape(0)) << " to "
-                        << ::cleave::shapeToString(dims);
-    if (ArrayRef<int64_t>(*merged) == shape(0)) {
-      out(*x);
-      return success();
-    }
-    out(builder.create<BroadcastToOp>(
-        loc, RankedTensorType::get(*merged, type(0).getElementType()), *x));
-    return success();
-  }
-
-  if (op == "Concat") {
-    if (node.input_size() == 0)
-      return error(loc) << "Concat has no inputs";
-    auto axis = ::cleave::normalizeAxis(intAttr(node, "axis", 0), type(0).getRank());
-    if (!axis)
-      return report(axis.takeError());
-    SmallVector<Value> inputs;
-    for (int i = 0; i < node.input_size(); ++i) {
-      if (!has(i))
-        continue;
-      auto v = value(i);
-      if (failed(v))
-        return failure();
-      inputs.push_back(*v);
-    }
-    auto r = inferred<ConcatOp>(loc, inputs,
-                                {builder.getNamedAttr("axis", i64(*axis))});
-    if (failed(r))
-      return failure();
-    out(*r);
-    return success();
-  }
-
-  if (op == "Slice" || op == "Split") {
-    auto x = value(0);
-    if (failed(x))
-      return failure();
-    auto slice = [&](const ::cleave::SliceBounds &b) {
-      return inferred<SliceOp>(
-          loc, {*x},
-          {builder.getNamedAttr("start", arrayAttr(b.start)),
-           builder.getNamedAttr("limit", arrayAttr(b.limit)),
-           builder.getNamedAttr("step", arrayAttr(b.step))});
-    };
-    if (op == "Slice") {
-      std::vector<int64_t> starts, ends, axes, steps;
-      if (opset >= 10) {
-        const HostTensor *s = requireConstant(1, "starts");
-        const HostTensor *e = s ? requireConstant(2, "ends") : nullptr;
-        if (!s || !e)
-          return failure();
-        if (has(3) && !requireConstant(3, "axes"))
-          return failure();
-        if (has(4) && !requireConstant(4, "steps"))
-          return failure();
-        starts = s->toInts();
-        ends = e->toInts();
-        if (has(3))
-          axes = constant(3)->toInts();
-        if (has(4))
-          steps = constant(4)->toInts();
-      } else {
-        starts = intsAttr(node, "starts");
-        ends = intsAttr(node, "ends");
-        axes = intsAttr(node, "axes");
-      }
-      auto bounds = ::cleave::sliceBounds(shape(0), starts, ends, axes, steps);
-      if (!bounds)
-        return report(bounds.takeError());
-      auto r = slice(*bounds);
-      if (failed(r))
-        return failure();
-      out(*r);
-      return success();
-    }
-    auto axis = ::cleave::normalizeAxis(intAttr(node, "axis", 0), type(0).getRank());
-    if (!axis)
-      return report(axis.takeError());
-    std::vector<int64_t> split;
-    if (opset >= 13 && has(1)) {
-      const HostTensor *s = requireConstant(1, "split");
-      if (!s)
-        return failure();
-      split = s->toInts();
-    } else if (opset < 13) {
-      split = intsAttr(node, "split");
-    }
-    auto sizes = ::cleave::splitSizes(
-        shape(0)[*axis], split, intAttr(node, "num_outputs", node.output_size()));
-    if (!sizes)
-      return report(sizes.takeError());
-    if ((int)sizes->size() != node.output_size())
-      return error(loc) << "Split has " << node.output_size()
-                        << " outputs but " << sizes->size() << " split sizes";
-    int64_t offset = 0;
-    for (auto [i, size] : llvm::enumerate(*sizes)) {
-      auto bounds = ::cleave::sliceBounds(shape(0), {offset}, {offset + size},
-                                        {*axis}, {});
-      if (!bounds)
-        return report(bounds.takeError());
-      auto r = slice(*bounds);
-      if (failed(r))
-        return failure();
-      out(*r, i);
-      offset += size;
-    }
-    return success();
-  }
-
-  if (op == "Gather") {
-    auto axis = ::cleave::normalizeAxis(intAttr(node, "axis", 0), type(0).getRank());
-    if (!axis)
-      return report(axis.takeError());
-    if (!type(1).getElementType().isInteger(64) &&
-        !type(1).getElementType().isInteger(32))
-      return error(loc) << "Gather's indices must be int32 or int64, got "
-                        << type(1);
-    auto data = value(0), indices = value(1);
-    if (failed(data) || failed(indices))
-      return failure();
-    // A lookup of run-time ids in a 2-D parameter is an embedding.
-    bool embedding = !tensor(0).param.empty() && type(0).getRank() == 2 &&
-                     *axis == 0 && !constant(1);
-    auto r = embedding
-                 ? inferred<EmbeddingOp>(loc, {*data, *indices})
-                 : inferred<GatherOp>(loc, {*data, *indices},
-                                      {builder.getNamedAttr("axis", i64(*axis))});
-    if (failed(r))
-      return failure();
-    out(*r);
-    return success();
-  }
-
-  if (op == "Trilu") {
-    // On a run-time value: select against the folded triangular mask.
-    if (type(0).getRank() < 2)
-      return error(loc) << "Trilu needs rank 2 or more, got " << type(0);
-    if (has(1) && !requireConstant(1, "k"))
-      return failure();
-    auto x = value(0);
-    if (failed(x))
-      return failure();
-    int64_t rows = shape(0)[type(0).getRank() - 2], cols = shape(0).back();
-    HostTensor ones(DType::Bool, {rows, cols});
-    for (int64_t i = 0; i < ones.numElements(); ++i)
-      ones.setInt(i, 1);
-    SmallVector<const HostTensor *> maskInputs{&ones, constant(1)};
-    auto mask = ::cleave::foldNode(node, maskInputs, opset, modelDir);
-    if (!mask)
-      return report(mask.takeError());
-    HostTensor zero(dtypeOf(type(0).getElementType()), {});
-    auto r = inferred<SelectOp>(
-        loc, {materialize((*mask)[0], loc), *x, materialize(zero, loc)});
-    if (failed(r))
-      return failure();
-    out(*r);
-    return success();
-  }
-
-  // ConstantOfShape, Range and the like reach here only with run-time inputs.
-  auto diag = error(loc);
-  diag << op << " on inputs computed at run time cannot be made static; "
-       << "Cleave needs its inputs to be constants";
-  return failure();
+  bool aConst = constant(a), bConst = constant(b);
+  auto va = operand(a, aConst && !bConst ? tb : ta);
+  auto vb = operand(b, bConst ? (aConst ? tb : ta) : tb);
+  if (failed(va) || failed(vb))
+    return failure();
+  return std::make_pair(*va, *vb);
 }
 
-/// SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss with class weights,
-/// which the loss ops do not take, as elementwise ops and reductions. A
-/// one-hot comparison with the class ids picks each target's
-/// log-probability and weight, so an ignored target (which may lie outside
-/// [0, C)) reads nothing:
-///   loss[n, d...] = -logp[n, t, d...] * w[t]   (0 where t == ignore_index)
-///   mean = sum(loss) / sum(w[t] over targets not ignored)
-LogicalResult Importer::weightedLoss(const onnx::NodeProto &node,
-                                     Location loc) {
-  llvm::StringRef op = node.op_type();
-  auto get = [&](int i) -> FailureOr<Value> {
-    return valueOf(values.find(node.input(i))->second, loc);
-  };
-  auto x = get(0), target = get(1), weight = get(2);
-  if (failed(x) || failed(target) || failed(weight))
-    return failure();
-  auto xType = x->getType().cast<RankedTensorType>();
-  auto tType = target->getType().cast<RankedTensorType>();
-  auto wType = weight->getType().cast<RankedTensorType>();
-  std::string reduction = stringAttr(node, "reduction", "mean");
-  if (reduction != "none" && reduction != "sum" && reduction != "mean")
-    return error(loc) << op << " reduction must be none, sum or mean, got '"
-                      << reduction << "'";
-  // The shape checks of the loss ops, for the same messages.
-  SmallVector<Type> lossType;
-  if (failed(SoftmaxCrossEntropyOp::inferReturnTypes(
-          &context, loc, ValueRange{*x, *target},
-          builder.getDictionaryAttr(builder.getNamedAttr(
-              "reduction",
-              LossReductionAttr::get(&context, LossReduction::none))),
-          {}, lossType)))
-    return failure();
-  int64_t rank = xType.getRank(), classes = xType.getDimSize(1);
-  Type element = xType.getElementType();
-  if (wType.getShape() != ArrayRef<int64_t>{classes} ||
-      wType.getElementType() != element)
-    return error(loc) << op << "'s weights must be a " << classes
-                      << "-element vector of " << element << ", got " << wType;
-
-  Value logp = *x;
-  if (op == "SoftmaxCrossEntropyLoss") {
-    logp = builder.create<LogSoftmaxOp>(loc, *x, builder.getI64IntegerAttr(1));
-    if (node.output_size() > 1 && !node.output(1).empty())
-      define(node.output(1), logp);
-  }
-  // [N, 1, d...] targets against [1, C, 1...] class ids.
-  SmallVector<int64_t> oneHotShape(rank, 1), targetShape(tType.getShape());
-  oneHotShape[1] = classes;
-  targetShape.insert(targetShape.begin() + 1, 1);
-  Type idType = tType.getElementType();
-  HostTensor ids(dtypeOf(idType), oneHotShape);
-  for (int64_t c = 0; c < classes; ++c)
-    ids.setInt(c, c);
-  Value target1 = builder.create<ReshapeOp>(
-      loc, RankedTensorType::get(targetShape, idType), *target);
-  Value oneHot = *inferred<EqualOp>(loc, {target1, materialize(ids, loc)});
-  HostTensor zeroT(dtypeOf(element), {});
-  Value zero = materialize(zeroT, loc);
-  auto sumOver = [&](Value v, ArrayRef<int64_t> axes) {
-    return *inferred<ReduceSumOp>(
-        loc, {v},
-        {builder.getNamedAttr("axes", builder.getDenseI64ArrayAttr(axes)),
-         builder.getNamedAttr("keepdims", builder.getBoolAttr(false))});
-  };
-  Value picked = sumOver(*inferred<SelectOp>(loc, {oneHot, logp, zero}), {1});
-  Value weights = builder.create<ReshapeOp>(
-      loc, RankedTensorType::get(oneHotShape, element), *weight);
-  Value w = sumOver(*inferred<SelectOp>(loc, {oneHot, weights, zero}), {1});
-  if (const auto *ignore = findAttr(node, "ignore_index")) {
-    Value ignored = *inferred<EqualOp>(
-        loc, {*target, materialize(HostTensor::scalarInt(ignore->i(),
-                                                         dtypeOf(idType)),
-                                   loc)});
-    w = *inferred<SelectOp>(loc, {ignored, zero, w});
-  }
-  Value loss = builder.create<NegOp>(loc, *inferred<MulOp>(loc, {picked, w}));
-  if (reduction != "none") {
-    SmallVector<int64_t> all;
-    for (int64_t d = 0; d < rank - 1; ++d)
-      all.push_back(d);
-    loss = sumOver(loss, all);
-    if (reduction == "mean")
-      loss = *inferred<DivOp>(loc, {loss, sumOver(w, all)});
-  }
-  define(node.output(0), loss);
-  return success();
-}
 
 namespace cleave {
 FailureOr<OwningOpRef<ModuleOp>>
@@ -1479,7 +749,7 @@ importOnnxFile(llvm::StringRef path, MLIRContext &context,
         << llvm::toString(model.takeError());
     return failure();
   }
-  Importer importer(context, **model, path, options);
+  GraphImporter importer(context, **model, path, options);
   return importer.run();
 }
 } // namespace cleave
