@@ -1,8 +1,8 @@
 //===- ImportMovement.cpp - ONNX data movement ops to cleave IR -----------===//
 //
 // Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Expand, Concat, Slice,
-// Split, Gather and Trilu: ops that move elements without computing new
-// ones. Their shape operands must be known at compile time.
+// Split, Gather, Trilu, Pad and Tile: ops that move elements without
+// computing new ones. Their shape operands must be known at compile time.
 //
 //===----------------------------------------------------------------------===//
 
@@ -245,6 +245,231 @@ struct Movement : NodeImport {
     out(*r);
     return success();
   }
+
+  /// `x[start:limit:step]` in every dimension.
+  FailureOr<Value> sliceOf(Value v, ArrayRef<int64_t> start,
+                           ArrayRef<int64_t> limit, ArrayRef<int64_t> step) {
+    return inferred<SliceOp>(loc, {v},
+                             {builder.getNamedAttr("start", arrayAttr(start)),
+                              builder.getNamedAttr("limit", arrayAttr(limit)),
+                              builder.getNamedAttr("step", arrayAttr(step))});
+  }
+
+  /// `v` along `axis` from `begin` to `end` by `step` (the other
+  /// dimensions whole).
+  FailureOr<Value> sliceAxis(Value v, int64_t axis, int64_t begin, int64_t end,
+                             int64_t step = 1) {
+    auto t = v.getType().cast<RankedTensorType>();
+    SmallVector<int64_t> start(t.getRank(), 0), limit(t.getShape()),
+        steps(t.getRank(), 1);
+    start[axis] = begin;
+    limit[axis] = end;
+    steps[axis] = step;
+    return sliceOf(v, start, limit, steps);
+  }
+
+  Value broadcastTo(Value v, ArrayRef<int64_t> shape) {
+    auto t = v.getType().cast<RankedTensorType>();
+    if (t.getShape() == shape)
+      return v;
+    return builder.create<BroadcastToOp>(
+        loc, RankedTensorType::get(shape, t.getElementType()), v);
+  }
+
+  /// Pad as the ops it is made of, so it needs no kernel or gradient rule
+  /// of its own: for each padded axis one concat of the border pieces and
+  /// the tensor (constant: the value broadcast; edge: the edge slice
+  /// broadcast; reflect: a reversed slice; wrap: a slice of the other end),
+  /// then one slice for negative pads. As ONNX's reference does, positive
+  /// pads are applied before negative ones crop.
+  LogicalResult pad() {
+    std::string mode = stringAttr(node, "mode", "constant");
+    if (mode != "constant" && mode != "reflect" && mode != "edge" &&
+        mode != "wrap")
+      return error(loc) << "Pad's mode must be constant, reflect, edge or "
+                           "wrap, got '"
+                        << mode << "'";
+    const HostTensor *padsInput = requireConstant(1, "pads");
+    if (!padsInput)
+      return failure();
+    int64_t rank = type(0).getRank();
+    std::vector<int64_t> axes;
+    if (has(3)) {
+      const HostTensor *axesInput = requireConstant(3, "axes");
+      if (!axesInput)
+        return failure();
+      for (int64_t a : axesInput->toInts()) {
+        auto axis = ::cleave::normalizeAxis(a, rank);
+        if (!axis)
+          return report(axis.takeError());
+        if (llvm::is_contained(axes, *axis))
+          return error(loc) << "Pad's axes name axis " << *axis << " twice";
+        axes.push_back(*axis);
+      }
+    } else {
+      for (int64_t d = 0; d < rank; ++d)
+        axes.push_back(d);
+    }
+    std::vector<int64_t> pads = padsInput->toInts();
+    if (pads.size() != 2 * axes.size())
+      return error(loc) << "Pad's pads has " << pads.size()
+                        << " values; expected " << 2 * axes.size()
+                        << " (a begin and an end for each of the "
+                        << axes.size() << " padded axes of " << type(0) << ")";
+    SmallVector<int64_t> before(rank, 0), after(rank, 0);
+    for (auto [i, axis] : llvm::enumerate(axes)) {
+      before[axis] = pads[i];
+      after[axis] = pads[i + axes.size()];
+    }
+    auto x = value(0);
+    if (failed(x))
+      return failure();
+    Type element = type(0).getElementType();
+    SmallVector<int64_t> ones(rank, 1);
+    Value fill;
+    if (mode == "constant") {
+      if (has(2)) {
+        if (type(2).getNumElements() != 1)
+          return error(loc)
+                 << "Pad's constant_value must be one value, got " << type(2);
+        if (const HostTensor *c = constant(2)) {
+          fill = materialize(c->castTo(dtypeOf(element)), loc);
+        } else {
+          if (type(2).getElementType() != element)
+            return error(loc) << "Pad's constant_value has type " << type(2)
+                              << ", but the data has " << type(0);
+          auto v = value(2);
+          if (failed(v))
+            return failure();
+          fill = *v;
+        }
+      } else {
+        fill = materialize(HostTensor(dtypeOf(element), {}), loc);
+      }
+      fill = reshape(fill, ones);
+    }
+
+    Value result = *x;
+    for (int64_t d = 0; d < rank; ++d) {
+      int64_t b = std::max<int64_t>(before[d], 0),
+              a = std::max<int64_t>(after[d], 0);
+      if (b == 0 && a == 0)
+        continue;
+      SmallVector<int64_t> shape(
+          result.getType().cast<RankedTensorType>().getShape());
+      int64_t n = shape[d];
+      auto piece = [&](int64_t size, bool atStart) -> FailureOr<Value> {
+        SmallVector<int64_t> pieceShape(shape);
+        pieceShape[d] = size;
+        if (mode == "constant")
+          return broadcastTo(fill, pieceShape);
+        if (n == 0)
+          return error(loc) << "Pad in " << mode << " mode cannot pad axis "
+                            << d << " of " << type(0) << ", which is empty";
+        if (mode == "edge") {
+          auto edge = atStart ? sliceAxis(result, d, 0, 1)
+                              : sliceAxis(result, d, n - 1, n);
+          if (failed(edge))
+            return failure();
+          return broadcastTo(*edge, pieceShape);
+        }
+        if (mode == "reflect") {
+          // x[size], ..., x[1] before; x[n-2], ..., x[n-1-size] after.
+          if (size > n - 1)
+            return error(loc) << "Pad in reflect mode pads axis " << d << " by "
+                              << size << ", but a dimension of " << n
+                              << " reflects at most " << n - 1;
+          return atStart ? sliceAxis(result, d, size, 0, -1)
+                         : sliceAxis(result, d, n - 2, n - 2 - size, -1);
+        }
+        if (size > n)
+          return error(loc) << "Pad in wrap mode pads axis " << d << " by "
+                            << size << ", more than its size " << n;
+        return atStart ? sliceAxis(result, d, n - size, n)
+                       : sliceAxis(result, d, 0, size);
+      };
+      SmallVector<Value> parts;
+      if (b) {
+        auto p = piece(b, true);
+        if (failed(p))
+          return failure();
+        parts.push_back(*p);
+      }
+      parts.push_back(result);
+      if (a && a == b && mode == "constant") {
+        parts.push_back(parts.front()); // the same broadcast value
+      } else if (a) {
+        auto p = piece(a, false);
+        if (failed(p))
+          return failure();
+        parts.push_back(*p);
+      }
+      auto joined = inferred<ConcatOp>(loc, parts,
+                                       {builder.getNamedAttr("axis", i64(d))});
+      if (failed(joined))
+        return failure();
+      result = *joined;
+    }
+
+    bool crop = false;
+    SmallVector<int64_t> start(rank, 0),
+        limit(result.getType().cast<RankedTensorType>().getShape()),
+        step(rank, 1);
+    for (int64_t d = 0; d < rank; ++d) {
+      if (before[d] >= 0 && after[d] >= 0)
+        continue;
+      crop = true;
+      start[d] = -std::min<int64_t>(before[d], 0);
+      limit[d] += std::min<int64_t>(after[d], 0);
+      if (limit[d] < start[d])
+        return error(loc) << "Pad's pads " << before[d] << " and " << after[d]
+                          << " on axis " << d << " of " << type(0)
+                          << " leave a negative size";
+    }
+    if (crop) {
+      auto cropped = sliceOf(result, start, limit, step);
+      if (failed(cropped))
+        return failure();
+      result = *cropped;
+    }
+    out(result);
+    return success();
+  }
+
+  /// Tile as a broadcast: [.., d, ..] viewed as [.., 1, d, ..], broadcast
+  /// to [.., r, d, ..] and viewed as [.., r * d, ..] for every axis repeated
+  /// r != 1 times. The broadcast's gradient rule sums the copies.
+  LogicalResult tile() {
+    const HostTensor *r = requireConstant(1, "repeats");
+    auto x = value(0);
+    if (!r || failed(x))
+      return failure();
+    std::vector<int64_t> repeats = r->toInts();
+    int64_t rank = type(0).getRank();
+    if ((int64_t)repeats.size() != rank)
+      return error(loc) << "Tile's repeats has " << repeats.size()
+                        << " values for " << type(0) << "; expected " << rank;
+    SmallVector<int64_t> viewed, broadcast, tiled;
+    for (auto [d, n] : llvm::enumerate(shape(0))) {
+      int64_t times = repeats[d];
+      if (times < 0)
+        return error(loc) << "Tile's repeats must not be negative, got "
+                          << times << " for axis " << d;
+      tiled.push_back(times * n);
+      if (times != 1) {
+        viewed.push_back(1);
+        broadcast.push_back(times);
+      }
+      viewed.push_back(n);
+      broadcast.push_back(n);
+    }
+    if (ArrayRef<int64_t>(tiled) == shape(0)) {
+      out(*x);
+      return success();
+    }
+    out(reshape(broadcastTo(reshape(*x, viewed), broadcast), tiled));
+    return success();
+  }
 };
 
 } // namespace
@@ -259,4 +484,6 @@ void ::cleave::registerMovementOps(::cleave::OnnxOpTable &table) {
     table[op] = [](NodeImport &n) { return Movement(n).sliceOrSplit(); };
   table["Gather"] = [](NodeImport &n) { return Movement(n).gather(); };
   table["Trilu"] = [](NodeImport &n) { return Movement(n).trilu(); };
+  table["Pad"] = [](NodeImport &n) { return Movement(n).pad(); };
+  table["Tile"] = [](NodeImport &n) { return Movement(n).tile(); };
 }

@@ -201,7 +201,30 @@ class EncoderLayerLM(nn.Module):
         return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
 
 
+class CausalLMLoss(nn.Module):
+    """Hugging Face transformers 4.49's shared causal-LM loss
+    (ForCausalLMLoss) on a small body: the labels are padded on the right
+    with the ignore index by nn.functional.pad (an ONNX Pad on int64) and
+    shifted by one, so the last position of each row is ignored."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(VOCAB, D)
+        self.pos = nn.Parameter(torch.randn(SEQ, D) * 0.02)
+        self.ln = nn.LayerNorm(D)
+        self.head = nn.Linear(D, VOCAB, bias=False)
+
+    def forward(self, idx, targets):
+        x = self.emb(idx) + self.pos
+        logits = self.head(F.gelu(self.ln(x))).float()
+        labels = F.pad(targets, (0, 1), value=-100)
+        shift_labels = labels[..., 1:].contiguous()
+        return F.cross_entropy(logits.view(-1, VOCAB), shift_labels.view(-1),
+                               ignore_index=-100)
+
+
 MODELS = {
+    "tp_causal_lm_loss": CausalLMLoss,
     "tp_mlp": MLPLM,
     "tp_layernorm_gelu": LayerNormGelu,
     "tp_mha": MHABlock,

@@ -1,0 +1,104 @@
+"""Writes one small ONNX model per case for the frontend's op tests.
+
+    /usr/bin/python3 test/inputs/onnx_ops.py CASE OUT.onnx
+
+Built with onnx.helper, each holding only what its case needs; the node
+names ("/pad", "/tile" ...) are what the tests look for in locations and
+messages. test/frontend/import-*.test and bad-*.test use them.
+"""
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+I64, F32, BOOL = TensorProto.INT64, TensorProto.FLOAT, TensorProto.BOOL
+
+
+def const(name, array):
+    return helper.make_node("Constant", [], [name], name="/" + name,
+                            value=numpy_helper.from_array(np.asarray(array)))
+
+
+def model(nodes, inputs, outputs, opset=17, initializers=()):
+    graph = helper.make_graph(nodes, "case", inputs, outputs, list(initializers))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def vinfo(name, elem, dims):
+    return helper.make_tensor_value_info(name, elem, dims)
+
+
+def pad_labels(dynamic):
+    """HF's F.pad(labels, (0, 1), value=-100): the pads come from the
+    labels' rank through Shape arithmetic, as torch.onnx exports them."""
+    dims = ["batch", 8] if dynamic else [2, 8]
+    nodes = [
+        helper.make_node("Shape", ["labels"], ["shape"], name="/shape"),
+        helper.make_node("Size", ["shape"], ["rank"], name="/rank"),
+        const("zero", np.array([0], dtype=np.int64)),
+        const("one", np.array([1], dtype=np.int64)),
+        helper.make_node("Sub", ["rank", "one"], ["lead"], name="/lead"),
+        helper.make_node("ConstantOfShape", ["lead"], ["zeros"], name="/zeros",
+                         value=numpy_helper.from_array(np.array([0], dtype=np.int64))),
+        helper.make_node("Concat", ["zeros", "zero", "zeros", "one"], ["pads"],
+                         name="/pads", axis=0),
+        const("fill", np.array(-100, dtype=np.int64)),
+        helper.make_node("Pad", ["labels", "pads", "fill"], ["padded"], name="/pad"),
+    ]
+    return model(nodes, [vinfo("labels", I64, dims)], [vinfo("padded", I64, None)])
+
+
+def pad_float(mode, pads, extra_inputs=()):
+    inputs = [vinfo("x", F32, [2, 4])] + list(extra_inputs)
+    nodes = [const("pads", np.array(pads, dtype=np.int64))]
+    args = ["x", "pads"]
+    if mode == "constant-runtime-value":
+        args.append("value")
+        mode = "constant"
+    nodes.append(helper.make_node("Pad", args, ["y"], name="/pad", mode=mode))
+    return model(nodes, inputs, [vinfo("y", F32, None)])
+
+
+def main():
+    case, out = sys.argv[1], sys.argv[2]
+    if case == "pad-labels":
+        m = pad_labels(False)
+    elif case == "pad-labels-dyn":
+        m = pad_labels(True)
+    elif case == "pad-reflect":
+        m = pad_float("reflect", [0, 2, 0, 1])
+    elif case == "pad-edge":
+        m = pad_float("edge", [1, 0, 0, 0])
+    elif case == "pad-crop":
+        # Pad 2 on the left of axis 1, crop 1 on its right.
+        m = pad_float("constant", [0, 2, 0, -1])
+    elif case == "pad-runtime-value":
+        m = pad_float("constant-runtime-value", [0, 1, 0, 1],
+                      [vinfo("value", F32, [])])
+    elif case == "bad-pad-count":
+        m = pad_float("constant", [0, 1, 0])
+    elif case == "bad-pad-reflect-too-far":
+        m = pad_float("reflect", [0, 4, 0, 0])
+    elif case == "bad-pad-mode":
+        m = pad_float("mirror", [0, 1, 0, 1])
+    elif case == "bad-pad-runtime-pads":
+        x = vinfo("x", F32, [2, 4])
+        p = vinfo("pads", I64, [4])
+        m = model([helper.make_node("Pad", ["x", "pads"], ["y"], name="/pad")],
+                  [x, p], [vinfo("y", F32, None)])
+    elif case == "tile":
+        m = model([const("repeats", np.array([1, 3], dtype=np.int64)),
+                   helper.make_node("Tile", ["x", "repeats"], ["y"], name="/tile")],
+                  [vinfo("x", F32, [2, 4])], [vinfo("y", F32, None)])
+    elif case == "bad-tile-count":
+        m = model([const("repeats", np.array([2], dtype=np.int64)),
+                   helper.make_node("Tile", ["x", "repeats"], ["y"], name="/tile")],
+                  [vinfo("x", F32, [2, 4])], [vinfo("y", F32, None)])
+    else:
+        sys.exit("onnx_ops.py: unknown case " + case)
+    onnx.save(m, out)
+
+
+if __name__ == "__main__":
+    main()
