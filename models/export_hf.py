@@ -162,14 +162,15 @@ def has_weights(model_dir):
                 or glob.glob(os.path.join(model_dir, "pytorch_model*.bin")))
 
 
-def load_model(model_dir, task=None, seed=0):
-    """The model of a local folder, prepared for a training export.
+def load_model(model_dir, task=None, seed=0, prepare=True):
+    """The model of a local folder, prepared for a training export (with
+    prepare=False as the folder says, to save it again unchanged).
     Returns (model, task, notes)."""
     if not os.path.isfile(os.path.join(model_dir, "config.json")):
         sys.exit("export_hf.py: %s has no config.json; give a folder as "
                  "save_pretrained writes it" % model_dir)
     config = transformers.AutoConfig.from_pretrained(model_dir, local_files_only=True)
-    notes = prepare_config(config)
+    notes = prepare_config(config) if prepare else []
     cls, task = task_of(config, task)
     if has_weights(model_dir):
         model = cls.from_pretrained(model_dir, config=config, local_files_only=True,
@@ -218,6 +219,8 @@ def with_loss_forward(model, task):
     wrapping module this keeps every parameter's name as it is in the
     model's state_dict, which the export's initializers then carry."""
     base = type(model)
+    if getattr(base, "cleave_loss_forward", False):
+        return model
     causal = task == "causal-lm"
 
     def forward(self, input_ids, labels):
@@ -228,7 +231,8 @@ def with_loss_forward(model, task):
         return base.forward(self, input_ids=input_ids, labels=labels).loss
 
     model.__class__ = type(base.__name__, (base,),
-                           {"forward": forward, "__module__": base.__module__})
+                           {"forward": forward, "__module__": base.__module__,
+                            "cleave_loss_forward": True})
     return model
 
 
@@ -368,7 +372,8 @@ def main(argv=None):
     if a.import_params:
         if not (a.model_dir and a.save_model) or a.output:
             ap.error("--import-params needs MODEL_DIR and --save-model (and no -o)")
-        model, _, _ = load_model(a.model_dir, a.task, a.seed)
+        # Its config as it was (dropout, cache): only the weights change.
+        model, _, _ = load_model(a.model_dir, a.task, a.seed, prepare=False)
         load_cleave_params(model, a.import_params)
         model.save_pretrained(a.save_model, safe_serialization=True)
         print("loaded %s into %s, wrote %s" % (a.import_params, type(model).__name__,
