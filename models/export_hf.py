@@ -217,10 +217,44 @@ def with_loss_forward(model, task):
     own loss, by giving it a subclass of its class (same name, so
     transformers picks the same loss) that overrides forward. Unlike a
     wrapping module this keeps every parameter's name as it is in the
-    model's state_dict, which the export's initializers then carry."""
+    model's state_dict, which the export's initializers then carry.
+
+    A causal LM's loss (transformers' `loss_function`) compares position t
+    with labels[t + 1]; ours are already the next tokens, so the subclass's
+    loss_function shifts them back by one first. It does so where the loss
+    is computed, after the body: shifted at the start, the labels would be
+    a value live across the whole graph, which a pipeline cut must carry."""
     base = type(model)
     if getattr(base, "cleave_loss_forward", False):
         return model
+    attrs = {"__module__": base.__module__, "cleave_loss_forward": True}
+
+    def forward(self, input_ids, labels):
+        self.cleave_labels_aligned = False
+        loss = base.forward(self, input_ids=input_ids, labels=labels).loss
+        if task == "causal-lm" and not self.cleave_labels_aligned:
+            sys.exit("export_hf.py: %s computes its loss without transformers' "
+                     "loss_function, so its labels cannot be aligned with "
+                     "Cleave's next tokens" % base.__name__)
+        return loss
+    attrs["forward"] = forward
+
+    if task == "causal-lm":
+        def loss_function(self):
+            hf_loss = base.loss_function.fget(self)
+
+            def aligned(logits, labels=None, *args, **kwargs):
+                if labels is None:
+                    labels = kwargs.pop("labels")
+                labels = torch.cat([torch.full_like(labels[:, :1], -100),
+                                    labels[:, :-1]], 1)
+                self.cleave_labels_aligned = True
+                return hf_loss(logits, labels, *args, **kwargs)
+            return aligned
+        attrs["loss_function"] = property(loss_function)
+
+    model.__class__ = type(base.__name__, (base,), attrs)
+    return model
     causal = task == "causal-lm"
 
     def forward(self, input_ids, labels):

@@ -2,6 +2,7 @@
 
     .venv-hf/bin/python test/runtime/run_hf_training.py DIR FAMILY...
         [--steps 10] [--opsets 14 17] [--variants static dyn]
+        [--layouts data2 pipeline2]
 
 For each FAMILY (export_hf.py's --from-config names) a tiny model is built
 from its config and saved to DIR/<family>/, exported with
@@ -14,7 +15,9 @@ final parameters (compare_params.py) must agree. Then what cleave-run saved
 (--save-params) goes back into the transformers model (for the first
 export through export_hf.py --import-params, save_pretrained and
 from_pretrained; for the others with load_cleave_params), and its loss on the next batch must equal that of PyTorch's trained model
-(1e-5 relative).
+(1e-5 relative). With --layouts, the last export also trains on 2 ranks
+under mpirun (data parallel, or a 2-stage pipeline of 2 microbatches), with
+the same losses and parameters.
 
 Prints "<family>_op<N>[_dyn]: losses ok, parameters ok, loaded back ok" per
 export (or what failed, with the tool's message) and exits non-zero if any
@@ -57,7 +60,14 @@ def loss_on(model, tokens, step):
         return float(model(ids, labels))
 
 
-def check_family(family, d, tokens_path, tokens, steps, opsets, variants):
+# --layouts: the spec keys of each parallel layout (2 ranks).
+LAYOUTS = {
+    "data2": ["world_size=2", "ddp=true", "microbatches=1"],
+    "pipeline2": ["world_size=2", "pipeline_parallel_degree=2", "microbatches=2"],
+}
+
+
+def check_family(family, d, tokens_path, tokens, steps, opsets, variants, layouts):
     """Returns the number of failed exports and of exports."""
     folder = os.path.join(d, family)
     model, task = export_hf.build_from_config(family, **SIZES)
@@ -88,7 +98,7 @@ def check_family(family, d, tokens_path, tokens, steps, opsets, variants):
             inits = found
             exports.append((tag, path, variant))
     if not exports:
-        return failed, failed
+        return failed, failed + len(layouts)
     reference.write_training_reference(model, tokens, BATCH, SEQ, steps, OPTIMIZER,
                                        inits, ref, info={"data": tokens_path})
     after = loss_on(model, tokens, steps)
@@ -145,7 +155,39 @@ def check_family(family, d, tokens_path, tokens, steps, opsets, variants):
         for text in (ltext, ptext, btext):
             print("   " + text.splitlines()[-1])
         failed += lrc != 0 or prc != 0 or brc != 0
-    return failed, len(opsets) * len(variants)
+    total = len(opsets) * len(variants)
+    # The last export (the dynamic batch one, when there is one) under the
+    # parallel layouts asked for, on 2 ranks.
+    tag, path, _ = exports[-1]
+    for layout in layouts:
+        total += 1
+        sets = LAYOUTS[layout]
+        out = os.path.join(d, "%s.%s.program" % (tag, layout))
+        cmd = ["cleave-compile", path, "--spec", spec, "-o", out]
+        for kv in sets:
+            cmd += ["--set", kv]
+        rc, text = run(cmd)
+        if rc == 0:
+            rc, text = run(["timeout", "300", "mpirun", "-np", "2", "--oversubscribe",
+                            "--allow-run-as-root", "cleave-run", out, "--threads", "1",
+                            "--data", tokens_path, "--steps", str(steps), "--metrics",
+                            out + ".jsonl", "--save-params", out + ".safetensors"])
+        if rc != 0:
+            print("%s %s: FAILED\n%s" % (tag, layout,
+                                        "\n".join("   " + l for l in text.splitlines()[:6])))
+            failed += 1
+            continue
+        lrc, ltext = run([sys.executable, os.path.join(HERE, "compare_losses.py"),
+                          out + ".jsonl", os.path.join(ref, "losses.json")])
+        prc, ptext = run([sys.executable, os.path.join(HERE, "compare_params.py"),
+                          out + ".safetensors",
+                          os.path.join(ref, "params_final.safetensors")])
+        print("%s %s: losses %s, parameters %s" % (tag, layout, "ok" if lrc == 0 else "DIFFER",
+                                                 "ok" if prc == 0 else "DIFFER"))
+        for text in (ltext, ptext):
+            print("   " + text.splitlines()[-1])
+        failed += lrc != 0 or prc != 0
+    return failed, total
 
 
 def main():
@@ -156,6 +198,9 @@ def main():
     ap.add_argument("--opsets", type=int, nargs="+", default=[14, 17])
     ap.add_argument("--variants", nargs="+", default=["static", "dyn"],
                     choices=["static", "dyn"])
+    ap.add_argument("--layouts", nargs="*", default=[], choices=sorted(LAYOUTS),
+                    help="also train the last export on 2 ranks under mpirun "
+                         "in these layouts")
     a = ap.parse_args()
     os.makedirs(a.dir, exist_ok=True)
     g = torch.Generator().manual_seed(2)
@@ -168,10 +213,10 @@ def main():
     failed = total = 0
     for family in a.families:
         f, n = check_family(family, a.dir, tokens_path, tokens, a.steps, a.opsets,
-                            a.variants)
+                            a.variants, a.layouts)
         failed += f
         total += n
-    print("%d of %d train as in PyTorch and load back" % (total - failed, total))
+    print("%d of %d train as in PyTorch" % (total - failed, total))
     sys.exit(1 if failed else 0)
 
 
