@@ -63,6 +63,8 @@ public:
   const ImportedValue &tensor(int i) const;
   /// Input `i` as an SSA value (a constant is materialized, a parameter read).
   mlir::FailureOr<mlir::Value> value(int i);
+  /// Any imported value as an SSA value.
+  mlir::FailureOr<mlir::Value> valueOf(const ImportedValue &t);
   mlir::RankedTensorType type(int i) const { return tensor(i).type; }
   llvm::ArrayRef<int64_t> shape(int i) const { return type(i).getShape(); }
   /// Input `i` if it is known at compile time, else null.
@@ -76,6 +78,13 @@ public:
   void out(mlir::Value v, int i = 0);
   /// Defines output `i` as a host constant.
   mlir::LogicalResult outConstant(HostTensor t, int i = 0);
+  /// Defines output `i` as `t`, whatever it holds.
+  void outValue(const ImportedValue &t, int i);
+  /// The value named `name` so far, or null.
+  const ImportedValue *lookup(llvm::StringRef name) const;
+  /// Imports the nodes of a subgraph (an If branch) in place; its outputs
+  /// are then found by lookup().
+  mlir::LogicalResult importSubgraph(const onnx::GraphProto &subgraph);
 
   mlir::InFlightDiagnostic error(mlir::Location at) {
     return mlir::emitError(at);
@@ -127,6 +136,7 @@ void registerMovementOps(OnnxOpTable &table);
 void registerNNOps(OnnxOpTable &table);
 void registerReductionOps(OnnxOpTable &table);
 void registerLossOps(OnnxOpTable &table);
+void registerControlFlowOps(OnnxOpTable &table);
 
 } // namespace cleave
 

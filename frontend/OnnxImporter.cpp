@@ -73,7 +73,10 @@ private:
   FailureOr<RankedTensorType> inputType(const onnx::ValueInfoProto &info);
 
   // Per node.
+  /// `index` is the node's position in the main graph (its line in
+  /// locations), or -1 for a node of a subgraph.
   LogicalResult importNode(const onnx::NodeProto &node, int index);
+  LogicalResult importSubgraph(const onnx::GraphProto &graph);
 
   // Values.
   FailureOr<Type> elementType(DType dtype, Location loc, llvm::StringRef what);
@@ -130,6 +133,28 @@ std::string nodeName(const onnx::NodeProto &node, int index) {
   return node.op_type() + "_" + std::to_string(index);
 }
 
+/// Calls `read` with every value name `node` reads: its inputs, and what
+/// the nodes and outputs of its subgraphs (If's branches) read, which may
+/// be values of the enclosing graph.
+void forEachRead(const onnx::NodeProto &node,
+                 llvm::function_ref<void(const std::string &)> read) {
+  for (const auto &input : node.input())
+    if (!input.empty())
+      read(input);
+  auto walk = [&](const onnx::GraphProto &graph) {
+    for (const auto &inner : graph.node())
+      forEachRead(inner, read);
+    for (const auto &output : graph.output())
+      read(output.name());
+  };
+  for (const auto &attr : node.attribute()) {
+    if (attr.has_g())
+      walk(attr.g());
+    for (const auto &graph : attr.graphs())
+      walk(graph);
+  }
+}
+
 } // namespace
 
 const ::cleave::OnnxOpTable &::cleave::onnxOpTable() {
@@ -141,6 +166,7 @@ const ::cleave::OnnxOpTable &::cleave::onnxOpTable() {
     registerNNOps(t);
     registerReductionOps(t);
     registerLossOps(t);
+    registerControlFlowOps(t);
     return t;
   }();
   return table;
@@ -560,16 +586,16 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
   // would otherwise hold gigabytes.
   llvm::StringMap<int> remainingUses;
   for (const auto &node : graph.node())
-    for (const auto &input : node.input())
-      ++remainingUses[input];
+    forEachRead(node, [&](const std::string &name) { ++remainingUses[name]; });
   for (const auto &output : graph.output())
     ++remainingUses[output.name()];
   for (auto [i, node] : llvm::enumerate(graph.node())) {
     if (failed(importNode(node, i)))
       return failure();
-    for (const auto &input : node.input())
-      if (!input.empty() && --remainingUses[input] == 0)
-        values.erase(input);
+    forEachRead(node, [&](const std::string &name) {
+      if (--remainingUses[name] == 0)
+        values.erase(name);
+    });
   }
 
   SmallVector<Value> results;
@@ -601,6 +627,9 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node, int index) 
   std::string name = nodeName(node, index);
   Location loc = NameLoc::get(builder.getStringAttr(name),
                               FileLineColLoc::get(&context, path, index + 1, 0));
+  if (index < 0) // a subgraph's node: no line of the main graph
+    loc = NameLoc::get(builder.getStringAttr(name),
+                       FileLineColLoc::get(&context, path, 0, 0));
   llvm::StringRef op = node.op_type();
   // Every error about this node says which node and op it is.
   ScopedDiagnosticHandler annotate(&context, [&](Diagnostic &diag) {
@@ -660,11 +689,43 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node, int index) 
   return ::cleave::onnxOpTable().lookup(op)(import);
 }
 
+/// A subgraph (an If branch) is imported into the function being built: its
+/// initializers are constants, its nodes see the enclosing graph's values,
+/// and its outputs stay defined under their names for the caller to take.
+LogicalResult GraphImporter::importSubgraph(const onnx::GraphProto &graph) {
+  for (const auto &init : graph.initializer()) {
+    auto t = ::cleave::decodeTensor(init, modelDir);
+    if (!t)
+      return error(valueLoc(init.name())) << llvm::toString(t.takeError());
+    if (failed(defineConstant(init.name(), std::move(*t),
+                              valueLoc(init.name()))))
+      return failure();
+  }
+  for (const auto &node : graph.node())
+    if (failed(importNode(node, -1)))
+      return failure();
+  return success();
+}
+
 NodeImport::NodeImport(GraphImporter &graph, const onnx::NodeProto &node,
                        Location loc)
     : graph(graph), node(node), loc(loc), op(node.op_type()),
       builder(graph.builder), context(graph.context), opset(graph.opset),
       modelDir(graph.modelDir) {}
+
+LogicalResult NodeImport::importSubgraph(const onnx::GraphProto &subgraph) {
+  return graph.importSubgraph(subgraph);
+}
+
+const Tensor *NodeImport::lookup(llvm::StringRef name) const {
+  auto it = graph.values.find(name);
+  return it == graph.values.end() ? nullptr : &it->second;
+}
+
+void NodeImport::outValue(const Tensor &t, int i) {
+  if (i < node.output_size() && !node.output(i).empty())
+    graph.values[node.output(i)] = t;
+}
 
 const Tensor &NodeImport::tensor(int i) const {
   return graph.values.find(node.input(i))->second;
@@ -672,6 +733,10 @@ const Tensor &NodeImport::tensor(int i) const {
 
 FailureOr<Value> NodeImport::value(int i) {
   return graph.valueOf(tensor(i), loc);
+}
+
+FailureOr<Value> NodeImport::valueOf(const Tensor &t) {
+  return graph.valueOf(t, loc);
 }
 
 const HostTensor *NodeImport::requireConstant(int i, llvm::StringRef what) {

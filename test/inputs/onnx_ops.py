@@ -60,6 +60,40 @@ def pad_float(mode, pads, extra_inputs=()):
     return model(nodes, inputs, [vinfo("y", F32, None)])
 
 
+def if_model(runtime_cond, else_shape=None):
+    """y = If(cond, then: x * 2, else: -x) over x [batch, 4]. The condition
+    is batch == 2, from the shape (it folds once the batch is bound), or a
+    bool graph input. The branches read x from the enclosing graph."""
+    x = vinfo("x", F32, ["batch", 4])
+    then_graph = helper.make_graph(
+        [const("two", np.array(2.0, dtype=np.float32)),
+         helper.make_node("Mul", ["x", "two"], ["doubled"], name="/then/mul")],
+        "then", [], [vinfo("doubled", F32, None)])
+    if else_shape:
+        else_nodes = [const("other", np.zeros(else_shape, dtype=np.float32))]
+        else_out = "other"
+    else:
+        else_nodes = [helper.make_node("Neg", ["x"], ["negated"], name="/else/neg")]
+        else_out = "negated"
+    else_graph = helper.make_graph(else_nodes, "else", [],
+                                   [vinfo(else_out, F32, None)])
+    inputs = [x]
+    if runtime_cond:
+        inputs.append(vinfo("cond", BOOL, []))
+        nodes = []
+    else:
+        nodes = [helper.make_node("Shape", ["x"], ["shape"], name="/shape"),
+                 const("zero", np.array(0, dtype=np.int64)),
+                 helper.make_node("Gather", ["shape", "zero"], ["batch"],
+                                  name="/batch", axis=0),
+                 const("expected", np.array(2, dtype=np.int64)),
+                 helper.make_node("Equal", ["batch", "expected"], ["cond"],
+                                  name="/is_two")]
+    nodes.append(helper.make_node("If", ["cond"], ["y"], name="/if",
+                                  then_branch=then_graph, else_branch=else_graph))
+    return model(nodes, inputs, [vinfo("y", F32, None)])
+
+
 def main():
     case, out = sys.argv[1], sys.argv[2]
     if case == "pad-labels":
@@ -95,6 +129,12 @@ def main():
         m = model([const("repeats", np.array([2], dtype=np.int64)),
                    helper.make_node("Tile", ["x", "repeats"], ["y"], name="/tile")],
                   [vinfo("x", F32, [2, 4])], [vinfo("y", F32, None)])
+    elif case == "if-shape":
+        m = if_model(False)
+    elif case == "if-runtime":
+        m = if_model(True)
+    elif case == "bad-if-runtime-shapes":
+        m = if_model(True, else_shape=[3])
     else:
         sys.exit("onnx_ops.py: unknown case " + case)
     onnx.save(m, out)
