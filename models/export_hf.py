@@ -212,6 +212,13 @@ def build_from_config(family, layers=2, hidden=64, heads=4, kv_heads=None,
     return model, task
 
 
+def _next_tokens_to_hf_labels(labels):
+    """transformers' causal loss compares position t with labels[t + 1];
+    ours are already the next tokens: shift them back by one (position 0
+    gets the ignored label -100)."""
+    return torch.cat([torch.full_like(labels[:, :1], -100), labels[:, :-1]], 1)
+
+
 def with_loss_forward(model, task):
     """Makes `model` a module whose forward(input_ids, labels) returns its
     own loss, by giving it a subclass of its class (same name, so
@@ -219,14 +226,48 @@ def with_loss_forward(model, task):
     wrapping module this keeps every parameter's name as it is in the
     model's state_dict, which the export's initializers then carry.
 
-    A causal LM's loss (transformers' `loss_function`) compares position t
-    with labels[t + 1]; ours are already the next tokens, so the subclass's
-    loss_function shifts them back by one first. It does so where the loss
-    is computed, after the body: shifted at the start, the labels would be
-    a value live across the whole graph, which a pipeline cut must carry."""
+    A causal LM's labels are shifted back by one (_next_tokens_to_hf_labels)
+    where its loss is computed, in the subclass's loss_function, after the
+    body: shifted at the start, the labels would be a value live across the
+    whole graph, which every pipeline cut must carry (and which made
+    cleave-compile's partition put a stage of two slices first). A model
+    that computes its loss without loss_function (older transformers, e.g.
+    4.48's GPT-NeoX) has them shifted at the start instead, found on its
+    first forward."""
     base = type(model)
     if getattr(base, "cleave_loss_forward", False):
         return model
+    causal = task == "causal-lm"
+    attrs = {"__module__": base.__module__, "cleave_loss_forward": True,
+             "cleave_align_early": False}
+
+    def forward(self, input_ids, labels):
+        early = causal and type(self).cleave_align_early
+        self.cleave_labels_aligned = False
+        loss = base.forward(self, input_ids=input_ids,
+                            labels=_next_tokens_to_hf_labels(labels) if early else labels).loss
+        if causal and not early and not self.cleave_labels_aligned:
+            type(self).cleave_align_early = True
+            return forward(self, input_ids, labels)
+        return loss
+    attrs["forward"] = forward
+
+    if causal:
+        def loss_function(self):
+            hf_loss = base.loss_function.fget(self)
+            if type(self).cleave_align_early:
+                return hf_loss
+
+            def aligned(logits, labels=None, *args, **kwargs):
+                if labels is None:
+                    labels = kwargs.pop("labels")
+                self.cleave_labels_aligned = True
+                return hf_loss(logits, _next_tokens_to_hf_labels(labels), *args, **kwargs)
+            return aligned
+        attrs["loss_function"] = property(loss_function)
+
+    model.__class__ = type(base.__name__, (base,), attrs)
+    return model
     attrs = {"__module__": base.__module__, "cleave_loss_forward": True}
 
     def forward(self, input_ids, labels):
