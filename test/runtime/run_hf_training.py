@@ -2,7 +2,7 @@
 
     .venv-hf/bin/python test/runtime/run_hf_training.py DIR FAMILY...
         [--steps 10] [--opsets 14 17] [--variants static dyn]
-        [--layouts data2 pipeline2]
+        [--layouts data2 pipeline2] [--kv-heads K]
 
 For each FAMILY (export_hf.py's --from-config names) a tiny model is built
 from its config and saved to DIR/<family>/, exported with
@@ -67,10 +67,11 @@ LAYOUTS = {
 }
 
 
-def check_family(family, d, tokens_path, tokens, steps, opsets, variants, layouts):
+def check_family(family, d, tokens_path, tokens, steps, opsets, variants, layouts,
+                 kv_heads=None):
     """Returns the number of failed exports and of exports."""
     folder = os.path.join(d, family)
-    model, task = export_hf.build_from_config(family, **SIZES)
+    model, task = export_hf.build_from_config(family, kv_heads=kv_heads, **SIZES)
     model.save_pretrained(folder, safe_serialization=True)
 
     # PyTorch's run: the same module as the export, from the same folder.
@@ -198,6 +199,9 @@ def main():
     ap.add_argument("--opsets", type=int, nargs="+", default=[14, 17])
     ap.add_argument("--variants", nargs="+", default=["static", "dyn"],
                     choices=["static", "dyn"])
+    ap.add_argument("--kv-heads", type=int,
+                    help="key/value heads (grouped-query attention; of %d heads)"
+                    % SIZES["heads"])
     ap.add_argument("--layouts", nargs="*", default=[], choices=sorted(LAYOUTS),
                     help="also train the last export on 2 ranks under mpirun "
                          "in these layouts")
@@ -213,7 +217,7 @@ def main():
     failed = total = 0
     for family in a.families:
         f, n = check_family(family, a.dir, tokens_path, tokens, a.steps, a.opsets,
-                            a.variants, a.layouts)
+                            a.variants, a.layouts, a.kv_heads)
         failed += f
         total += n
     print("%d of %d train as in PyTorch" % (total - failed, total))
