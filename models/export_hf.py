@@ -268,47 +268,6 @@ def with_loss_forward(model, task):
 
     model.__class__ = type(base.__name__, (base,), attrs)
     return model
-    attrs = {"__module__": base.__module__, "cleave_loss_forward": True}
-
-    def forward(self, input_ids, labels):
-        self.cleave_labels_aligned = False
-        loss = base.forward(self, input_ids=input_ids, labels=labels).loss
-        if task == "causal-lm" and not self.cleave_labels_aligned:
-            sys.exit("export_hf.py: %s computes its loss without transformers' "
-                     "loss_function, so its labels cannot be aligned with "
-                     "Cleave's next tokens" % base.__name__)
-        return loss
-    attrs["forward"] = forward
-
-    if task == "causal-lm":
-        def loss_function(self):
-            hf_loss = base.loss_function.fget(self)
-
-            def aligned(logits, labels=None, *args, **kwargs):
-                if labels is None:
-                    labels = kwargs.pop("labels")
-                labels = torch.cat([torch.full_like(labels[:, :1], -100),
-                                    labels[:, :-1]], 1)
-                self.cleave_labels_aligned = True
-                return hf_loss(logits, labels, *args, **kwargs)
-            return aligned
-        attrs["loss_function"] = property(loss_function)
-
-    model.__class__ = type(base.__name__, (base,), attrs)
-    return model
-    causal = task == "causal-lm"
-
-    def forward(self, input_ids, labels):
-        if causal:
-            # transformers compares position t with labels[t + 1]; ours
-            # are already the next tokens, so shift them back by one.
-            labels = torch.cat([torch.full_like(labels[:, :1], -100), labels[:, :-1]], 1)
-        return base.forward(self, input_ids=input_ids, labels=labels).loss
-
-    model.__class__ = type(base.__name__, (base,),
-                           {"forward": forward, "__module__": base.__module__,
-                            "cleave_loss_forward": True})
-    return model
 
 
 def padding_rows(model):
