@@ -28,14 +28,15 @@ metadata, which the importer turns into constants. An embedding's
 padding_idx has no ONNX form: the export names it (printed, and in the
 `cleave.hf_model` metadata); Cleave trains that row from the lookup too,
 which differs from PyTorch only where the padding token is an input. What
-the export changes
-in the model, it prints: dropout probabilities are set to 0 (Cleave trains
-without dropout), the attention is the eager one, the KV cache is off.
+the export changes in the model, it prints: dropout probabilities are set
+to 0 (Cleave trains without dropout), the attention is the eager one, the
+KV cache is off.
 
 Labels follow Cleave's batches (DESIGN.md): `labels` holds the token that
 follows each position of `input_ids`. A causal LM's loss shifts its labels
-by one itself, so the export shifts them back first (position 0 gets the
-ignored label -100): the loss is then transformers' own, that of
+by one itself, so the export shifts them back by one just before that loss
+(position 0 gets the ignored label -100): the loss is then transformers'
+own, that of
 `model(input_ids=ids, labels=ids)`, which predicts the T-1 positions that
 have their next token inside the window. A masked LM's labels are used as
 they are.
