@@ -36,9 +36,8 @@ Labels follow Cleave's batches (DESIGN.md): `labels` holds the token that
 follows each position of `input_ids`. A causal LM's loss shifts its labels
 by one itself, so the export shifts them back by one just before that loss
 (position 0 gets the ignored label -100): the loss is then transformers'
-own, that of
-`model(input_ids=ids, labels=ids)`, which predicts the T-1 positions that
-have their next token inside the window. A masked LM's labels are used as
+own, that of `model(input_ids=ids, labels=ids)`, which predicts the T-1
+positions that have their next token inside the window. A masked LM's labels are used as
 they are.
 
 --from-config builds a model of one FAMILY (gpt2, llama, mistral, qwen2,
