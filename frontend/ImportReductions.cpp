@@ -1,7 +1,8 @@
 //===- ImportReductions.cpp - ONNX reductions to cleave IR ----------------===//
 //
 // ReduceSum, ReduceMean, ReduceMax and ReduceMin over constant axes (an
-// input from opset 13 (ReduceSum) or 18 (the others) on, an attribute before).
+// input from opset 13 (ReduceSum) or 18 (the others) on, an attribute before),
+// and CumSum, a running sum along a constant axis.
 //
 //===----------------------------------------------------------------------===//
 
@@ -66,11 +67,30 @@ struct Reductions : NodeImport {
     out(*r);
     return success();
   }
+
+  /// CumSum along a constant axis (input 1, a scalar).
+  LogicalResult cumsum() {
+    const HostTensor *axisInput = requireConstant(1, "axis");
+    auto x = value(0);
+    if (!axisInput || failed(x))
+      return failure();
+    if (axisInput->numElements() != 1)
+      return error(loc) << "CumSum's axis must be one integer, got "
+                        << type(1);
+    auto axis = ::cleave::normalizeAxis(axisInput->getInt(0), type(0).getRank());
+    if (!axis)
+      return report(axis.takeError());
+    out(builder.create<CumsumOp>(
+        loc, *x, i64(*axis), builder.getBoolAttr(intAttr(node, "exclusive", 0)),
+        builder.getBoolAttr(intAttr(node, "reverse", 0))));
+    return success();
+  }
 };
 
 } // namespace
 
 void ::cleave::registerReductionOps(::cleave::OnnxOpTable &table) {
+  table["CumSum"] = [](NodeImport &n) { return Reductions(n).cumsum(); };
   for (const char *op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"})
     table[op] = [](NodeImport &n) { return Reductions(n).reduce(); };
 }

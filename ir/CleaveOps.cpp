@@ -319,6 +319,7 @@ static LogicalResult verifySoftmaxAxis(SoftmaxLike op) {
 }
 
 LogicalResult SoftmaxOp::verify() { return verifySoftmaxAxis(*this); }
+LogicalResult CumsumOp::verify() { return verifySoftmaxAxis(*this); }
 LogicalResult LogSoftmaxOp::verify() { return verifySoftmaxAxis(*this); }
 
 LogicalResult AttentionOp::verify() {

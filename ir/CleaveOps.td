@@ -323,6 +323,30 @@ def Cleave_ReduceMeanOp : Cleave_ReduceOp<"reduce_mean", "mean">;
 def Cleave_ReduceMaxOp : Cleave_ReduceOp<"reduce_max", "maximum">;
 def Cleave_ReduceMinOp : Cleave_ReduceOp<"reduce_min", "minimum">;
 
+def Cleave_CumsumOp : Cleave_Op<"cumsum", [Pure, SameOperandsAndResultType]> {
+  let summary = "cumulative sum along one axis (ONNX CumSum)";
+  let description = [{
+    `result[.., i, ..] = x[.., 0, ..] + ... + x[.., i, ..]` along `axis`
+    (non-negative, less than the rank). With `exclusive` the sum leaves out
+    `x[.., i, ..]` itself (the first result is 0); with `reverse` it runs
+    from the end (`x[.., i, ..] + ... + x[.., n-1, ..]`). Integer sums wrap;
+    floating-point sums are accumulated in double on the CPU and in float
+    on CUDA. OPT computes its positions from the attention mask with it.
+
+    ```mlir
+    %p = cleave.cumsum %mask {axis = 1 : i64} : tensor<2x8xi64>
+    %q = cleave.cumsum %x {axis = 0 : i64, exclusive = true, reverse = true}
+        : tensor<4x3xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_Tensor:$x, I64Attr:$axis,
+                       DefaultValuedAttr<BoolAttr, "false">:$exclusive,
+                       DefaultValuedAttr<BoolAttr, "false">:$reverse);
+  let results = (outs Cleave_Tensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+  let hasVerifier = 1;
+}
+
 class Cleave_SoftmaxLikeOp<string mnemonic, string what>
     : Cleave_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
   let summary = what # " along one axis";

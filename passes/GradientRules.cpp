@@ -341,6 +341,15 @@ LogicalResult mlir::cleave::buildOperandGradients(
 
   llvm::TypeSwitch<Operation *>(op)
       .Case([&](ReduceMaxOp r) { extremum(r.getAxes()); })
+      .Case([&](CumsumOp c) {
+        // x[j] reaches y[i] for the i at or after j (before, reversed; not
+        // i == j when exclusive): gx is g summed the other way.
+        unary([&] {
+          return b.create<CumsumOp>(e.loc, g, c.getAxisAttr(),
+                                    c.getExclusiveAttr(),
+                                    b.getBoolAttr(!c.getReverse()));
+        });
+      })
       .Case([&](ReduceMinOp r) { extremum(r.getAxes()); })
       .Case([&](SoftmaxOp s) {
         unary([&] {

@@ -54,6 +54,7 @@ Status reduceSumKernel(const KernelArgs &a);
 Status reduceMeanKernel(const KernelArgs &a);
 Status reduceMaxKernel(const KernelArgs &a);
 Status reduceMinKernel(const KernelArgs &a);
+Status cumsumKernel(const KernelArgs &a);
 
 // softmax.cpp
 Status softmaxKernel(const KernelArgs &a);

@@ -38,6 +38,7 @@ const KernelEntry kKernels[] = {
     {"cast", castKernel, 1, 1},
     {"concat", concatKernel, 1, kAny},
     {"cos", cosKernel, 1, 1},
+    {"cumsum", cumsumKernel, 1, 1},
     {"div", divKernel, 2, 2},
     {"embedding", embeddingKernel, 2, 2},
     {"embedding_grad", embeddingGradKernel, 2, 2},

@@ -3,7 +3,8 @@
 // What the CPU (reductions.cpp) and CUDA (cuda/reductions.cu) kernels of
 // reduce_sum, reduce_mean, reduce_max and reduce_min share: the check of
 // the axes and keepdims attributes against x and the result, and the
-// merging of x's dimensions into runs of kept and reduced ones.
+// merging of x's dimensions into runs of kept and reduced ones; and the
+// check of cumsum's attributes.
 //
 //===----------------------------------------------------------------------===//
 #ifndef CLEAVE_RUNTIME_CPU_REDUCTIONSHAPE_H
@@ -29,6 +30,15 @@ struct ReduceDims {
 };
 ReduceDims mergeReduceDims(const Shape &shape,
                            const std::vector<bool> &reduced);
+
+/// cumsum (x) -> a result of x's type and shape: the axis attribute (in
+/// range) and the exclusive and reverse flags (default 0). x is [outer,
+/// axisSize, inner] around the axis.
+struct CumsumPlan {
+  int64_t outer = 1, axisSize = 1, inner = 1;
+  bool exclusive = false, reverse = false;
+};
+Status checkCumsum(const KernelArgs &a, CumsumPlan &plan);
 
 } // namespace cleave::runtime::cpu
 

@@ -6,7 +6,8 @@
 // over the batch), each a vectorizable loop, threaded over outer rows or
 // inner column blocks. Any other pattern walks a table of the reduced
 // offsets per result element. Floating-point sums accumulate in double;
-// max and min propagate NaN as numpy does.
+// max and min propagate NaN as numpy does. cumsum walks each line along
+// its axis in order (from the end when reversed), threaded over the lines.
 //
 //===----------------------------------------------------------------------===//
 
@@ -245,4 +246,65 @@ Status cpu::reduceMaxKernel(const KernelArgs &a) {
 }
 Status cpu::reduceMinKernel(const KernelArgs &a) {
   return reduce<Reduce::Min>(a);
+}
+
+Status cpu::checkCumsum(const KernelArgs &a, CumsumPlan &plan) {
+  const TensorRef &x = a.in(0);
+  CLEAVE_CHECK(a.expectDType(a.out(), x.dtype, "the result"));
+  CLEAVE_CHECK(a.expectShape(a.out(), x.shape, "the result"));
+  if (x.rank() == 0)
+    return a.error("x must have rank 1 or more");
+  int64_t axis, exclusive, reverse;
+  CLEAVE_CHECK(a.intAttr("axis", axis));
+  CLEAVE_CHECK(normalizeAxis(a, axis, x.rank()));
+  CLEAVE_CHECK(a.intAttr("exclusive", exclusive, 0));
+  CLEAVE_CHECK(a.intAttr("reverse", reverse, 0));
+  plan.outer = product(x.shape, 0, axis);
+  plan.axisSize = x.shape[axis];
+  plan.inner = product(x.shape, axis + 1);
+  plan.exclusive = exclusive != 0;
+  plan.reverse = reverse != 0;
+  return Status::ok();
+}
+
+namespace {
+
+/// One line of x per (outer, inner) position, summed along the axis in
+/// the accumulator type of reduce_sum (double for floats; integers wrap).
+template <typename T>
+void cumsumLines(const T *x, T *y, const CumsumPlan &p) {
+  using A = typename AccOf<T, Reduce::Sum>::type;
+  int64_t lines = p.outer * p.inner;
+  parallelRange(
+      lines, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(p.axisSize, 1)),
+      [&](int64_t begin, int64_t end) {
+        for (int64_t line = begin; line < end; ++line) {
+          int64_t o = line / p.inner, c = line % p.inner;
+          int64_t base = o * p.axisSize * p.inner + c;
+          A acc = A(0);
+          for (int64_t k = 0; k < p.axisSize; ++k) {
+            int64_t at = base + (p.reverse ? p.axisSize - 1 - k : k) * p.inner;
+            A v = A(load(x[at]));
+            if (p.exclusive) {
+              y[at] = store<T>(Compute<T>(acc));
+              acc = combine<A, Reduce::Sum>(acc, v);
+            } else {
+              acc = combine<A, Reduce::Sum>(acc, v);
+              y[at] = store<T>(Compute<T>(acc));
+            }
+          }
+        }
+      });
+}
+
+} // namespace
+
+Status cpu::cumsumKernel(const KernelArgs &a) {
+  CumsumPlan plan;
+  CLEAVE_CHECK(checkCumsum(a, plan));
+  return visitNumeric(a, a.in(0).dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    cumsumLines<T>(a.in(0).as<T>(), a.out().as<T>(), plan);
+    return Status::ok();
+  });
 }

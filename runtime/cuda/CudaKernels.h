@@ -180,6 +180,7 @@ Status reduceSumKernel(const cpu::KernelArgs &a, cudaStream_t stream);
 Status reduceMeanKernel(const cpu::KernelArgs &a, cudaStream_t stream);
 Status reduceMaxKernel(const cpu::KernelArgs &a, cudaStream_t stream);
 Status reduceMinKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status cumsumKernel(const cpu::KernelArgs &a, cudaStream_t stream);
 // softmax.cu
 Status softmaxKernel(const cpu::KernelArgs &a, cudaStream_t stream);
 Status logSoftmaxKernel(const cpu::KernelArgs &a, cudaStream_t stream);

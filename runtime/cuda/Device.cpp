@@ -41,6 +41,7 @@ const KernelEntry kKernels[] = {
     {"cast", cuda::castKernel},
     {"concat", cuda::concatKernel},
     {"cos", cuda::cosKernel},
+    {"cumsum", cuda::cumsumKernel},
     {"div", cuda::divKernel},
     {"embedding", cuda::embeddingKernel},
     {"embedding_grad", cuda::embeddingGradKernel},

@@ -26,6 +26,13 @@
 // rows with few results (one block per row) and long columns with few
 // results (one block per 32 columns).
 //
+// cumsum (same element types, accumulated as the sums above) is one
+// thread per line along the axis, walking it in order (from the end when
+// reversed): neighbouring threads take neighbouring inner positions, so
+// reads coalesce when the axis is not the last; a last-axis scan (OPT's
+// positions from the attention mask, a few thousand elements per line)
+// is a thread per row.
+//
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/ReductionShape.h"
@@ -364,6 +371,65 @@ template <Reduce R> Status reduce(const KernelArgs &a, cudaStream_t stream) {
                  (bools ? " and bool" : ""));
 }
 
+/// y[o, i, c] = the sum of x[o, j, c] for j <= i (j < i when exclusive;
+/// j >= i / j > i when reversed): one thread per (o, c) line.
+template <typename T, typename A>
+__global__ void cumsumLines(const T *__restrict__ x, T *__restrict__ y,
+                            int64_t outer, int64_t axisSize, int64_t inner,
+                            bool exclusive, bool reverse) {
+  int64_t lines = outer * inner;
+  for (int64_t line = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+       line < lines; line += int64_t(gridDim.x) * blockDim.x) {
+    int64_t o = line / inner, c = line - o * inner;
+    int64_t base = o * axisSize * inner + c;
+    A acc = A(0);
+    for (int64_t k = 0; k < axisSize; ++k) {
+      int64_t at = base + (reverse ? axisSize - 1 - k : k) * inner;
+      A v = A(loadValue(x[at]));
+      if (exclusive) {
+        y[at] = finish<T, Reduce::Sum, A>(acc, 1);
+        acc = combine<Reduce::Sum, A>(acc, v);
+      } else {
+        acc = combine<Reduce::Sum, A>(acc, v);
+        y[at] = finish<T, Reduce::Sum, A>(acc, 1);
+      }
+    }
+  }
+}
+
+Status cumsum(const KernelArgs &a, cudaStream_t stream) {
+  cpu::CumsumPlan p;
+  CLEAVE_CHECK(cpu::checkCumsum(a, p));
+  auto run = [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    using A = typename AccOf<T, Reduce::Sum>::type;
+    int64_t lines = p.outer * p.inner;
+    if (lines == 0 || p.axisSize == 0)
+      return Status::ok();
+    cumsumLines<T, A><<<blocksFor(lines), kBlockThreads, 0, stream>>>(
+        a.in(0).as<T>(), a.out().as<T>(), p.outer, p.axisSize, p.inner,
+        p.exclusive, p.reverse);
+    CLEAVE_CUDA_CHECK(cudaGetLastError());
+    return Status::ok();
+  };
+  switch (a.in(0).dtype) {
+  case DType::F32:
+    return run(Tag<float>{});
+  case DType::BF16:
+    return run(Tag<__nv_bfloat16>{});
+  case DType::F16:
+    return run(Tag<__half>{});
+  case DType::I64:
+    return run(Tag<int64_t>{});
+  case DType::I32:
+    return run(Tag<int32_t>{});
+  default:
+    return a.error(std::string("no CUDA kernel for element type ") +
+                   dtypeName(a.in(0).dtype) +
+                   " (x); this CUDA kernel takes f32, bf16, f16, i64 and i32");
+  }
+}
+
 } // namespace
 
 namespace cleave::runtime::cuda {
@@ -379,6 +445,9 @@ Status reduceMaxKernel(const KernelArgs &a, cudaStream_t stream) {
 }
 Status reduceMinKernel(const KernelArgs &a, cudaStream_t stream) {
   return reduce<Reduce::Min>(a, stream);
+}
+Status cumsumKernel(const KernelArgs &a, cudaStream_t stream) {
+  return cumsum(a, stream);
 }
 
 } // namespace cleave::runtime::cuda

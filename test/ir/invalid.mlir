@@ -206,6 +206,14 @@ func.func @reduce_keepdims(%x: tensor<2x8xf32>) {
 
 // -----
 
+func.func @cumsum_axis(%x: tensor<2x8xi64>) {
+  // expected-error @+1 {{'cleave.cumsum' op axis 2 is out of range for rank 2}}
+  %0 = cleave.cumsum %x {axis = 2 : i64} : tensor<2x8xi64>
+  return
+}
+
+// -----
+
 func.func @softmax_axis(%x: tensor<2x8xf32>) {
   // expected-error @+1 {{'cleave.softmax' op axis 2 is out of range for rank 2}}
   %0 = cleave.softmax %x {axis = 2 : i64} : tensor<2x8xf32>

@@ -168,6 +168,15 @@ func.func @softmax(%s: tensor<2x4x8x8xf32>) {
   return
 }
 
+// CHECK-LABEL: func.func @cumsum
+func.func @cumsum(%m: tensor<2x8xi64>, %x: tensor<4x3xf32>) {
+  // CHECK: cleave.cumsum %{{.*}} {axis = 1 : i64} : tensor<2x8xi64>
+  %0 = cleave.cumsum %m {axis = 1 : i64} : tensor<2x8xi64>
+  // CHECK: cleave.cumsum %{{.*}} {axis = 0 : i64, exclusive = true, reverse = true} : tensor<4x3xf32>
+  %1 = cleave.cumsum %x {axis = 0 : i64, exclusive = true, reverse = true} : tensor<4x3xf32>
+  return
+}
+
 // CHECK-LABEL: func.func @norms
 func.func @norms(%x: tensor<2x8x64xf32>, %g: tensor<64xf32>, %b: tensor<64xf32>,
                  %g2: tensor<8x64xf32>) {

@@ -76,7 +76,7 @@ static cl::opt<bool>
 static const std::map<std::string, std::vector<int>> &shapeOperands() {
   static const std::map<std::string, std::vector<int>> table = {
       {"ConstantOfShape", {0}}, {"Dropout", {1, 2}},   {"Expand", {1}},
-      {"Pad", {1, 3}},          {"Tile", {1}},
+      {"Pad", {1, 3}},          {"Tile", {1}},         {"CumSum", {1}},
       {"Range", {0, 1, 2}},     {"ReduceMax", {1}},    {"ReduceMean", {1}},
       {"ReduceMin", {1}},       {"ReduceSum", {1}},    {"Reshape", {1}},
       {"Slice", {1, 2, 3, 4}},  {"Split", {1}},        {"Squeeze", {1}},

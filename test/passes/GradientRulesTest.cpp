@@ -726,6 +726,37 @@ TEST(GradientRules, LogSoftmax) {
   }
 }
 
+TEST(GradientRules, Cumsum) {
+  for (int axis : {0, 1})
+    for (const char *flags :
+         {"", ", exclusive = true", ", reverse = true",
+          ", exclusive = true, reverse = true"}) {
+      SCOPED_TRACE("axis " + std::to_string(axis) + flags);
+      GradCheck check;
+      check.param("x", {3, 4}, {-2, 2});
+      check.check(getParam("x", {3, 4}) + "  %y = cleave.cumsum %x {axis = " +
+                      std::to_string(axis) + " : i64" + flags +
+                      "} : tensor<3x4xf64>",
+                  {3, 4});
+    }
+}
+
+/// Pad imports as concat, broadcast_to and slice; Hugging Face pads the
+/// labels, but a padded activation (reflect and constant on one axis, a
+/// crop on another) gets its gradient through those rules.
+TEST(GradientRules, PadAsImported) {
+  GradCheck check;
+  check.param("x", {2, 4});
+  check.check(getParam("x", {2, 4}) + R"(
+  %zero = cleave.constant dense<0.5> : tensor<1x1xf64>
+  %fill = cleave.broadcast_to %zero : tensor<1x1xf64> -> tensor<1x4xf64>
+  %rows = cleave.concat %fill, %x {axis = 0 : i64} : (tensor<1x4xf64>, tensor<2x4xf64>) -> tensor<3x4xf64>
+  %left = cleave.slice %rows {start = array<i64: 0, 2>, limit = array<i64: 3, 0>, step = array<i64: 1, -1>} : tensor<3x4xf64> -> tensor<3x2xf64>
+  %cols = cleave.concat %left, %rows {axis = 1 : i64} : (tensor<3x2xf64>, tensor<3x4xf64>) -> tensor<3x6xf64>
+  %y = cleave.slice %cols {start = array<i64: 0, 0>, limit = array<i64: 3, 5>, step = array<i64: 1, 1>} : tensor<3x6xf64> -> tensor<3x5xf64>)",
+              {3, 5});
+}
+
 TEST(GradientRules, LayerNormWithScaleAndBias) {
   GradCheck check;
   check.param("x", {2, 3, 4}, {-2, 2});

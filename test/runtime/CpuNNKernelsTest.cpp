@@ -280,6 +280,68 @@ TEST(CpuReductions, NaNAndErrors) {
 }
 
 //===----------------------------------------------------------------------===//
+// cumsum
+//===----------------------------------------------------------------------===//
+
+/// The running sums of x along `axis`, by the definition.
+std::vector<double> cumsumRef(const Buf &x, int64_t axis, bool exclusive,
+                              bool reverse) {
+  std::vector<double> y(x.size());
+  for (int64_t i = 0; i < x.size(); ++i) {
+    auto idx = unflatten(x.shape, i);
+    double sum = 0;
+    for (int64_t j = 0; j < x.shape[axis]; ++j) {
+      bool in = reverse ? j > idx[axis] || (!exclusive && j == idx[axis])
+                        : j < idx[axis] || (!exclusive && j == idx[axis]);
+      if (!in)
+        continue;
+      auto other = idx;
+      other[axis] = j;
+      sum += x.at(flatten(x.shape, other));
+    }
+    y[i] = sum;
+  }
+  return y;
+}
+
+TEST(CpuCumsum, AxesFlagsAndTypes) {
+  for (DType t : {DType::F32, DType::F64, DType::I64, DType::I32}) {
+    Buf x = random(t, {3, 4, 5}, -9, 9, 7);
+    for (int64_t axis : {0, 1, 2})
+      for (bool exclusive : {false, true})
+        for (bool reverse : {false, true}) {
+          SCOPED_TRACE(std::string(dtypeName(t)) + " axis " +
+                       std::to_string(axis) + (exclusive ? " exclusive" : "") +
+                       (reverse ? " reverse" : ""));
+          Buf out = make(t, x.shape);
+          RUN_OK("cumsum",
+                 {{"axis", intA(axis)},
+                  {"exclusive", intA(exclusive)},
+                  {"reverse", intA(reverse)}},
+                 {&x}, out);
+          expectAll(out, cumsumRef(x, axis, exclusive, reverse), relTol(t),
+                    relTol(t));
+        }
+  }
+  // OPT's positions: the running count of the attention mask, threaded
+  // over many rows.
+  Buf mask = random(DType::I64, {256, 64}, 0, 2, 8);
+  Buf positions = make(DType::I64, mask.shape);
+  RUN_OK("cumsum", {{"axis", intA(1)}}, {&mask}, positions);
+  expectAll(positions, cumsumRef(mask, 1, false, false), 0, 0);
+}
+
+TEST(CpuCumsum, Errors) {
+  Buf x = make(DType::F32, {2, 3}), out = make(DType::F32, {2, 3});
+  Buf wrong = make(DType::F32, {3, 2});
+  RUN_ERROR("cumsum: axis 2 is out of range for rank 2", "cumsum",
+            {{"axis", intA(2)}}, {&x}, out);
+  RUN_ERROR("cumsum: the result has shape [3, 2], expected [2, 3]", "cumsum",
+            {{"axis", intA(0)}}, {&x}, wrong);
+  RUN_ERROR("cumsum: missing attribute 'axis'", "cumsum", {}, {&x}, out);
+}
+
+//===----------------------------------------------------------------------===//
 // softmax, log_softmax
 //===----------------------------------------------------------------------===//
 
