@@ -1,7 +1,8 @@
 //===- ImportMovement.cpp - ONNX data movement ops to cleave IR -----------===//
 //
 // Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Expand, Concat, Slice,
-// Split, Gather, Trilu, Pad and Tile: ops that move elements without
+// Split, Gather, GatherElements, ScatterND, Trilu, Pad and Tile: ops that
+// move elements without
 // computing new ones. Their shape operands must be known at compile time.
 //
 //===----------------------------------------------------------------------===//
@@ -11,6 +12,8 @@
 #include "frontend/OnnxImporter.h"
 #include "frontend/OnnxShapes.h"
 #include "ir/CleaveOps.h"
+
+#include "mlir/IR/Verifier.h"
 
 using namespace mlir;
 using namespace mlir::cleave;
@@ -470,6 +473,53 @@ struct Movement : NodeImport {
     out(reshape(broadcastTo(reshape(*x, viewed), broadcast), tiled));
     return success();
   }
+
+  LogicalResult gatherElements() {
+    auto axis =
+        ::cleave::normalizeAxis(intAttr(node, "axis", 0), type(0).getRank());
+    if (!axis)
+      return report(axis.takeError());
+    if (!type(1).getElementType().isInteger(64) &&
+        !type(1).getElementType().isInteger(32))
+      return error(loc) << "GatherElements' indices must be int32 or int64, "
+                           "got "
+                        << type(1);
+    auto data = value(0), indices = value(1);
+    if (failed(data) || failed(indices))
+      return failure();
+    auto r = inferred<GatherElementsOp>(
+        loc, {*data, *indices}, {builder.getNamedAttr("axis", i64(*axis))});
+    if (failed(r))
+      return failure();
+    out(*r);
+    return success();
+  }
+
+  LogicalResult scatterNd() {
+    std::string reduction = stringAttr(node, "reduction", "none");
+    if (reduction != "none" && reduction != "add" && reduction != "mul" &&
+        reduction != "max" && reduction != "min")
+      return error(loc) << "ScatterND's reduction must be none, add, mul, "
+                           "max or min, got '"
+                        << reduction << "'";
+    if (!type(1).getElementType().isInteger(64) &&
+        !type(1).getElementType().isInteger(32))
+      return error(loc) << "ScatterND's indices must be int32 or int64, got "
+                        << type(1);
+    auto data = value(0), indices = value(1);
+    auto updates = binaryOperands(0, 2);
+    if (failed(data) || failed(indices) || failed(updates))
+      return failure();
+    auto r = builder.create<ScatterNdOp>(loc, type(0), *data, *indices,
+                                         updates->second,
+                                         builder.getStringAttr(reduction));
+    if (failed(mlir::verify(r))) {
+      r->erase();
+      return failure();
+    }
+    out(r);
+    return success();
+  }
 };
 
 } // namespace
@@ -484,6 +534,10 @@ void ::cleave::registerMovementOps(::cleave::OnnxOpTable &table) {
     table[op] = [](NodeImport &n) { return Movement(n).sliceOrSplit(); };
   table["Gather"] = [](NodeImport &n) { return Movement(n).gather(); };
   table["Trilu"] = [](NodeImport &n) { return Movement(n).trilu(); };
+  table["GatherElements"] = [](NodeImport &n) {
+    return Movement(n).gatherElements();
+  };
+  table["ScatterND"] = [](NodeImport &n) { return Movement(n).scatterNd(); };
   table["Pad"] = [](NodeImport &n) { return Movement(n).pad(); };
   table["Tile"] = [](NodeImport &n) { return Movement(n).tile(); };
 }

@@ -496,6 +496,73 @@ def Cleave_GatherOp : Cleave_Op<"gather", [Pure,
       "$data `,` $indices attr-dict `:` functional-type(operands, results)";
 }
 
+def Cleave_GatherElementsOp : Cleave_Op<"gather_elements", [Pure,
+    DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+  let summary = "ONNX GatherElements: picks elements along one axis";
+  let description = [{
+    `result[i..] = data[i.. with its axis coordinate replaced by
+    indices[i..]]`: `indices` has `data`'s rank, and no larger a size than
+    `data` in the other dimensions; the result has the shape of `indices`
+    and the element type of `data`. Negative indices count from the end.
+
+    ```mlir
+    %g = cleave.gather_elements %cos, %pos {axis = 2 : i64}
+        : (tensor<1x1x16x8xf32>, tensor<2x1x8x8xi64>) -> tensor<2x1x8x8xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_Tensor:$data, Cleave_IndexTensor:$indices,
+                       I64Attr:$axis);
+  let results = (outs Cleave_Tensor:$result);
+  let assemblyFormat =
+      "$data `,` $indices attr-dict `:` functional-type(operands, results)";
+}
+
+def Cleave_ScatterNdOp : Cleave_Op<"scatter_nd", [Pure,
+    AllTypesMatch<["data", "result"]>]> {
+  let summary = "ONNX ScatterND: writes slices at index tuples";
+  let description = [{
+    A copy of `data` (rank r) in which, for each index tuple `t` of
+    `indices` (its last dimension k <= r; shape `[..., k]`), the slice
+    `data[t]` (of shape `data.shape[k:]`) becomes `updates[...]` (shape
+    `indices.shape[:-1] + data.shape[k:]`), or is combined with it by
+    `reduction`: `none` (the value written; tuples should not repeat),
+    `add`, `mul`, `max` or `min` (applied in the order of the tuples).
+    Negative indices count from the end.
+
+    ```mlir
+    %m = cleave.scatter_nd %mask, %where, %fill {reduction = "none"}
+        : (tensor<2x8xf32>, tensor<3x2xi64>, tensor<3xf32>) -> tensor<2x8xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_Tensor:$data, Cleave_IndexTensor:$indices,
+                       Cleave_Tensor:$updates,
+                       DefaultValuedAttr<StrAttr, "\"none\"">:$reduction);
+  let results = (outs Cleave_Tensor:$result);
+  let assemblyFormat =
+      "$data `,` $indices `,` $updates attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Cleave_GatherNdOp : Cleave_Op<"gather_nd", [Pure,
+    DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+  let summary = "reads the slices at index tuples (ONNX GatherND, batch_dims 0)";
+  let description = [{
+    For each index tuple `t` of `indices` (shape `[..., k]`, k <= the rank
+    of `data`), the slice `data[t]`: the result has shape
+    `indices.shape[:-1] + data.shape[k:]`. Negative indices count from the
+    end. The gradient of `cleave.scatter_nd`'s updates.
+
+    ```mlir
+    %u = cleave.gather_nd %dy, %where
+        : (tensor<2x8xf32>, tensor<3x2xi64>) -> tensor<3xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_Tensor:$data, Cleave_IndexTensor:$indices);
+  let results = (outs Cleave_Tensor:$result);
+  let assemblyFormat =
+      "$data `,` $indices attr-dict `:` functional-type(operands, results)";
+}
+
 class Cleave_LossOp<string mnemonic, string what> : Cleave_Op<mnemonic, [Pure,
     DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
   let summary = what;
@@ -797,6 +864,27 @@ def Cleave_GatherGradOp : Cleave_Op<"gather_grad", [Pure]> {
     ```mlir
     %dd = cleave.gather_grad %dy, %i {axis = 1 : i64}
         : (tensor<2x3x64xf32>, tensor<3xi64>) -> tensor<2x8x64xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_FloatTensor:$dy, Cleave_IndexTensor:$indices,
+                       I64Attr:$axis);
+  let results = (outs Cleave_FloatTensor:$result);
+  let assemblyFormat =
+      "$dy `,` $indices attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Cleave_GatherElementsGradOp : Cleave_Op<"gather_elements_grad", [Pure]> {
+  let summary = "gradient of `cleave.gather_elements`: scatter-add";
+  let description = [{
+    The gradient of `data` (the result type) from the gradient `dy` of a
+    gather_elements result: each element of `dy` is added to the element of
+    `data` its index picked, in the order of the indices along the axis
+    (so the sum does not depend on threads); the rest is zero.
+
+    ```mlir
+    %dd = cleave.gather_elements_grad %dy, %pos {axis = 2 : i64}
+        : (tensor<2x1x8x8xf32>, tensor<2x1x8x8xi64>) -> tensor<2x1x16x8xf32>
     ```
   }];
   let arguments = (ins Cleave_FloatTensor:$dy, Cleave_IndexTensor:$indices,

@@ -223,8 +223,46 @@ class CausalLMLoss(nn.Module):
                                ignore_index=-100)
 
 
+class HFPositions(nn.Module):
+    """Position tricks of Hugging Face decoders: OPT's learned positions
+    count the attention mask (torch.cumsum, an ONNX CumSum; offset 2 as
+    OPTLearnedPositionalEmbedding), and older GPT-NeoX gathers its rotary
+    tables by position (Tensor.repeat and torch.gather: ONNX Tile and
+    GatherElements) from buffers the export makes initializers; a slice
+    assignment (an ONNX ScatterND, as OPT's mask preparation writes)
+    scales the first position, with gradients through both sides."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(VOCAB, D)
+        self.pos = nn.Embedding(SEQ + 2, D)
+        inv = 1.0 / (10000 ** (torch.arange(0, D, 2).float() / D))
+        freqs = torch.outer(torch.arange(SEQ).float(), inv)
+        table = torch.cat([freqs, freqs], -1)
+        self.register_buffer("cos_cached", table.cos()[None, None])
+        self.register_buffer("sin_cached", table.sin()[None, None])
+        self.ln = nn.LayerNorm(D)
+        self.head = nn.Linear(D, VOCAB, bias=False)
+
+    def forward(self, idx, targets):
+        B, T = idx.shape
+        mask = torch.ones(B, T)
+        positions = (torch.cumsum(mask, dim=1) * mask - 1).long()
+        x = self.emb(idx) + self.pos(positions + 2)
+        gather_indices = positions[:, None, :, None].repeat(1, 1, 1, D)
+        cos = torch.gather(self.cos_cached.repeat(B, 1, 1, 1), 2, gather_indices)
+        sin = torch.gather(self.sin_cached.repeat(B, 1, 1, 1), 2, gather_indices)
+        h = x[:, None]
+        rotated = torch.cat([-h[..., D // 2:], h[..., :D // 2]], -1)
+        h = self.ln((h * cos + rotated * sin)[:, 0])
+        h[:, 0] = h[:, 0] * 0.5
+        logits = self.head(h)
+        return F.cross_entropy(logits.reshape(-1, VOCAB), targets.reshape(-1))
+
+
 MODELS = {
     "tp_causal_lm_loss": CausalLMLoss,
+    "tp_hf_positions": HFPositions,
     "tp_mlp": MLPLM,
     "tp_layernorm_gelu": LayerNormGelu,
     "tp_mha": MHABlock,

@@ -181,6 +181,7 @@ LogicalResult mlir::cleave::buildOperandGradients(
   auto unary = [&](auto derivative) { set(0, [&] { return derivative(); }); };
 
   bool handled = true, maskDepends = false;
+  std::string unsupported; // a variant of an op that has no rule
   llvm::TypeSwitch<Operation *>(op)
       .Case([&](AddOp) {
         set(0, [&] { return e.unbroadcast(g, x(0)); });
@@ -447,6 +448,34 @@ LogicalResult mlir::cleave::buildOperandGradients(
                                         ga.getIndices(), ga.getAxisAttr());
         });
       })
+      .Case([&](GatherElementsOp ge) {
+        set(0, [&] {
+          return b.create<GatherElementsGradOp>(e.loc, typeOf(ge.getData()), g,
+                                                ge.getIndices(),
+                                                ge.getAxisAttr());
+        });
+      })
+      .Case([&](ScatterNdOp s) {
+        // none: the written slices come from updates, the rest from data;
+        // add: data reaches every element, updates their slices.
+        bool none = s.getReduction() == "none";
+        if (!none && s.getReduction() != "add") {
+          if (want(0) || want(2))
+            unsupported = s.getReduction().str();
+          return;
+        }
+        set(0, [&]() -> Value {
+          if (!none)
+            return g;
+          return b.create<ScatterNdOp>(e.loc, typeOf(g), g, s.getIndices(),
+                                       e.splat(typeOf(s.getUpdates()), 0.0),
+                                       s.getReductionAttr());
+        });
+        set(2, [&] {
+          return b.create<GatherNdOp>(e.loc, typeOf(s.getUpdates()), g,
+                                      s.getIndices());
+        });
+      })
       .Case([&](SoftmaxCrossEntropyOp l) {
         set(0, [&] {
           return b.create<SoftmaxCrossEntropyGradOp>(
@@ -491,6 +520,11 @@ LogicalResult mlir::cleave::buildOperandGradients(
         }
       })
       .Default([&](Operation *) { handled = false; });
+  if (!unsupported.empty())
+    return op->emitOpError()
+           << "has no gradient rule for reduction '" << unsupported
+           << "' (only none and add), but the loss depends on a parameter "
+              "through it";
   if (maskDepends)
     return op->emitOpError()
            << "has no gradient rule for its mask, but the mask depends on a "

@@ -75,6 +75,12 @@ Status rotaryKernel(const KernelArgs &a);
 Status attentionKernel(const KernelArgs &a);
 Status attentionGradKernel(const KernelArgs &a);
 
+// indexing.cpp
+Status gatherElementsKernel(const KernelArgs &a);
+Status gatherElementsGradKernel(const KernelArgs &a);
+Status gatherNdKernel(const KernelArgs &a);
+Status scatterNdKernel(const KernelArgs &a);
+
 // lookup.cpp
 Status embeddingKernel(const KernelArgs &a);
 Status gatherKernel(const KernelArgs &a);

@@ -46,7 +46,10 @@ const KernelEntry kKernels[] = {
     {"erf", erfKernel, 1, 1},
     {"exp", expKernel, 1, 1},
     {"gather", gatherKernel, 2, 2},
+    {"gather_elements", gatherElementsKernel, 2, 2},
+    {"gather_elements_grad", gatherElementsGradKernel, 2, 2},
     {"gather_grad", gatherGradKernel, 2, 2},
+    {"gather_nd", gatherNdKernel, 2, 2},
     {"gelu", geluKernel, 1, 1},
     {"gelu_grad", geluGradKernel, 2, 2},
     {"greater", greaterKernel, 2, 2},
@@ -79,6 +82,7 @@ const KernelEntry kKernels[] = {
     {"rms_norm_grad", rmsNormGradKernel, 3, 3, 2},
     {"rotary", rotaryKernel, 3, 3},
     {"rsqrt", rsqrtKernel, 1, 1},
+    {"scatter_nd", scatterNdKernel, 3, 3},
     {"select", selectKernel, 3, 3},
     {"sgd", sgdKernel, 2, 3, kAny}, // 1 or 2: with momentum, its buffer
     {"sigmoid", sigmoidKernel, 1, 1},

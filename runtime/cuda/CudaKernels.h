@@ -206,6 +206,11 @@ Status countNonFinite(const TensorRef &grad, unsigned *deviceFlag,
                       cudaStream_t stream);
 /// Loss scaling: grad *= factor (f32).
 Status scaleInPlace(const TensorRef &grad, float factor, cudaStream_t stream);
+// indexing.cu
+Status gatherElementsKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status gatherElementsGradKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status gatherNdKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status scatterNdKernel(const cpu::KernelArgs &a, cudaStream_t stream);
 // lookup.cu
 Status embeddingKernel(const cpu::KernelArgs &a, cudaStream_t stream);
 Status gatherKernel(const cpu::KernelArgs &a, cudaStream_t stream);

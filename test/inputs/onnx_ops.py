@@ -135,6 +135,24 @@ def main():
         m = if_model(True)
     elif case == "bad-if-runtime-shapes":
         m = if_model(True, else_shape=[3])
+    elif case == "gather-elements":
+        m = model([const("index", np.array([[0, 2, -1, 1]], dtype=np.int64)),
+                   helper.make_node("GatherElements", ["x", "index"], ["y"],
+                                    name="/gather", axis=0)],
+                  [vinfo("x", F32, [3, 4])], [vinfo("y", F32, None)])
+    elif case == "scatter-nd":
+        # x[1] = u and x[0] += nothing else: one tuple per row of u.
+        m = model([const("where", np.array([[1], [0]], dtype=np.int64)),
+                   helper.make_node("ScatterND", ["x", "where", "u"], ["y"],
+                                    name="/scatter")],
+                  [vinfo("x", F32, [3, 4]), vinfo("u", F32, [2, 4])],
+                  [vinfo("y", F32, None)])
+    elif case == "bad-scatter-nd-updates":
+        m = model([const("where", np.array([[1], [0]], dtype=np.int64)),
+                   helper.make_node("ScatterND", ["x", "where", "u"], ["y"],
+                                    name="/scatter")],
+                  [vinfo("x", F32, [3, 4]), vinfo("u", F32, [2, 3])],
+                  [vinfo("y", F32, None)])
     else:
         sys.exit("onnx_ops.py: unknown case " + case)
     onnx.save(m, out)

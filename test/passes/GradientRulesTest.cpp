@@ -963,6 +963,29 @@ TEST(GradientRules, GatherInnerAxis) {
               {2, 2, 2, 3});
 }
 
+TEST(GradientRules, GatherElementsRepeatedAndNegative) {
+  GradCheck check;
+  check.param("x", {3, 4});
+  check.check(getParam("x", {3, 4}) + R"(
+  %i = cleave.constant dense<[[0, 2, -1, 0], [0, 0, 1, 2]]> : tensor<2x4xi64>
+  %y = cleave.gather_elements %x, %i {axis = 0 : i64} : (tensor<3x4xf64>, tensor<2x4xi64>) -> tensor<2x4xf64>)",
+              {2, 4});
+}
+
+TEST(GradientRules, ScatterNdNoneAndAdd) {
+  for (const char *reduction : {"none", "add"}) {
+    SCOPED_TRACE(reduction);
+    GradCheck check;
+    check.param("x", {4, 3});
+    check.param("u", {2, 3});
+    check.check(getParam("x", {4, 3}) + getParam("u", {2, 3}) + R"(
+  %i = cleave.constant dense<[[2], [0]]> : tensor<2x1xi64>
+  %y = cleave.scatter_nd %x, %i, %u {reduction = ")" +
+                    std::string(reduction) + R"("} : (tensor<4x3xf64>, tensor<2x1xi64>, tensor<2x3xf64>) -> tensor<4x3xf64>)",
+                {4, 3});
+  }
+}
+
 TEST(GradientRules, SoftmaxCrossEntropyMeanIgnoreIndex) {
   GradCheck check;
   check.param("x", {4, 5}, {-2, 2});

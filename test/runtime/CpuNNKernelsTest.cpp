@@ -648,6 +648,113 @@ TEST(CpuAttention, Errors) {
 }
 
 //===----------------------------------------------------------------------===//
+// gather_elements, gather_elements_grad, gather_nd, scatter_nd
+//===----------------------------------------------------------------------===//
+
+/// The data offset of element `i` of `indices` (shape `ishape`) with its
+/// `axis` coordinate replaced by `index` (negative counts from the end).
+int64_t elementAt(const Shape &data, const Shape &ishape, int64_t axis,
+                  int64_t i, int64_t index) {
+  auto idx = unflatten(ishape, i);
+  idx[axis] = index < 0 ? index + data[axis] : index;
+  return flatten(data, idx);
+}
+
+TEST(CpuIndexing, GatherElementsAndItsGradient) {
+  Buf data = random(DType::F32, {3, 4, 5}, -2, 2, 9);
+  for (int64_t axis : {0, 1, 2}) {
+    SCOPED_TRACE("axis " + std::to_string(axis));
+    // Indices smaller than the data off the axis, some negative, some
+    // repeated.
+    Shape ishape = {2, 3, 4};
+    ishape[axis] = 6;
+    Buf indices = random(DType::I64, ishape, -double(data.shape[axis]),
+                         double(data.shape[axis]), 10 + axis);
+    Buf out = make(DType::F32, ishape);
+    RUN_OK("gather_elements", {{"axis", intA(axis)}}, {&data, &indices}, out);
+    std::vector<double> want(indices.size()), grad(data.size(), 0.0);
+    Buf dy = random(DType::F32, ishape, -1, 1, 20 + axis);
+    for (int64_t i = 0; i < indices.size(); ++i) {
+      int64_t at = elementAt(data.shape, ishape, axis, i, indices.at(i));
+      want[i] = data.at(at);
+      grad[at] += dy.at(i);
+    }
+    expectAll(out, want, 0, 0);
+    Buf dx = make(DType::F32, data.shape);
+    RUN_OK("gather_elements_grad", {{"axis", intA(axis)}}, {&dy, &indices},
+           dx);
+    expectAll(dx, grad);
+  }
+  Buf bad = make(DType::I64, {1, 4, 5}, std::vector<double>(20, 3));
+  Buf out = make(DType::F32, {1, 4, 5});
+  RUN_ERROR("gather_elements: index 3 at position 0 is out of range for a "
+            "dimension of size 3",
+            "gather_elements", {{"axis", intA(0)}}, {&data, &bad}, out);
+  Buf big = make(DType::I64, {1, 5, 5});
+  Buf bigOut = make(DType::F32, {1, 5, 5});
+  RUN_ERROR("gather_elements: indices [1, 5, 5] are larger than the data "
+            "[3, 4, 5] in dimension 1",
+            "gather_elements", {{"axis", intA(0)}}, {&data, &big}, bigOut);
+}
+
+TEST(CpuIndexing, GatherNdAndScatterNd) {
+  Buf data = random(DType::F32, {4, 3, 2}, -2, 2, 11);
+  // Two tuples of two entries: slices of shape [2].
+  Buf indices = make(DType::I64, {2, 2}, {3, -1, 0, 1});
+  Buf slices = make(DType::F32, {2, 2});
+  RUN_OK("gather_nd", {}, {&data, &indices}, slices);
+  auto offset = [&](int64_t t) {
+    int64_t a = indices.at(2 * t), b = indices.at(2 * t + 1);
+    return ((a < 0 ? a + 4 : a) * 3 + (b < 0 ? b + 3 : b)) * 2;
+  };
+  std::vector<double> want;
+  for (int64_t t = 0; t < 2; ++t)
+    for (int64_t c = 0; c < 2; ++c)
+      want.push_back(data.at(offset(t) + c));
+  expectAll(slices, want, 0, 0);
+
+  Buf updates = random(DType::F32, {2, 2}, -1, 1, 12);
+  for (const char *reduction : {"none", "add", "mul", "max", "min"}) {
+    SCOPED_TRACE(reduction);
+    Buf out = make(DType::F32, data.shape);
+    RUN_OK("scatter_nd", {{"reduction", stringA(reduction)}},
+           {&data, &indices, &updates}, out);
+    std::vector<double> expected(data.size());
+    for (int64_t i = 0; i < data.size(); ++i)
+      expected[i] = data.at(i);
+    std::string r = reduction;
+    for (int64_t t = 0; t < 2; ++t)
+      for (int64_t c = 0; c < 2; ++c) {
+        double &x = expected[offset(t) + c];
+        double u = updates.at(2 * t + c);
+        x = r == "none"  ? u
+            : r == "add" ? x + u
+            : r == "mul" ? x * u
+            : r == "max" ? std::max(x, u)
+                         : std::min(x, u);
+      }
+    expectAll(out, expected);
+  }
+  // Repeated tuples with add accumulate in order.
+  Buf twice = make(DType::I64, {3, 1}, {1, 1, 1});
+  Buf rows = random(DType::F32, {3, 3, 2}, -1, 1, 13);
+  Buf out = make(DType::F32, data.shape);
+  RUN_OK("scatter_nd", {{"reduction", stringA("add")}}, {&data, &twice, &rows},
+         out);
+  for (int64_t c = 0; c < 6; ++c)
+    EXPECT_NEAR(out.at(6 + c),
+                data.at(6 + c) + rows.at(c) + rows.at(6 + c) + rows.at(12 + c),
+                1e-6);
+  Buf wrong = make(DType::F32, {2, 3});
+  RUN_ERROR("scatter_nd: updates has shape [2, 3], expected [2, 2]",
+            "scatter_nd", {}, {&data, &indices, &wrong}, out);
+  RUN_ERROR("scatter_nd: reduction must be none, add, mul, max or min, got "
+            "'sub'",
+            "scatter_nd", {{"reduction", stringA("sub")}},
+            {&data, &indices, &updates}, out);
+}
+
+//===----------------------------------------------------------------------===//
 // embedding, gather
 //===----------------------------------------------------------------------===//
 
