@@ -233,6 +233,61 @@ def _consolidate_external_data(model_proto, src_dir, out_path):
             off += len(blob)
 
 
+def export_for_training(module, args, out_path, input_names, opset=17,
+                        dynamic_batch=False, metadata=None):
+    """torch.onnx.export the way a model is exported to be trained, and save.
+
+    training=TrainingMode.TRAINING and do_constant_folding=False: torch's
+    default (eval-mode) export de-duplicates initializers by value, merging
+    parameters equal at initialization (all LayerNorm weights), and constant
+    folding renames initializers and unties a tied head.  With both off every
+    initializer is one parameter or buffer under its state_dict name.
+    `args` are the module's inputs, `input_names` their names; the one output
+    is `loss`.  dynamic_batch makes axis 0 of every input the symbol `batch`.
+    `metadata` ({key: value}, or a function of the exported ModelProto that
+    returns one) goes into metadata_props.  Weights of 2 GB or
+    more go to one external data file `<out>.data`.  Returns the ModelProto
+    (external data not loaded).
+    """
+    n_bytes = sum(p.numel() * p.element_size() for p in module.parameters())
+    n_bytes += sum(b.numel() * b.element_size() for b in module.buffers())
+    big = n_bytes >= TWO_GB - (64 << 20)
+    axes = {n: {0: "batch"} for n in input_names} if dynamic_batch else None
+    kwargs = dict(input_names=list(input_names), output_names=["loss"],
+                  opset_version=opset, dynamic_axes=axes,
+                  training=torch.onnx.TrainingMode.TRAINING,
+                  do_constant_folding=False)
+    tmpdir = None
+    with torch.no_grad():
+        if big:
+            tmpdir = tempfile.mkdtemp(prefix="cleave-export-",
+                                      dir=os.path.dirname(os.path.abspath(out_path)))
+            torch.onnx.export(module, args, os.path.join(tmpdir, "model.onnx"), **kwargs)
+            proto = onnx.load(os.path.join(tmpdir, "model.onnx"), load_external_data=False)
+        else:
+            f = io.BytesIO()
+            torch.onnx.export(module, args, f, **kwargs)
+            proto = onnx.load_from_string(f.getvalue())
+    if callable(metadata):
+        metadata = metadata(proto)
+    for k, v in (metadata or {}).items():
+        p = proto.metadata_props.add()
+        p.key, p.value = k, v
+    _save(proto, out_path, tmpdir)
+    return proto
+
+
+def _save(proto, out_path, tmpdir):
+    """Save `proto`; with `tmpdir` (where torch wrote per-tensor external
+    files), first gather them into one `<out>.data` and remove tmpdir."""
+    if tmpdir:
+        _consolidate_external_data(proto, tmpdir, out_path)
+        onnx.save(proto, out_path)
+        shutil.rmtree(tmpdir)
+    else:
+        onnx.save(proto, out_path)
+
+
 def export_model(cfg, out_path, batch=1, dynamic_batch=False, shapes_only=False,
                  seed=0, opset=17, fold=False, model=None, verbose=True,
                  replicate_blocks=True):
@@ -359,12 +414,7 @@ def export_model(cfg, out_path, batch=1, dynamic_batch=False, shapes_only=False,
         p = proto.metadata_props.add()
         p.key, p.value = k, v
 
-    if big:
-        _consolidate_external_data(proto, tmpdir, out_path)
-        onnx.save(proto, out_path)
-        shutil.rmtree(tmpdir)
-    else:
-        onnx.save(proto, out_path)
+    _save(proto, out_path, tmpdir if big else None)
     dt = time.time() - t0
     info = dict(path=out_path, config=cfg["name"], seconds=dt,
                 export_seconds=t_export, shapes_only=shapes_only,

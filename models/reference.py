@@ -165,6 +165,58 @@ def train(model, tokens, B, T, steps, opt, autocast=None, verbose=True,
     return losses, norms, lrs, grads0
 
 
+def named_weights(model):
+    """Every parameter and buffer of `model` by state_dict name (a tied
+    parameter under its first name), detached copies: what an export for
+    training can make initializers of."""
+    weights = dict(model.named_parameters())
+    weights.update(model.named_buffers())
+    return {n: w.detach().clone() for n, w in weights.items()}
+
+
+def check_initializers(proto, weights, path):
+    """Every initializer of the exported `proto` is one of `weights`, under
+    its name and bit for bit (what an export for training must give);
+    returns their names in file order."""
+    names = []
+    for t in proto.graph.initializer:
+        assert t.name in weights, "%s: initializer %s is no parameter or buffer" \
+            % (path, t.name)
+        assert np.array_equal(numpy_helper.to_array(t), weights[t.name].numpy()), \
+            (path, t.name)
+        names.append(t.name)
+    return names
+
+
+def write_training_reference(model, tokens, B, T, steps, opt, inits, outdir,
+                             info=None, verbose=False):
+    """PyTorch's reference for training an export of `model` whose
+    initializers are `inits` (parameter and buffer names): trains `model` in
+    place (train()) for `steps` steps and writes into `outdir`
+    params_init.safetensors and params_final.safetensors (keyed by
+    initializer name: the parameters and the buffers the export made
+    initializers, which stay unchanged) and losses.json (losses, grad_norms,
+    lrs, optimizer, batch, seq, steps, frozen_parameters: the initializers
+    that are no parameter, plus `info`).  Returns losses.json's dict."""
+    params = dict(model.named_parameters())
+    assert set(params) <= set(inits), \
+        "parameters the export lost: %s" % sorted(set(params) - set(inits))
+    frozen = [n for n in inits if n not in params]
+    os.makedirs(outdir, exist_ok=True)
+    safetensors_io.save({n: w for n, w in named_weights(model).items() if n in inits},
+                        os.path.join(outdir, "params_init.safetensors"))
+    model.train()
+    losses, norms, lrs, _ = train(model, tokens, B, T, steps, opt, verbose=verbose)
+    safetensors_io.save({n: w for n, w in named_weights(model).items() if n in inits},
+                        os.path.join(outdir, "params_final.safetensors"))
+    result = {"losses": losses, "grad_norms": norms, "lrs": lrs, "optimizer": opt,
+              "batch": B, "seq": T, "steps": steps, "frozen_parameters": frozen}
+    result.update(info or {})
+    with open(os.path.join(outdir, "losses.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    return result
+
+
 def run(cfg, tokens, B, steps, outdir, opt, seed=0, dynamic_batch=True, opset=17,
         data_name=None, verbose=True, forward_only=False, autocast=None,
         device="cpu", init=None, export=True):

@@ -48,9 +48,8 @@ import torch                                  # noqa: E402
 import torch.nn as nn                         # noqa: E402
 import torch.nn.functional as F               # noqa: E402
 
-import numpy as np                            # noqa: E402
-from onnx import numpy_helper                 # noqa: E402
 
+import export                                 # noqa: E402
 import reference                              # noqa: E402
 import safetensors_io                         # noqa: E402
 import tokenizer                              # noqa: E402
@@ -396,48 +395,23 @@ def export_training(outdir, only=None, seed=0, steps=10, verbose=True):
         model = cls()
         idx, tgt = reference.get_batch(tokens, 0, BATCH, SEQ)
         check_no_dropout(name, model, idx, tgt)
-        weights = dict(model.named_parameters())
-        weights.update(model.named_buffers())
-        weights = {n: w.detach().clone() for n, w in weights.items()}
+        weights = reference.named_weights(model)
         inits = None
         for opset in (14, 17):
             for dyn in (False, True):
                 path = os.path.join(outdir, "%s_train_op%d%s.onnx"
                                     % (name, opset, "_dyn" if dyn else ""))
-                axes = {"idx": {0: "batch"}, "targets": {0: "batch"}} if dyn else None
-                torch.onnx.export(model, (idx, tgt), path, input_names=["idx", "targets"],
-                                  output_names=["loss"], opset_version=opset,
-                                  training=torch.onnx.TrainingMode.TRAINING,
-                                  do_constant_folding=False, dynamic_axes=axes)
-                proto = onnx.load(path)
-                found = [t.name for t in proto.graph.initializer]
+                proto = export.export_for_training(model, (idx, tgt), path,
+                                                   ["idx", "targets"], opset=opset,
+                                                   dynamic_batch=dyn)
+                # The initializers are exactly the weights trained below.
+                found = reference.check_initializers(proto, weights, path)
                 assert inits is None or sorted(found) == sorted(inits), (path, found)
                 inits = found
-                # The initializers are exactly the weights trained below.
-                for t in proto.graph.initializer:
-                    assert t.name in weights, "%s: initializer %s is no parameter " \
-                        "or buffer" % (path, t.name)
-                    assert np.array_equal(numpy_helper.to_array(t),
-                                          weights[t.name].numpy()), (path, t.name)
-        params = dict(model.named_parameters())
-        assert set(params) <= set(inits), sorted(set(params) - set(inits))
-        frozen = [n for n in inits if n not in params]
-        ref = os.path.join(outdir, name + ".train")
-        os.makedirs(ref, exist_ok=True)
-        safetensors_io.save({n: weights[n] for n in inits},
-                            os.path.join(ref, "params_init.safetensors"))
-        model.train()
-        losses, norms, lrs, _ = reference.train(model, tokens, BATCH, SEQ, steps, opt,
-                                                verbose=False)
-        final = dict(model.named_parameters())
-        final.update(model.named_buffers())
-        safetensors_io.save({n: final[n].detach().clone() for n in inits},
-                            os.path.join(ref, "params_final.safetensors"))
-        with open(os.path.join(ref, "losses.json"), "w") as f:
-            json.dump({"losses": losses, "grad_norms": norms, "lrs": lrs,
-                       "optimizer": opt, "batch": BATCH, "seq": SEQ,
-                       "steps": steps, "seed": seed, "data": "tokens.bin",
-                       "frozen_parameters": frozen}, f, indent=1)
+        ref = reference.write_training_reference(
+            model, tokens, BATCH, SEQ, steps, opt, inits, os.path.join(outdir, name + ".train"),
+            info={"seed": seed, "data": "tokens.bin"})
+        frozen = ref["frozen_parameters"]
         spec = {"batch_size": BATCH, "optimizer": opt}
         if frozen:
             spec["frozen_parameters"] = frozen
@@ -445,7 +419,8 @@ def export_training(outdir, only=None, seed=0, steps=10, verbose=True):
             json.dump(spec, f, indent=1)
         if verbose:
             print("%-24s %d parameters, frozen %s, losses %.4f .. %.4f"
-                  % (name, len(params), frozen, losses[0], losses[-1]))
+                  % (name, len(dict(model.named_parameters())), frozen,
+                     ref["losses"][0], ref["losses"][-1]))
 
 
 def main():

@@ -17,6 +17,18 @@ config.substitutions.append(("%cleave_bin", config.cleave_tools_dir))
 config.substitutions.append(("%inputs", os.path.join(config.cleave_src_root, "test", "inputs")))
 config.substitutions.append(("%models", os.path.join(config.cleave_src_root, "models")))
 
+# `hf_transformers`: scripts/install-deps.sh (run by `make check`) made
+# .venv-hf/, transformers over Debian's torch; the Hugging Face tests run
+# under %hf_python. Without it they are unsupported, and lit says why.
+hf_python = os.path.join(config.cleave_src_root, ".venv-hf", "bin", "python")
+config.substitutions.append(("%hf_python", hf_python))
+if os.access(hf_python, os.X_OK):
+    config.available_features.add("hf_transformers")
+else:
+    lit_config.warning("%s is missing, so the Hugging Face tests "
+                       "(runtime/hf-*.test) are UNSUPPORTED: scripts/install-deps.sh "
+                       "creates it (CLEAVE_NO_HF=1 skips it)" % hf_python)
+
 # `cuda_device`: cleave-run can run on a GPU here (a CUDA build and a device
 # that answers). Tests that need one say `REQUIRES: cuda_device`; the CPU
 # machines of CI have none.
