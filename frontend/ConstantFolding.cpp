@@ -140,26 +140,37 @@ double applyFloat(Binary op, double a, double b) {
   return 0;
 }
 
+/// Two's-complement arithmetic, as ONNX runtimes and numpy compute int64
+/// (signed overflow is undefined in C++).
+int64_t wrap(uint64_t v) { return static_cast<int64_t>(v); }
+
 Expected<int64_t> applyInt(Binary op, int64_t a, int64_t b) {
   switch (op) {
-  case Binary::Add: return a + b;
-  case Binary::Sub: return a - b;
-  case Binary::Mul: return a * b;
+  case Binary::Add: return wrap(uint64_t(a) + uint64_t(b));
+  case Binary::Sub: return wrap(uint64_t(a) - uint64_t(b));
+  case Binary::Mul: return wrap(uint64_t(a) * uint64_t(b));
   case Binary::Div:
     if (b == 0)
       return fail("integer division by zero");
+    if (b == -1)
+      return wrap(0 - uint64_t(a)); // INT64_MIN / -1 wraps
     return a / b;
   case Binary::Mod: {
     if (b == 0)
       return fail("integer modulo by zero");
+    if (b == -1)
+      return int64_t(0);
     int64_t r = a % b; // ONNX Mod with fmod=0 takes the divisor's sign
     return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
   }
   case Binary::Pow: {
-    int64_t r = 1;
-    for (int64_t i = 0; i < b; ++i)
-      r *= a;
-    return r;
+    if (b < 0)
+      return fail(llvm::formatv("integer {0} to the negative power {1}", a, b));
+    uint64_t r = 1, base = uint64_t(a);
+    for (uint64_t e = uint64_t(b); e; e >>= 1, base *= base)
+      if (e & 1)
+        r *= base;
+    return wrap(r);
   }
   default:
     return static_cast<int64_t>(applyFloat(op, a, b));

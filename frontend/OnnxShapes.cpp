@@ -51,7 +51,9 @@ Expected<Shape> cleave::reshapeTarget(llvm::ArrayRef<int64_t> input,
                                       bool allowZero) {
   int64_t count = 1;
   for (int64_t d : input)
-    count *= d;
+    if (llvm::MulOverflow(count, d, count))
+      return fail("shape " + shapeToString(input) +
+                  " has more elements than a 64-bit count");
   Shape out;
   int64_t inferAt = -1, known = 1;
   for (auto [i, requestedDim] : llvm::enumerate(requested)) {
@@ -75,7 +77,9 @@ Expected<Shape> cleave::reshapeTarget(llvm::ArrayRef<int64_t> input,
       return fail("shape " + shapeToString(requested) +
                   " has a negative entry");
     out.push_back(d);
-    known *= d;
+    if (llvm::MulOverflow(known, d, known))
+      return fail("shape " + shapeToString(requested) +
+                  " has more elements than a 64-bit count");
   }
   if (inferAt >= 0) {
     if (known == 0 || count % known != 0)
