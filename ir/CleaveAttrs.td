@@ -61,6 +61,12 @@ def Cleave_MeshAttr : AttrDef<Cleave_Dialect, "Mesh"> {
     std::optional<int64_t> getAxisSize(::llvm::StringRef axis) const;
     /// The number of ranks: the product of the axis sizes.
     int64_t getNumRanks() const;
+    /// The coordinate of `rank` on `axis` (0 for an axis the mesh lacks).
+    int64_t getCoordinate(int64_t rank, ::llvm::StringRef axis) const;
+    /// The rank whose coordinate on `axis` is `coordinate` and whose other
+    /// coordinates are those of `rank`.
+    int64_t withCoordinate(int64_t rank, ::llvm::StringRef axis,
+                           int64_t coordinate) const;
   }];
 }
 

@@ -1120,13 +1120,22 @@ def Cleave_AllReduceGradsOp : Cleave_Op<"all_reduce_grads"> {
     from its own microbatches). Every rank then holds the same gradients
     and takes the same optimizer step.
 
+    `group` is a mesh axis. With `members`, only the ranks whose
+    coordinates on that axis are listed take part (every other coordinate
+    equal to this rank's): a parameter tied across pipeline stages (GPT-2's
+    embedding and output projection) sums its gradient over the pipeline
+    ranks holding it, `members` being those stages' pipeline coordinates.
+
     ```mlir
     cleave.all_reduce_grads [@"h.0.mlp.c_fc.weight", @"h.0.mlp.c_fc.bias"]
         {group = "data", reduce = "mean"}
+    cleave.all_reduce_grads [@"wte.weight"]
+        {group = "pipeline", members = array<i64: 0, 3>, reduce = "sum"}
     ```
   }];
   let arguments = (ins FlatSymbolRefArrayAttr:$params, StrAttr:$group,
-                       DefaultValuedStrAttr<StrAttr, "mean">:$reduce);
+                       DefaultValuedStrAttr<StrAttr, "mean">:$reduce,
+                       OptionalAttr<DenseI64ArrayAttr>:$members);
   let assemblyFormat = "$params attr-dict";
   let hasVerifier = 1;
 }

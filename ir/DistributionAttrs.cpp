@@ -88,6 +88,28 @@ int64_t MeshAttr::getNumRanks() const {
   return n;
 }
 
+/// The number of ranks between two neighbours on `axis`: the product of the
+/// sizes of the axes after it (the first axis varies slowest).
+static int64_t strideOf(MeshAttr mesh, StringRef axis) {
+  int64_t stride = 1;
+  for (size_t i = mesh.getAxisNames().size(); i-- > 0;) {
+    if (mesh.getAxisNames()[i].getValue() == axis)
+      return stride;
+    stride *= mesh.getAxisSizes()[i];
+  }
+  return 0;
+}
+
+int64_t MeshAttr::getCoordinate(int64_t rank, StringRef axis) const {
+  std::optional<int64_t> size = getAxisSize(axis);
+  return size ? rank / strideOf(*this, axis) % *size : 0;
+}
+
+int64_t MeshAttr::withCoordinate(int64_t rank, StringRef axis,
+                                 int64_t coordinate) const {
+  return rank + (coordinate - getCoordinate(rank, axis)) * strideOf(*this, axis);
+}
+
 //===----------------------------------------------------------------------===//
 // #cleave.sharding
 //===----------------------------------------------------------------------===//

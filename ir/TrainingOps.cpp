@@ -261,5 +261,23 @@ LogicalResult AllReduceGradsOp::verify() {
     if (!SymbolTable::lookupNearestSymbolFrom<ParameterOp>(
             *this, name.cast<FlatSymbolRefAttr>()))
       return emitOpError() << "no cleave.parameter named " << name;
+  MeshAttr mesh = lookupMesh(*this);
+  std::optional<int64_t> size =
+      mesh ? mesh.getAxisSize(getGroup()) : std::nullopt;
+  if (mesh && !size)
+    return emitOpError() << "group \"" << getGroup()
+                         << "\" is not an axis of the mesh " << mesh;
+  if (auto members = getMembers()) {
+    if (members->empty())
+      return emitOpError() << "members must list at least one coordinate";
+    llvm::SmallDenseSet<int64_t> seen;
+    for (int64_t m : *members) {
+      if (m < 0 || (size && m >= *size))
+        return emitOpError() << "member " << m << " is not a coordinate of "
+                             << "mesh axis \"" << getGroup() << "\"";
+      if (!seen.insert(m).second)
+        return emitOpError() << "member " << m << " is listed twice";
+    }
+  }
   return success();
 }

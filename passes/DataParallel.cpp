@@ -60,7 +60,8 @@ struct DataParallel : mlir::cleave::impl::DataParallelBase<DataParallel> {
         return;
       b.create<AllReduceGradsOp>(optimizer.getLoc(), b.getArrayAttr(bucket),
                                  b.getStringAttr("data"),
-                                 b.getStringAttr("mean"));
+                                 b.getStringAttr("mean"),
+                                 /*members=*/DenseI64ArrayAttr());
       bucket.clear();
       bytes = 0;
     };

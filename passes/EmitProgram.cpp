@@ -9,7 +9,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ir/AttrNames.h"
 #include "ir/CleaveOps.h"
+#include "ir/DistributionOps.h"
 #include "passes/Layout.h"
 #include "passes/NodeName.h"
 #include "passes/OverlapGradients.h"
@@ -34,6 +36,7 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cctype>
 #include <fstream>
 #include <map>
 #include <set>
@@ -178,6 +181,14 @@ LogicalResult convertAttribute(Attribute attr, pb::Attribute &out) {
   return success();
 }
 
+/// The mesh's axis order as placement letters, slowest first ("DPT").
+std::string placementOf(MeshAttr mesh) {
+  std::string order;
+  for (StringAttr axis : mesh.getAxisNames())
+    order += char(std::toupper(axis.getValue().front()));
+  return order;
+}
+
 int64_t intFrom(DictionaryAttr dict, StringRef key) {
   if (auto attr = dict ? dict.getAs<IntegerAttr>(key) : IntegerAttr())
     return attr.getInt();
@@ -209,12 +220,22 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
   int integerArgs = 0;
 
   // Pipeline emission: the buffer (one per stage held), the slot whose
-  // copy of the per-microbatch values is being emitted, the neighbours.
+  // copy of the per-microbatch values is being emitted.
   bool pipelined = false;
   int currentBuffer = 0;
   int64_t slotBase = 0, slotBytes = 0, currentSlot = 0;
-  int64_t stageIndex = 0;
-  int prevRank = -1, nextRank = -1;
+  // The mesh (cleave-place-ranks) and the rank whose program this is.
+  MeshAttr mesh;
+  int64_t dataDegree = 1, pipelineRanks = 1;
+  int64_t currentRank = 0;
+
+  /// The world rank at data coordinate `d` and pipeline coordinate `p`.
+  int64_t rankAt(int64_t d, int64_t p) const {
+    if (!mesh)
+      return d;
+    return mesh.withCoordinate(mesh.withCoordinate(0, kDataAxis, d),
+                               kPipelineAxis, p);
+  }
   // Where each parameter's bytes are in params.bin (by name).
   llvm::StringMap<std::pair<uint64_t, uint64_t>> paramFile;
 
@@ -263,6 +284,12 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
              << "the module has no memory plan; run cleave-memory-plan first";
     if (microbatches < 1)
       return module.emitError() << "microbatches must be at least 1";
+    mesh = lookupMesh(module);
+    dataDegree = mesh ? mesh.getAxisSize(kDataAxis).value_or(1) : 1;
+    if (mesh && mesh.getNumRanks() != dataDegree)
+      return module.emitError()
+             << "a one-stage program is data parallel only, but the mesh is "
+             << mesh;
 
     program.set_magic("cleave-program");
     program.set_device(device);
@@ -322,8 +349,6 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
     batch->set_microbatches(microbatches);
     batch->set_seq_len(seqLen);
     batch->set_first_sample(0);
-    if (dataDegree < 1)
-      return module.emitError() << "data-degree must be at least 1";
     int64_t perRank = microbatchSize * microbatches;
     int64_t global = globalBatch ? globalBatch : perRank * dataDegree;
     if (global != perRank * dataDegree)
@@ -361,13 +386,14 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
     m->set_world_size(dataDegree);
     m->set_data_degree(dataDegree);
     m->mutable_groups(0)->clear_ranks();
-    for (int64_t r = 0; r < dataDegree; ++r)
-      m->mutable_groups(0)->add_ranks(r);
+    for (int64_t d = 0; d < dataDegree; ++d)
+      m->mutable_groups(0)->add_ranks(rankAt(d, 0));
     overlapGradientReduction(program, microbatches);
-    for (int64_t r = 0; r < dataDegree; ++r) {
+    for (int64_t d = 0; d < dataDegree; ++d) {
+      int64_t r = rankAt(d, 0);
       m->set_rank(r);
-      m->set_data_rank(r);
-      batch->set_first_sample(r * perRank);
+      m->set_data_rank(d);
+      batch->set_first_sample(d * perRank);
       SmallString<256> programPath(outputDir);
       llvm::sys::path::append(programPath, "rank-" + std::to_string(r) + ".pb");
       if (!writeProgram(program, programPath))
@@ -547,33 +573,32 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
     if (func.isExternal())
       return func.emitError() << "cannot emit a function without a body";
     Block &body = func.getBody().front();
-    // Stage boundaries: wired to the neighbouring stages' ranks when
-    // emitting a pipeline; a one-rank program cannot bind them.
-    for (unsigned i = 0; !pipelined && i < func.getNumArguments(); ++i)
-      if (func.getArgAttr(i, "cleave.differentiable") ||
+    // Stage boundaries are cleave.send and cleave.recv ops by now.
+    for (unsigned i = 0; i < func.getNumArguments(); ++i)
+      if (func.getArgAttr(i, kBoundaryAttr) ||
           func.getArgAttr(i, "cleave.grad_of_result"))
         return func.emitError()
-               << "argument " << i << " is a pipeline stage boundary; a "
-                  "one-rank program cannot bind it";
-    for (unsigned i = 0; !pipelined && i < func.getNumResults(); ++i)
-      if (func.getResultAttr(i, "cleave.differentiable") ||
+               << "argument " << i << " is a pipeline stage boundary; run "
+                  "cleave-stage-transfers to make it a cleave.recv";
+    for (unsigned i = 0; i < func.getNumResults(); ++i)
+      if (func.getResultAttr(i, kBoundaryAttr) ||
           func.getResultAttr(i, "cleave.grad_of_arg"))
         return func.emitError()
-               << "result " << i << " is a pipeline stage boundary; a "
-                  "one-rank program cannot bind it";
+               << "result " << i << " is a pipeline stage boundary; run "
+                  "cleave-stage-transfers to make it a cleave.send";
+
+    // What the function receives first, in order: the runtime posts these
+    // before binding the step's inputs.
+    Block::iterator rest = body.begin();
+    for (; rest != body.end() && isa<RecvOp>(*rest); ++rest)
+      if (failed(emitRecv(cast<RecvOp>(*rest), fn)))
+        return failure();
 
     llvm::DenseSet<Value> freeable;
     auto forwardName = func->getAttrOfType<FlatSymbolRefAttr>("cleave.forward");
     for (BlockArgument arg : body.getArguments()) {
       auto from = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
                                                      "cleave.saved_from");
-      if (pipelined && !from) {
-        FailureOr<bool> received = receiveArgument(func, arg, fn);
-        if (failed(received))
-          return failure();
-        if (*received)
-          continue;
-      }
       if (!from) {
         if (failed(bindInput(func, arg)))
           return failure();
@@ -607,18 +632,26 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
       if (!lastUser.count(arg))
         fn->add_body()->mutable_free()->set_tensor(tensorOf.lookup(arg));
 
-    for (Operation &op : body) {
+    for (Operation &op : llvm::make_range(rest, body.end())) {
+      if (auto recv = dyn_cast<RecvOp>(op)) {
+        if (failed(emitRecv(recv, fn)))
+          return failure();
+        continue;
+      }
+      if (auto send = dyn_cast<SendOp>(op)) {
+        // No free after a send: the sent tensor stays in its slot until the
+        // receiver has it (the runtime's send does not wait).
+        pb::SendRecv *r = fn->add_body()->mutable_send_recv();
+        r->set_send(true);
+        r->set_peer(peerRank(send.getAxis(), send.getPeer()));
+        r->set_tensor(tensorOf.lookup(send.getInput()));
+        r->set_tag(send.getTag());
+        continue;
+      }
       if (auto ret = dyn_cast<func::ReturnOp>(op)) {
         for (auto [index, v] : llvm::enumerate(ret.getOperands())) {
           if (func.getResultAttr(index, "cleave.saved"))
             continue;
-          if (pipelined) {
-            FailureOr<bool> sent = sendResult(func, index, v, fn);
-            if (failed(sent))
-              return failure();
-            if (*sent)
-              continue;
-          }
           pb::Binding *binding = program.add_outputs();
           binding->set_tensor(tensorOf.lookup(v));
           auto name =
@@ -663,7 +696,10 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
       if (auto reduce = dyn_cast<AllReduceGradsOp>(op)) {
         pb::Collective *c = fn->add_body()->mutable_collective();
         c->set_kind(pb::ALL_REDUCE);
-        FailureOr<int> group = groupIndex(reduce.getGroup(), &op);
+        std::optional<ArrayRef<int64_t>> members;
+        if (auto m = reduce.getMembers())
+          members = *m;
+        FailureOr<int> group = groupIndex(reduce.getGroup(), members, &op);
         if (failed(group))
           return failure();
         c->set_group(*group);
@@ -687,7 +723,7 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
                             name, &op);
         if (failed(id))
           return failure();
-        FailureOr<int> group = groupIndex(reduce.getGroup(), &op);
+        FailureOr<int> group = groupIndex(reduce.getGroup(), std::nullopt, &op);
         if (failed(group))
           return failure();
         pb::Collective *c = fn->add_body()->mutable_collective();
@@ -828,146 +864,60 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
   // Pipelines
   //===--------------------------------------------------------------------===//
 
-  static int fwdTag(int64_t stage, int64_t boundary) {
-    return int(((2 * stage) << 8) | boundary);
-  }
-  static int bwdTag(int64_t stage, int64_t boundary) {
-    return int(((2 * stage + 1) << 8) | boundary);
-  }
-
-  int64_t pipelineRanks = 1;
-
-  /// The world rank of (data rank d, pipeline rank p) by `placement`.
-  int worldRank(int64_t d, int64_t p) const {
-    std::string order = placement == "cluster"  ? "DPT"
-                        : placement == "spread" ? "TPD"
-                                                : std::string(placement);
-    int64_t rank = 0;
-    for (char axis : order) {
-      int64_t degree = axis == 'D' ? dataDegree : axis == 'P' ? pipelineRanks : 1;
-      int64_t coord = axis == 'D' ? d : axis == 'P' ? p : 0;
-      rank = rank * degree + coord;
-    }
-    return int(rank);
+  /// The world rank at coordinate `peer` of mesh axis `axis`, this rank's
+  /// other coordinates.
+  int peerRank(StringRef axis, int64_t peer) const {
+    return int(mesh ? mesh.withCoordinate(currentRank, axis, peer) : peer);
   }
 
-  int64_t dataRankOfProgram = 0;
-
-  /// The mesh group named `name` (data, pipeline, tied:<stages>).
-  FailureOr<int> groupIndex(StringRef name, Operation *where) {
-    pb::Mesh *mesh = program.mutable_mesh();
-    for (int g = 0; g < mesh->groups_size(); ++g)
-      if (mesh->groups(g).name() == name)
-        return g;
-    if (pipelined && name.startswith("tied:")) {
-      SmallVector<StringRef> parts;
-      name.drop_front(5).split(parts, ',');
-      pb::Group *group = mesh->add_groups();
-      group->set_name(name.str());
-      std::set<int> seen;
-      for (StringRef part : parts) {
-        int64_t stage;
-        if (part.getAsInteger(10, stage))
-          return where->emitError() << "bad tied group name '" << name << "'";
-        int r = worldRank(dataRankOfProgram, stage % pipelineRanks);
-        if (!seen.insert(r).second)
-          return where->emitError()
-                 << "a parameter is shared by stages on the same rank ("
-                 << name << "); choose other partition points";
-        group->add_ranks(r);
-      }
-      return mesh->groups_size() - 1;
-    }
-    return where->emitError() << "no mesh group named '" << name << "'";
-  }
-
-  /// A stage function's received argument: a forward's incoming activation
-  /// or a backward's incoming gradient. false for other arguments.
-  FailureOr<bool> receiveArgument(func::FuncOp func, BlockArgument arg,
-                                  pb::Function *fn) {
-    unsigned i = arg.getArgNumber();
-    auto boundary = func.getArgAttrOfType<IntegerAttr>(i, "cleave.boundary");
-    auto gradOf = func.getArgAttrOfType<IntegerAttr>(i, "cleave.grad_of_result");
-    if (!boundary && !gradOf)
-      return false;
-    int peer;
-    int tag;
-    if (boundary) {
-      peer = prevRank;
-      tag = fwdTag(stageIndex - 1, boundary.getInt());
-    } else {
-      func::FuncOp forward = forwardOf(func);
-      auto b = forward ? forward.getResultAttrOfType<IntegerAttr>(
-                             gradOf.getInt(), "cleave.boundary")
-                       : IntegerAttr();
-      if (!b)
-        return func.emitError() << "argument " << i
-                                << " is the gradient of a result that is not "
-                                   "a stage boundary";
-      peer = nextRank;
-      tag = bwdTag(stageIndex, b.getInt());
-    }
-    if (peer < 0)
-      return func.emitError() << "argument " << i << " of stage "
-                              << stageIndex << " has no stage to come from";
-    auto offset = func.getArgAttrOfType<IntegerAttr>(i, "cleave.offset");
-    if (!offset)
-      return func.emitError() << "argument " << i << " has no planned offset";
-    auto id = addTensor(arg.getType(), offset.getInt(), pb::ACTIVATIONS,
-                        boundary ? "received activation"
-                                 : "received gradient",
-                        func);
+  /// A receive: its tensor in the planned (slot) offset, then the runtime's
+  /// blocking receive into it.
+  LogicalResult emitRecv(RecvOp recv, pb::Function *fn) {
+    auto offsets = recv->getAttrOfType<DenseI64ArrayAttr>("cleave.offsets");
+    if (!offsets || offsets.size() != 1)
+      return recv.emitError() << "op has no planned offsets; run "
+                                 "cleave-memory-plan first";
+    bool gradient =
+        recv.getResult().getParentBlock()->getParentOp()->hasAttr(
+            "cleave.forward");
+    auto id = addTensor(recv.getType(), offsets[0], pb::ACTIVATIONS,
+                        gradient ? "received gradient" : "received activation",
+                        recv);
     if (failed(id))
       return failure();
-    tensorOf[arg] = *id;
+    tensorOf[recv.getResult()] = *id;
     pb::SendRecv *r = fn->add_body()->mutable_send_recv();
     r->set_send(false);
-    r->set_peer(peer);
+    r->set_peer(peerRank(recv.getAxis(), recv.getPeer()));
     r->set_tensor(*id);
-    r->set_tag(tag);
-    return true;
+    r->set_tag(recv.getTag());
+    return success();
   }
 
-  /// A stage function's sent result: a forward's outgoing activation or a
-  /// backward's gradient of an incoming one. false for other results.
-  FailureOr<bool> sendResult(func::FuncOp func, unsigned index, Value v,
-                             pb::Function *fn) {
-    auto boundary = func.getResultAttrOfType<IntegerAttr>(index, "cleave.boundary");
-    auto gradOf = func.getResultAttrOfType<IntegerAttr>(index, "cleave.grad_of_arg");
-    if (!boundary && !gradOf)
-      return false;
-    int peer, tag;
-    if (boundary) {
-      peer = nextRank;
-      tag = fwdTag(stageIndex, boundary.getInt());
-    } else {
-      func::FuncOp forward = forwardOf(func);
-      auto b = forward ? forward.getArgAttrOfType<IntegerAttr>(
-                             gradOf.getInt(), "cleave.boundary")
-                       : IntegerAttr();
-      if (!b)
-        return func.emitError() << "result " << index
-                                << " is the gradient of an argument that is "
-                                   "not a stage boundary";
-      peer = prevRank;
-      tag = bwdTag(stageIndex - 1, b.getInt());
+  /// The program's group for a collective over mesh axis `axis`, among the
+  /// ranks at coordinates `members` of it when given (all otherwise).
+  FailureOr<int> groupIndex(StringRef axis, std::optional<ArrayRef<int64_t>> members,
+                            Operation *where) {
+    std::string name = axis.str();
+    if (members) {
+      name = "tied";
+      for (auto [i, m] : llvm::enumerate(*members))
+        name += (i ? "," : ":") + std::to_string(m);
     }
-    if (peer < 0)
-      return func.emitError() << "result " << index << " of stage "
-                              << stageIndex << " has no stage to go to";
-    pb::SendRecv *r = fn->add_body()->mutable_send_recv();
-    r->set_send(true);
-    r->set_peer(peer);
-    r->set_tensor(tensorOf.lookup(v));
-    r->set_tag(tag);
-    return true;
-  }
-
-  static func::FuncOp forwardOf(func::FuncOp backward) {
-    auto name = backward->getAttrOfType<FlatSymbolRefAttr>("cleave.forward");
-    return name ? SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(backward,
-                                                                      name)
-                : func::FuncOp();
+    pb::Mesh *programMesh = program.mutable_mesh();
+    for (int g = 0; g < programMesh->groups_size(); ++g)
+      if (programMesh->groups(g).name() == name)
+        return g;
+    if (!members)
+      return where->emitError() << "no mesh group named '" << axis << "'";
+    if (!mesh || !mesh.getAxisSize(axis))
+      return where->emitError() << "mesh axis '" << axis << "' is not in the "
+                                << "mesh";
+    pb::Group *group = programMesh->add_groups();
+    group->set_name(name);
+    for (int64_t m : *members)
+      group->add_ranks(peerRank(axis, m));
+    return programMesh->groups_size() - 1;
   }
 
   /// One program per rank of the data x pipeline mesh.
@@ -978,23 +928,26 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
     if (!info || !schedule)
       return mlir::emitError(top.getLoc()) << "the pipeline has no schedule; run "
                                 "cleave-pipeline-schedule first";
-    pipelineRanks = intFrom(info, "ranks");
+    mesh = lookupMesh(top);
+    if (!mesh || !mesh.getAxisSize(kPipelineAxis))
+      return mlir::emitError(top.getLoc())
+             << "the pipeline has no cleave.mesh with a \"pipeline\" axis; "
+                "run cleave-place-ranks first";
+    pipelineRanks = *mesh.getAxisSize(kPipelineAxis);
+    dataDegree = mesh.getAxisSize(kDataAxis).value_or(1);
+    if (mesh.getNumRanks() != dataDegree * pipelineRanks)
+      return mlir::emitError(top.getLoc())
+             << "the emitter knows data and pipeline parallelism only, but "
+                "the mesh is "
+             << mesh;
     int64_t s = stages.size();
     if (pipelineRanks < 2 || s % pipelineRanks != 0 ||
-        (int64_t)schedule.size() != pipelineRanks)
+        (int64_t)schedule.size() != pipelineRanks ||
+        intFrom(info, "ranks") != pipelineRanks)
       return mlir::emitError(top.getLoc()) << "cleave.pipeline and cleave.schedule do not "
                                 "match the " << s << " stage modules";
-    if (dataDegree < 1 || microbatches < 1)
-      return mlir::emitError(top.getLoc()) << "data-degree and microbatches must be at "
-                                "least 1";
-    if (placement != "cluster" && placement != "spread") {
-      std::string sorted = placement;
-      std::sort(sorted.begin(), sorted.end());
-      if (sorted != "DPT")
-        return mlir::emitError(top.getLoc()) << "placement must be cluster, spread or an "
-                                  "order of D, P and T, got '"
-                               << placement << "'";
-    }
+    if (microbatches < 1)
+      return mlir::emitError(top.getLoc()) << "microbatches must be at least 1";
     for (ModuleOp m : stages)
       if (!m->getAttrOfType<DictionaryAttr>("cleave.memory"))
         return m.emitError() << "stage module has no memory plan; run "
@@ -1042,9 +995,9 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
     paramTensor.clear();
     gradTensor.clear();
     activationTensors.clear();
-    dataRankOfProgram = d;
     int64_t s = stages.size();
-    int rank = worldRank(d, p);
+    int rank = int(rankAt(d, p));
+    currentRank = rank;
     program.set_magic("cleave-program");
     program.set_device(device);
     program.set_version(pb::VERSION_CURRENT);
@@ -1061,11 +1014,11 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
     pb::Group *data = mesh->add_groups();
     data->set_name("data");
     for (int64_t dd = 0; dd < dataDegree; ++dd)
-      data->add_ranks(worldRank(dd, p));
+      data->add_ranks(rankAt(dd, p));
     pb::Group *pipe = mesh->add_groups();
     pipe->set_name("pipeline");
     for (int64_t pp = 0; pp < pipelineRanks; ++pp)
-      pipe->add_ranks(worldRank(d, pp));
+      pipe->add_ranks(rankAt(d, pp));
 
     if (auto scaling = top->getAttrOfType<DictionaryAttr>("cleave.loss_scaling")) {
       pb::LossScaling *ls = program.mutable_loss_scaling();
@@ -1104,9 +1057,6 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
       slotBase = intFrom(memory, "slot_base");
       slotBytes = intFrom(memory, "slot_bytes");
       int64_t slots = std::max<int64_t>(1, intFrom(memory, "slots"));
-      stageIndex = st;
-      prevRank = st > 0 ? worldRank(d, (st - 1) % pipelineRanks) : -1;
-      nextRank = st + 1 < s ? worldRank(d, (st + 1) % pipelineRanks) : -1;
       currentSlot = 0;
       if (failed(addParameters(m)))
         return failure();
@@ -1358,7 +1308,7 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
     llvm::json::Array ranks;
     for (int64_t d = 0; d < dataRanks; ++d)
       for (int64_t p = 0; p < pipelineRanks; ++p) {
-        int r = worldRank(d, p);
+        int r = int(rankAt(d, p));
         const pb::MemoryPlan &m = rankMemory[r];
         llvm::json::Array held;
         for (int64_t st = p; st < s; st += pipelineRanks)
@@ -1403,7 +1353,7 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
         {"mesh", llvm::json::Object{{"data", dataRanks},
                                     {"pipeline", pipelineRanks},
                                     {"tensor", 1}}},
-        {"placement", std::string(placement)},
+        {"placement", placementOf(mesh)},
         {"batch", llvm::json::Object{{"global_batch", global},
                                      {"microbatch_size", mbSize},
                                      {"microbatches", mbs},

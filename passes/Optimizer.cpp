@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ir/CleaveOps.h"
+#include "ir/DistributionOps.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -91,14 +92,34 @@ struct Optimizer : mlir::cleave::impl::OptimizerBase<Optimizer> {
       if (auto tied = param->getAttrOfType<ArrayAttr>("cleave.tied_stages"))
         if (pipelined && tied.size() > 1)
           tiedSets[tied].push_back(FlatSymbolRefAttr::get(param.getSymNameAttr()));
+    // The group of a tied set: the pipeline ranks holding its stages, as
+    // coordinates of the mesh's pipeline axis (stage k runs on pipeline
+    // rank k mod the axis' size; without a mesh, one stage per rank).
+    MeshAttr mesh = lookupMesh(module);
+    std::optional<int64_t> pipelineRanks =
+        mesh ? mesh.getAxisSize("pipeline") : std::nullopt;
+    int64_t ranks = pipelineRanks ? *pipelineRanks
+                                  : (stagesAttr ? stagesAttr.getInt() : 1);
     for (auto &[stages, names] : tiedSets) {
-      std::string group = "tied";
-      for (auto [i, s] : llvm::enumerate(stages.cast<ArrayAttr>()))
-        group += (i ? "," : ":") +
-                 std::to_string(s.cast<IntegerAttr>().getInt());
+      SmallVector<int64_t> members;
+      DenseMap<int64_t, int64_t> stageOnRank;
+      for (Attribute s : stages.cast<ArrayAttr>()) {
+        int64_t stage = s.cast<IntegerAttr>().getInt();
+        int64_t rank = stage % ranks;
+        if (auto [it, fresh] = stageOnRank.try_emplace(rank, stage); !fresh) {
+          module.emitError()
+              << "parameter " << names.front() << " is held by stages "
+              << it->second << " and " << stage << ", which run on the same "
+              << "pipeline rank " << rank << "; choose other partition "
+              << "points or another virtual_pipeline_degree";
+          return signalPassFailure();
+        }
+        members.push_back(rank);
+      }
       b.create<AllReduceGradsOp>(loc, b.getArrayAttr(names),
-                                 b.getStringAttr(group),
-                                 b.getStringAttr("sum"));
+                                 b.getStringAttr("pipeline"),
+                                 b.getStringAttr("sum"),
+                                 b.getDenseI64ArrayAttr(members));
     }
 
     Value sumSquares;

@@ -41,6 +41,35 @@ def VerifyImported : Pass<"cleave-verify-imported", "ModuleOp"> {
   ];
 }
 
+def PlaceRanks : Pass<"cleave-place-ranks", "ModuleOp"> {
+  let summary = "declares the device mesh: which rank holds which coordinates";
+  let description = [{
+    Puts `cleave.mesh` on the module: the axes `data`, `pipeline` and
+    `tensor` with their degrees, in the order the `placement` strategy
+    gives them. The first axis varies slowest in the rank number, so
+    `cluster` (SMP's default: the ranks of one pipeline replica are
+    neighbours) orders them data, pipeline, tensor, and `spread` (a
+    replica's stages far apart, its data-parallel peers neighbours)
+    tensor, pipeline, data; any order of the letters `D`, `P` and `T` is
+    accepted too. Every later pass and the emitter derive ranks and
+    communicator groups from this attribute, so placement is decided here
+    only.
+
+    ```mlir
+    module attributes {cleave.mesh = #cleave.mesh<["data"=2, "pipeline"=4, "tensor"=1]>} {}
+    ```
+  }];
+  let options = [
+    Option<"data", "data", "int64_t", /*default=*/"1", "data-parallel degree">,
+    Option<"pipeline", "pipeline", "int64_t", /*default=*/"1",
+           "pipeline-parallel degree (ranks, not virtual stages)">,
+    Option<"tensor", "tensor", "int64_t", /*default=*/"1",
+           "tensor-parallel degree">,
+    Option<"placement", "placement", "std::string", /*default=*/"\"cluster\"",
+           "cluster, spread or an order of D, P and T (slowest first)">,
+  ];
+}
+
 def Fuse : Pass<"cleave-fuse", "ModuleOp"> {
   let summary = "raises exported op chains to fused ops (attention, rotary, rms_norm, gelu, silu)";
   let description = [{
@@ -443,6 +472,35 @@ def MemoryPlan : Pass<"cleave-memory-plan", "ModuleOp"> {
   ];
 }
 
+def StageTransfers : Pass<"cleave-stage-transfers", "ModuleOp"> {
+  let summary = "turns pipeline stage boundaries into cleave.send and cleave.recv";
+  let description = [{
+    After partitioning, a stage's forward function receives the previous
+    stage's activations as `cleave.boundary` arguments and returns its own
+    as `cleave.boundary` results; its backward receives the gradients of
+    those results (`cleave.grad_of_result`) and returns the gradients of
+    those arguments (`cleave.grad_of_arg`). This pass makes each crossing
+    an op: a `cleave.recv` at the top of the function for each received
+    value and a `cleave.send` before the return for each sent one, over
+    the mesh's `pipeline` axis (stage `k` runs on pipeline rank `k mod P`;
+    its neighbours are the ranks of stages `k - 1` and `k + 1`), and drops
+    the boundary from the function's signature. Tags pair each send with
+    its receive: `(2k << 8) | b` for the forward activation `b` that stage
+    `k` sends, `((2k + 1) << 8) | b` for the gradient of it that stage
+    `k + 1` sends back. Runs after cleave-memory-plan (a received value
+    keeps its planned slot offset, on the op as `cleave.offsets`), on the
+    top-level module holding the stage modules.
+
+    ```mlir
+    // stage 1's forward, before
+    func.func @forward(%h: tensor<2x8x64xf32> {cleave.boundary = 0 : i64, ...}, ...)
+    // after
+    func.func @forward(...) {
+      %h = cleave.recv {axis = "pipeline", peer = 0 : i64, tag = 0 : i64} : tensor<2x8x64xf32>
+    ```
+  }];
+}
+
 def EmitProgram : Pass<"cleave-emit-program", "ModuleOp"> {
   let summary = "writes the per-rank program (runtime/program.proto)";
   let description = [{
@@ -456,12 +514,14 @@ def EmitProgram : Pass<"cleave-emit-program", "ModuleOp"> {
 
     A module split into pipeline stages (nested `module @stage<k>`, each
     planned, with `cleave.schedule` from cleave-pipeline-schedule) gives
-    one program per rank of the data x pipeline mesh, the ranks numbered
-    by `placement`. A rank holds the stages `s` with `s % P` = its
+    one program per rank of the module's `cleave.mesh` (cleave-place-ranks;
+    without one, a single rank). A rank holds the stages `s` with `s % P` = its
     pipeline rank, each in its own buffer, with its forward and backward
-    functions repeated per activation slot. Stage boundaries become
-    receives at a function's start and non-blocking sends at its end
-    (activations forward, their gradients backward); the schedule is the
+    functions repeated per activation slot. `cleave.send` and `cleave.recv`
+    (cleave-stage-transfers) become the runtime's non-blocking sends and
+    blocking receives, their peers the ranks at those coordinates of the
+    mesh; a collective's group is the ranks along its mesh axis (or the
+    listed `members` of it). The schedule is the
     rank's order from `cleave.schedule`, then the optimizer. `plan.json`
     also gives each stage's ONNX nodes and predicted times, each rank's
     predicted memory, step time and bubble, and the predicted timeline.
@@ -473,14 +533,8 @@ def EmitProgram : Pass<"cleave-emit-program", "ModuleOp"> {
            "samples per step (0: the batch of the function's inputs)">,
     Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
            "microbatches per step">,
-    Option<"dataDegree", "data-degree", "int64_t", /*default=*/"1",
-           "data-parallel ranks: one rank-<r>.pb each, reading samples "
-           "[r*B/D, (r+1)*B/D) of each step">,
     Option<"seed", "seed", "int64_t", /*default=*/"0",
            "seed of generated parameter initial values">,
-    Option<"placement", "placement", "std::string", /*default=*/"\"cluster\"",
-           "how mesh axes map to ranks: cluster (= DPT), spread (= TPD), or "
-           "an order of D, P, T from the slowest-varying axis to the fastest">,
     Option<"device", "device", "std::string", /*default=*/"\"cpu\"",
            "the backend the programs are for (cpu or cuda): Program.device, "
            "which cleave-run runs them on unless told otherwise">,

@@ -16,6 +16,14 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
   VerifyImportedOptions verify;
   verify.requireLoss = options.train;
   pm.addPass(createVerifyImported(verify));
+  // The mesh first: placement is decided once, and every later pass
+  // (the partition's stage count, the data-parallel and tied-parameter
+  // groups, the transfers' peers) reads ranks and groups off it.
+  PlaceRanksOptions place;
+  place.data = options.dataDegree;
+  place.pipeline = options.pipelineDegree;
+  place.placement = options.placement;
+  pm.addPass(createPlaceRanks(place));
   pm.addPass(createFuse());
   if (!options.mixedPrecision.empty()) {
     MixedPrecisionOptions mp;
@@ -82,6 +90,10 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
     schedule.ratesFile = options.ratesFile;
     pm.addPass(createPipelineSchedule(schedule));
     pm.nest<ModuleOp>().addPass(createMemoryPlan());
+    // Each crossing between stages becomes a send and a receive with its
+    // peer and tag, after the memory plan gave the received values their
+    // slots.
+    pm.addPass(createStageTransfers());
   } else {
     pm.addPass(createMemoryPlan());
   }
@@ -89,9 +101,7 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
   emit.outputDir = options.outputDir;
   emit.globalBatch = options.globalBatch;
   emit.microbatches = options.microbatches;
-  emit.dataDegree = options.dataDegree;
   emit.seed = options.seed;
-  emit.placement = options.placement;
   emit.device = options.device;
   pm.addPass(createEmitProgram(emit));
 }

@@ -258,3 +258,36 @@ func.func @send_with_value(%h: tensor<2x8xf32>) {
   return
 }
 }
+
+// -----
+
+module attributes {cleave.mesh = #cleave.mesh<["data"=2, "pipeline"=2]>} {
+cleave.parameter @w {init = "zeros"} : tensor<4xf32>
+func.func @optimizer() {
+  // expected-error @+1 {{'cleave.all_reduce_grads' op member 2 is not a coordinate of mesh axis "pipeline"}}
+  cleave.all_reduce_grads [@w] {group = "pipeline", members = array<i64: 0, 2>, reduce = "sum"}
+  return
+}
+}
+
+// -----
+
+module attributes {cleave.mesh = #cleave.mesh<["data"=2, "pipeline"=2]>} {
+cleave.parameter @w {init = "zeros"} : tensor<4xf32>
+func.func @optimizer() {
+  // expected-error @+1 {{'cleave.all_reduce_grads' op member 1 is listed twice}}
+  cleave.all_reduce_grads [@w] {group = "pipeline", members = array<i64: 1, 1>, reduce = "sum"}
+  return
+}
+}
+
+// -----
+
+module attributes {cleave.mesh = #cleave.mesh<["data"=2, "pipeline"=2]>} {
+cleave.parameter @w {init = "zeros"} : tensor<4xf32>
+func.func @optimizer() {
+  // expected-error @+1 {{'cleave.all_reduce_grads' op group "tied:0,1" is not an axis of the mesh #cleave.mesh<["data"=2, "pipeline"=2]>}}
+  cleave.all_reduce_grads [@w] {group = "tied:0,1", reduce = "sum"}
+  return
+}
+}

@@ -10,7 +10,7 @@
 // RUN: not cleave-opt %s "--cleave-pipeline-partition=stages=3 split-points=/head/MatMul,/l2/MatMul" 2>&1 | FileCheck %s --check-prefix=ORDER
 // RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-pipeline-partition{stages=2 rates=%inputs/rates-flops.json},builtin.module(cleave-autodiff{microbatches=4},cleave-optimizer{grad-clip=1.0}),cleave-pipeline-schedule{ranks=2 microbatches=4 kind=simple},builtin.module(cleave-memory-plan))' | FileCheck %s --check-prefix=SCHED
 // RUN: not cleave-opt %s --pass-pipeline='builtin.module(cleave-pipeline-partition{stages=4},builtin.module(cleave-autodiff{microbatches=3}),cleave-pipeline-schedule{ranks=2 microbatches=3 kind=interleaved_virtual})' 2>&1 | FileCheck %s --check-prefix=VIRTUAL
-// RUN: rm -rf %t && cleave-opt %s --pass-pipeline='builtin.module(cleave-pipeline-partition{stages=2 rates=%inputs/rates-flops.json},builtin.module(cleave-autodiff{microbatches=2},cleave-optimizer{grad-clip=1.0}),cleave-pipeline-schedule{ranks=2 microbatches=2},builtin.module(cleave-memory-plan),cleave-emit-program{output-dir=%t microbatches=2})' -o /dev/null
+// RUN: rm -rf %t && cleave-opt %s --pass-pipeline='builtin.module(cleave-place-ranks{pipeline=2},cleave-pipeline-partition{stages=2 rates=%inputs/rates-flops.json},builtin.module(cleave-autodiff{microbatches=2},cleave-optimizer{grad-clip=1.0}),cleave-pipeline-schedule{ranks=2 microbatches=2},builtin.module(cleave-memory-plan),cleave-stage-transfers,cleave-emit-program{output-dir=%t microbatches=2})' -o /dev/null
 // RUN: protoc --decode=cleave.program.Program -I %src_root/runtime %src_root/runtime/program.proto < %t/rank-0.pb | FileCheck %s --check-prefix=RANK0
 // RUN: protoc --decode=cleave.program.Program -I %src_root/runtime %src_root/runtime/program.proto < %t/rank-1.pb | FileCheck %s --check-prefix=RANK1
 // RUN: FileCheck %s --check-prefix=PLAN < %t/plan.json
@@ -73,7 +73,7 @@ func.func @forward(%x: tensor<2x4xi64>, %t: tensor<2x4xi64>) -> tensor<f32> {
 // SCHED: cleave.schedule = [array<i64: 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 2, 2, 0, 0, 3, 3, 0, 1, 0, 0, 0, 1, 1, 1, 0, 1, 2, 2, 0, 1, 3, 3>, array<i64: 1, 0, 0, 0, 1, 0, 1, 1, 1, 0, 2, 2, 1, 0, 3, 3, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1, 2, 2, 1, 1, 3, 3>]
 // SCHED: module @stage0
 // SCHED-SAME: cleave.slots = 4
-// SCHED: cleave.all_reduce_grads [@emb] {group = "tied:0,1", reduce = "sum"}
+// SCHED: cleave.all_reduce_grads [@emb] {group = "pipeline", members = array<i64: 0, 1>, reduce = "sum"}
 // SCHED: cleave.all_reduce %{{.*}} {{.*}}group = "pipeline"
 // SCHED: module @stage1
 // SCHED-SAME: cleave.slots = 4
