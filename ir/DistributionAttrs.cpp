@@ -218,6 +218,29 @@ MeshAttr mlir::cleave::lookupMesh(Operation *op) {
   return {};
 }
 
+ParameterOp mlir::cleave::lookupParameter(Operation *user,
+                                          FlatSymbolRefAttr name) {
+  if (auto param = SymbolTable::lookupNearestSymbolFrom<ParameterOp>(user, name))
+    return param;
+  auto stage = user->getParentOfType<ModuleOp>();
+  auto k = stage ? stage->getAttrOfType<IntegerAttr>(kStageAttr) : IntegerAttr();
+  auto top = stage ? stage->getParentOfType<ModuleOp>() : ModuleOp();
+  MeshAttr mesh = top ? lookupMesh(top) : MeshAttr();
+  std::optional<int64_t> ranks =
+      mesh ? mesh.getAxisSize(kPipelineAxis) : std::nullopt;
+  if (!k || !ranks)
+    return {};
+  for (auto other : top.getOps<ModuleOp>()) {
+    auto j = other->getAttrOfType<IntegerAttr>(kStageAttr);
+    if (!j || other == stage || j.getInt() % *ranks != k.getInt() % *ranks)
+      continue;
+    if (auto param = dyn_cast_or_null<ParameterOp>(
+            SymbolTable::lookupSymbolIn(other, name.getAttr())))
+      return param;
+  }
+  return {};
+}
+
 FailureOr<int64_t>
 mlir::cleave::groupSize(ArrayRef<StringRef> axes, MeshAttr mesh,
                         function_ref<InFlightDiagnostic()> emitError) {

@@ -9,6 +9,7 @@
 #define CLEAVE_IR_DISTRIBUTIONOPS_H
 
 #include "ir/CleaveDialect.h"
+#include "ir/CleaveOps.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpDefinition.h"
@@ -25,6 +26,14 @@ namespace mlir::cleave {
 /// The `cleave.mesh` of the nearest enclosing op that has one (a stage
 /// module inherits its parent's), or null.
 MeshAttr lookupMesh(Operation *op);
+
+/// The parameter `name` as `user` sees it: the nearest symbol table's, or,
+/// in a pipeline stage module, a parameter of another stage on the same
+/// pipeline rank (stage k and stage j share a rank when k = j mod the
+/// mesh's pipeline size): a rank's merged optimizer
+/// (cleave-merge-chunk-optimizers) sits in one of its stages and updates the
+/// parameters of all of them. Null when there is none.
+ParameterOp lookupParameter(Operation *user, FlatSymbolRefAttr name);
 
 /// Checks `sharding` against a value of `type` on `mesh`: one entry per
 /// dimension, every axis in the mesh, each split dimension divisible by

@@ -42,6 +42,8 @@ LogicalResult verifyParameterUse(Operation *op, FlatSymbolRefAttr name,
                                  Type type, SymbolTableCollection &symbols) {
   auto param = symbols.lookupNearestSymbolFrom<ParameterOp>(op, name);
   if (!param)
+    param = lookupParameter(op, name);
+  if (!param)
     return op->emitOpError() << "no cleave.parameter named " << name;
   if (param.getType() != type)
     return op->emitOpError() << "gradient type " << type
@@ -258,8 +260,7 @@ LogicalResult AllReduceGradsOp::verify() {
   if (getParams().empty())
     return emitOpError() << "an empty bucket";
   for (Attribute name : getParams())
-    if (!SymbolTable::lookupNearestSymbolFrom<ParameterOp>(
-            *this, name.cast<FlatSymbolRefAttr>()))
+    if (!lookupParameter(*this, name.cast<FlatSymbolRefAttr>()))
       return emitOpError() << "no cleave.parameter named " << name;
   MeshAttr mesh = lookupMesh(*this);
   std::optional<int64_t> size =

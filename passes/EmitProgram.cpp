@@ -1035,6 +1035,12 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
 
     std::map<std::tuple<int64_t, bool, int64_t>, int> functionIndex;
     SmallVector<int> optimizers;
+    struct Optimizer {
+      func::FuncOp func;
+      int buffer;
+      int64_t stage;
+    };
+    SmallVector<Optimizer> optimizerOf;
     pb::MemoryPlan *plan = program.mutable_memory();
     int chunk = 0;
     for (int64_t st = p; st < s; st += pipelineRanks, ++chunk) {
@@ -1093,18 +1099,25 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
               ->set_name("stage " + std::to_string(st) + " backward" + suffix);
         }
       }
+      for (func::FuncOp opt : optimizerFuncs)
+        optimizerOf.push_back({opt, chunk, st});
+    }
+    // The rank's optimizer, after every chunk's parameters are known: it
+    // may update those of all of them (cleave-merge-chunk-optimizers).
+    if (optimizerOf.size() > 1)
+      return optimizerOf[1].func.emitError()
+             << "pipeline rank " << p << " holds " << optimizerOf.size()
+             << " optimizers; run cleave-merge-chunk-optimizers";
+    for (auto [opt, buffer, st] : optimizerOf) {
+      currentBuffer = buffer;
       currentSlot = 0;
       tensorOf.clear();
-      for (func::FuncOp opt : optimizerFuncs) {
-        optimizers.push_back(program.functions_size());
-        if (failed(emitFunction(opt)))
-          return failure();
-        program.mutable_functions(program.functions_size() - 1)
-            ->set_name("stage " + std::to_string(st) + " optimizer");
-      }
+      optimizers.push_back(program.functions_size());
+      if (failed(emitFunction(opt)))
+        return failure();
+      program.mutable_functions(program.functions_size() - 1)
+          ->set_name("stage " + std::to_string(st) + " optimizer");
     }
-    if (optimizers.size() > 1 && failed(mergeOptimizers(top, optimizers)))
-      return failure();
 
     auto addStep = [&](int function, int64_t mb) {
       pb::Step *step = program.add_schedule();
@@ -1144,72 +1157,6 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
   }
 
   std::map<int, pb::MemoryPlan> rankMemory;
-
-  /// A rank with several chunks (virtual stages) runs one optimizer: each
-  /// chunk's part up to its clipping norm's sum over the pipeline, then one
-  /// sum of all chunks' norms over the pipeline, then every update. (Each
-  /// chunk summing its own would clip by a partial norm.)
-  LogicalResult mergeOptimizers(ModuleOp top, SmallVector<int> &optimizers) {
-    int pipelineGroup = -1;
-    for (int g = 0; g < program.mesh().groups_size(); ++g)
-      if (program.mesh().groups(g).name() == "pipeline")
-        pipelineGroup = g;
-    SmallVector<int> pivots;
-    for (int f : optimizers) {
-      int pivot = -1;
-      const pb::Function &fn = program.functions(f);
-      for (int i = 0; i < fn.body_size(); ++i)
-        if (fn.body(i).has_collective() &&
-            fn.body(i).collective().group() == pipelineGroup)
-          pivot = i;
-      pivots.push_back(pivot);
-    }
-    bool clipped = llvm::all_of(pivots, [](int p) { return p >= 0; });
-    if (!clipped && llvm::any_of(pivots, [](int p) { return p >= 0; }))
-      return mlir::emitError(top.getLoc()) << "some chunks clip their gradients and some "
-                                "do not";
-    pb::Function merged;
-    merged.set_name("optimizer");
-    merged.set_kind(pb::OPTIMIZER);
-    auto append = [&](const pb::Function &fn, int from, int to) {
-      for (int i = from; i < to; ++i)
-        *merged.add_body() = fn.body(i);
-    };
-    for (auto [f, pivot] : llvm::zip(optimizers, pivots))
-      append(program.functions(f), 0,
-             clipped ? pivot : program.functions(f).body_size());
-    if (clipped) {
-      auto norm = [&](int c, bool output) {
-        const pb::Collective &col =
-            program.functions(optimizers[c]).body(pivots[c]).collective();
-        return output ? col.outputs(0) : col.inputs(0);
-      };
-      int first = norm(0, false);
-      for (size_t c = 1; c < optimizers.size(); ++c) {
-        pb::Kernel *add = merged.add_body()->mutable_kernel();
-        add->set_op("add");
-        add->set_location("the clipping norm of the rank's chunks");
-        add->add_inputs(first);
-        add->add_inputs(norm(c, false));
-        add->add_outputs(first);
-      }
-      *merged.add_body() = program.functions(optimizers[0]).body(pivots[0]);
-      for (size_t c = 1; c < optimizers.size(); ++c) {
-        pb::Copy *copy = merged.add_body()->mutable_copy();
-        copy->set_source(norm(0, true));
-        copy->set_destination(norm(c, true));
-      }
-      for (auto [f, pivot] : llvm::zip(optimizers, pivots))
-        append(program.functions(f), pivot + 1,
-               program.functions(f).body_size());
-    }
-    // The merged function replaces the first; the others run nothing.
-    *program.mutable_functions(optimizers[0]) = std::move(merged);
-    for (size_t c = 1; c < optimizers.size(); ++c)
-      program.mutable_functions(optimizers[c])->clear_body();
-    optimizers.resize(1);
-    return success();
-  }
 
   /// plan.json of a pipeline: stages, ranks, the schedule and the
   /// predicted timeline of one data-parallel replica.

@@ -340,6 +340,37 @@ def VerifyPartitioned : Pass<"cleave-verify-partitioned", "ModuleOp"> {
   }];
 }
 
+def MergeChunkOptimizers : Pass<"cleave-merge-chunk-optimizers", "ModuleOp"> {
+  let summary = "one optimizer per pipeline rank over all its virtual stages";
+  let description = [{
+    With virtual stages, a pipeline rank holds several stage modules
+    (stage `k` runs on rank `k mod P`, P the mesh's `pipeline` axis), each
+    with its own `@optimizer`. Run one after the other they would clip by
+    partial norms: each chunk's `cleave.all_reduce` of its sum of squares
+    over the pipeline adds up only the stages of that chunk. This pass
+    makes one optimizer per rank, in the rank's first stage that has one:
+    every chunk's work up to its norm's all-reduce, in stage order; the
+    chunks' sums of squares added; one all-reduce over the pipeline; then
+    every chunk's updates reading the reduced norm. Without clipping the
+    bodies are concatenated. The other chunks' optimizer functions are
+    erased; their parameters are named across stage modules of the rank
+    (`lookupParameter`), and the memory plan, which runs after, places
+    their optimizer state in the host stage's arena. Runs on the top-level
+    module after the per-stage passes and before the memory plan.
+
+    ```mlir
+    module @stage0 { // rank 0, with stage 2
+      func.func @optimizer(%step: tensor<i64>) {
+        %n0 = cleave.sum_squares %g0 ...
+        %n2 = cleave.sum_squares %g2 ...      // stage 2's parameters
+        %n = cleave.add %n0, %n2 : ...
+        %total = cleave.all_reduce %n {group = "pipeline", reduce = "sum"} : tensor<f32>
+        cleave.adamw @w0, %g0, %step, %total ...
+        cleave.adamw @w2, %g2, %step, %total ...
+    ```
+  }];
+}
+
 def PipelineSchedule : Pass<"cleave-pipeline-schedule", "ModuleOp"> {
   let summary = "orders each pipeline rank's (stage, forward/backward, microbatch) work";
   let description = [{
@@ -497,6 +528,37 @@ def StageTransfers : Pass<"cleave-stage-transfers", "ModuleOp"> {
     // after
     func.func @forward(...) {
       %h = cleave.recv {axis = "pipeline", peer = 0 : i64, tag = 0 : i64} : tensor<2x8x64xf32>
+    ```
+  }];
+}
+
+def VerifyPerRank : Pass<"cleave-verify-per-rank", "ModuleOp"> {
+  let summary = "checks the contract of the per-rank form the emitter translates";
+  let description = [{
+    The phase boundary before emission: after cleave-stage-transfers (and
+    cleave-memory-plan) the module must say everything the emitter writes,
+    so that it translates and decides nothing. This pass checks:
+
+    - the module has a `cleave.mesh`, and a pipeline's stage count is a
+      multiple of its `pipeline` axis;
+    - every value has a local shape: function arguments and results and
+      op results are statically shaped tensors (or transfer tokens), and a
+      `cleave.memory_space`, where one is given, is the value's;
+    - every cross-rank dependency is an op: no function argument or result
+      is still a stage boundary (`cleave.boundary`, `cleave.grad_of_result`,
+      `cleave.grad_of_arg`), and every `cleave.send` has exactly one
+      `cleave.recv` on the peer's stage (the neighbouring stage, on the
+      pipeline rank the send names, with the same tag and type), and every
+      receive its send;
+    - every value an op reads is defined in the same function (nothing
+      crosses functions except through the forward's saved results).
+
+    ```mlir
+    // Fails: "stage 0 sends tag 0 to pipeline rank 1, but no stage on
+    // pipeline rank 1 receives it"
+    module @stage0 attributes {cleave.stage = 0 : i64, cleave.stages = 2 : i64} {
+      func.func @forward(...) { cleave.send %h {axis = "pipeline", peer = 1 : i64, tag = 0 : i64} ... }
+    }
     ```
   }];
 }

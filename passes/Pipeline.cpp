@@ -1,10 +1,16 @@
 //===- Pipeline.cpp - the pass pipeline of cleave-compile -----------------===//
+//
+// Every pass cleave-compile runs, in order, each with why it is where it
+// is. The same pipeline is registered for cleave-opt.
+//
+//===----------------------------------------------------------------------===//
 
 #include "passes/Pipeline.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
 
 using namespace mlir;
 using namespace mlir::cleave;
@@ -24,7 +30,11 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
   place.pipeline = options.pipelineDegree;
   place.placement = options.placement;
   pm.addPass(createPlaceRanks(place));
+  // Fused ops (attention, rotary, norms) before anything counts costs or
+  // derives gradients: their rules and kernels are the fast ones.
   pm.addPass(createFuse());
+  // Autocast before partitioning, so the cost model and the memory plan
+  // see the low-precision compute.
   if (!options.mixedPrecision.empty()) {
     MixedPrecisionOptions mp;
     mp.dtype = options.mixedPrecision;
@@ -37,9 +47,12 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
   }
   int64_t stages = options.pipelineDegree * options.virtualStages;
   if (stages > 1) {
+    // Cut the forward into stages before autodiff, so each stage derives
+    // its own backward and optimizer as a model of its own.
     PipelinePartitionOptions partition;
     partition.stages = stages;
-    partition.splitPoints = options.splitPoints;
+    partition.splitPoints.assign(options.splitPoints.begin(),
+                                 options.splitPoints.end());
     partition.optimize = options.optimize;
     partition.memoryWeight = options.memoryWeight;
     partition.backend = options.backend;
@@ -61,6 +74,8 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
     // The loss's gradient in the forward, saved instead of the logits: the
     // [tokens, vocab] logits die at the loss and are read once.
     stage.addPass(createFuseLossGrad());
+    // The optimizer step, with the tied-parameter sums over the pipeline
+    // ranks holding them and the clipping norm summed over the pipeline.
     OptimizerOptions optimizer;
     optimizer.type = options.optimizer;
     optimizer.lr = options.lr;
@@ -74,6 +89,8 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
     optimizer.decaySteps = options.decaySteps;
     optimizer.minLr = options.minLr;
     stage.addPass(createOptimizer(optimizer));
+    // Gradients averaged over data-parallel replicas, in buckets, before
+    // the optimizer reads them.
     if (options.dataDegree > 1) {
       DataParallelOptions dp;
       dp.degree = options.dataDegree;
@@ -81,6 +98,12 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
     }
   }
   if (stages > 1) {
+    // One optimizer per pipeline rank over its virtual stages, so that
+    // clipping uses the whole model's norm; before the memory plan, which
+    // then places the merged updates' state.
+    pm.addPass(createMergeChunkOptimizers());
+    // Each pipeline rank's order of (stage, forward/backward, microbatch)
+    // work, and the activation slots each stage needs for it.
     PipelineScheduleOptions schedule;
     schedule.kind = options.schedule;
     schedule.ranks = options.pipelineDegree;
@@ -89,6 +112,7 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
     schedule.backend = options.backend;
     schedule.ratesFile = options.ratesFile;
     pm.addPass(createPipelineSchedule(schedule));
+    // Offsets last: every value that will exist is known, the slots too.
     pm.nest<ModuleOp>().addPass(createMemoryPlan());
     // Each crossing between stages becomes a send and a receive with its
     // peer and tag, after the memory plan gave the received values their
@@ -97,6 +121,11 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
   } else {
     pm.addPass(createMemoryPlan());
   }
+  // The phase contract of the per-rank form: local shapes, every crossing
+  // an op, every send with its receive; a broken one fails here, naming
+  // the stages, instead of hanging a job.
+  pm.addPass(createVerifyPerRank());
+  // Translation only: the IR has every decision by now.
   EmitProgramOptions emit;
   emit.outputDir = options.outputDir;
   emit.globalBatch = options.globalBatch;
@@ -104,4 +133,12 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
   emit.seed = options.seed;
   emit.device = options.device;
   pm.addPass(createEmitProgram(emit));
+}
+
+void mlir::cleave::registerProgramPipeline() {
+  PassPipelineRegistration<ProgramPipelineOptions>(
+      "cleave-program-pipeline",
+      "cleave-compile's passes, from an imported module to rank-<r>.pb "
+      "(options as cleave-compile's spec keys)",
+      buildProgramPipeline);
 }

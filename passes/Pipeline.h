@@ -1,16 +1,17 @@
 //===- Pipeline.h - the pass pipeline of cleave-compile --------*- C++ -*-===//
 //
-// The order of passes from an imported module to the per-rank program, in
-// one place, so cleave-compile stays a thin tool and tests can build the
-// same pipeline.
+// The order of passes from an imported module to the per-rank programs, in
+// one place, with its options declared once: cleave-compile fills them from
+// the spec, and `cleave-opt --cleave-program-pipeline='...'` runs the same
+// pipeline on a module (registered in registerProgramPipeline).
 //
 //===----------------------------------------------------------------------===//
 #ifndef CLEAVE_PASSES_PIPELINE_H
 #define CLEAVE_PASSES_PIPELINE_H
 
-#include <cstdint>
+#include "mlir/Pass/PassOptions.h"
+
 #include <string>
-#include <vector>
 
 namespace mlir {
 class OpPassManager;
@@ -18,39 +19,96 @@ class OpPassManager;
 
 namespace mlir::cleave {
 
-struct ProgramPipelineOptions {
-  std::string outputDir;
-  int64_t globalBatch = 0;
-  int64_t microbatches = 1;
-  int64_t dataDegree = 1; // data-parallel ranks (ddp)
-  int64_t seed = 0;
-  /// Derive backward and add the optimizer (a model with a loss trains).
-  bool train = true;
-  std::string optimizer = "adamw"; // or "sgd"
-  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
-  double weightDecay = 0, gradClip = 0, momentum = 0, minLr = 0;
-  int64_t warmupSteps = 0, decaySteps = 0;
-  /// "" (fp32), "bf16" or "fp16"; fp16 may scale its loss dynamically.
-  std::string mixedPrecision;
-  bool dynamicLossScale = false;
-  double initScale = 4294967296.0, minScale = 1;
-  int64_t scaleWindow = 1000, delayedShift = 1;
-  /// Pipeline parallelism: stages = pipelineDegree x virtualStages.
-  int64_t pipelineDegree = 1, virtualStages = 1, activeMicrobatches = 0;
-  std::string schedule = "interleaved";
-  std::vector<std::string> splitPoints; // manual partition
-  std::string optimize = "speed";
-  double memoryWeight = 0.8;
-  std::string backend = "cpu"; // whose checked-in rates the cost model uses
-  std::string ratesFile;       // or rates from cleave-calibrate
-  std::string placement = "cluster";
-  std::string device = "cpu"; // the backend the programs are for (spec `device`)
+struct ProgramPipelineOptions
+    : public PassPipelineOptions<ProgramPipelineOptions> {
+  Option<std::string> outputDir{*this, "output-dir",
+                                llvm::cl::desc("folder the programs go to")};
+  Option<int64_t> globalBatch{
+      *this, "global-batch",
+      llvm::cl::desc("samples per step (0: the batch of the inputs)"),
+      llvm::cl::init(0)};
+  Option<int64_t> microbatches{*this, "microbatches",
+                               llvm::cl::desc("microbatches per step"),
+                               llvm::cl::init(1)};
+  Option<int64_t> dataDegree{*this, "data-degree",
+                             llvm::cl::desc("data-parallel ranks (ddp)"),
+                             llvm::cl::init(1)};
+  Option<int64_t> seed{*this, "seed",
+                       llvm::cl::desc("seed of generated initial values"),
+                       llvm::cl::init(0)};
+  Option<bool> train{
+      *this, "train",
+      llvm::cl::desc("derive backward and add the optimizer (a model with a "
+                     "loss trains)"),
+      llvm::cl::init(true)};
+  Option<std::string> optimizer{*this, "optimizer",
+                                llvm::cl::desc("adamw or sgd"),
+                                llvm::cl::init("adamw")};
+  Option<double> lr{*this, "lr", llvm::cl::desc("peak learning rate"),
+                    llvm::cl::init(1e-3)};
+  Option<double> beta1{*this, "beta1", llvm::cl::init(0.9)};
+  Option<double> beta2{*this, "beta2", llvm::cl::init(0.999)};
+  Option<double> eps{*this, "eps", llvm::cl::init(1e-8)};
+  Option<double> weightDecay{*this, "weight-decay", llvm::cl::init(0.0)};
+  Option<double> gradClip{*this, "grad-clip",
+                          llvm::cl::desc("max global gradient norm (0: none)"),
+                          llvm::cl::init(0.0)};
+  Option<double> momentum{*this, "momentum", llvm::cl::init(0.0)};
+  Option<double> minLr{*this, "min-lr", llvm::cl::init(0.0)};
+  Option<int64_t> warmupSteps{*this, "warmup-steps", llvm::cl::init(0)};
+  Option<int64_t> decaySteps{*this, "decay-steps", llvm::cl::init(0)};
+  Option<std::string> mixedPrecision{
+      *this, "mixed-precision",
+      llvm::cl::desc("\"\" (fp32), \"bf16\" or \"fp16\"")};
+  Option<bool> dynamicLossScale{*this, "dynamic-loss-scale",
+                                llvm::cl::init(false)};
+  Option<double> initScale{*this, "initial-scale",
+                           llvm::cl::init(4294967296.0)};
+  Option<double> minScale{*this, "min-scale", llvm::cl::init(1.0)};
+  Option<int64_t> scaleWindow{*this, "scale-window", llvm::cl::init(1000)};
+  Option<int64_t> delayedShift{*this, "delayed-shift", llvm::cl::init(1)};
+  Option<int64_t> pipelineDegree{
+      *this, "pipeline-degree",
+      llvm::cl::desc("pipeline ranks; stages = this x virtual-stages"),
+      llvm::cl::init(1)};
+  Option<int64_t> virtualStages{*this, "virtual-stages", llvm::cl::init(1)};
+  Option<int64_t> activeMicrobatches{*this, "active-microbatches",
+                                     llvm::cl::init(0)};
+  Option<std::string> schedule{*this, "schedule",
+                               llvm::cl::desc("simple, interleaved or "
+                                              "interleaved_virtual"),
+                               llvm::cl::init("interleaved")};
+  ListOption<std::string> splitPoints{
+      *this, "split-points",
+      llvm::cl::desc("ONNX nodes that start stages 1.. (manual partition)")};
+  Option<std::string> optimize{*this, "optimize",
+                               llvm::cl::desc("speed or memory"),
+                               llvm::cl::init("speed")};
+  Option<double> memoryWeight{*this, "memory-weight", llvm::cl::init(0.8)};
+  Option<std::string> backend{
+      *this, "backend",
+      llvm::cl::desc("whose checked-in rates the cost model uses (cpu, h100)"),
+      llvm::cl::init("cpu")};
+  Option<std::string> ratesFile{*this, "rates",
+                                llvm::cl::desc("rates from cleave-calibrate")};
+  Option<std::string> placement{
+      *this, "placement",
+      llvm::cl::desc("cluster, spread or an order of D, P, T"),
+      llvm::cl::init("cluster")};
+  Option<std::string> device{
+      *this, "device",
+      llvm::cl::desc("the backend the programs are for (cpu or cuda)"),
+      llvm::cl::init("cpu")};
 };
 
-/// import contract check -> fusion -> mixed precision -> autodiff -> optimizer -> memory plan
-/// -> program emission.
+/// import contract check -> mesh -> fusion -> mixed precision -> partition
+/// -> autodiff -> optimizer -> data parallelism -> schedule -> memory plan
+/// -> stage transfers -> program emission.
 void buildProgramPipeline(OpPassManager &pm,
                           const ProgramPipelineOptions &options);
+
+/// Registers `cleave-program-pipeline` for cleave-opt.
+void registerProgramPipeline();
 
 } // namespace mlir::cleave
 
