@@ -81,10 +81,10 @@ struct MergeChunkOptimizers
         return signalPassFailure();
   }
 
-  LogicalResult merge(int64_t rank, ArrayRef<Chunk> chunks) {
-    const Chunk &host = chunks.front();
+  LogicalResult merge(int64_t rank, MutableArrayRef<Chunk> chunks) {
+    Chunk &host = chunks.front();
     bool clipped = bool(host.pivot);
-    for (const Chunk &c : chunks.drop_front()) {
+    for (Chunk &c : chunks.drop_front()) {
       if (bool(c.pivot) != clipped)
         return c.func.emitError()
                << "pipeline rank " << rank << ": some of its stages clip "
@@ -100,7 +100,7 @@ struct MergeChunkOptimizers
     OpBuilder before(clipped ? host.pivot.getOperation() : hostReturn);
     OpBuilder after(hostReturn);
     Value norm = clipped ? host.pivot.getInput() : Value();
-    for (const Chunk &c : chunks.drop_front()) {
+    for (Chunk &c : chunks.drop_front()) {
       Block &body = c.func.getBody().front();
       IRMapping map;
       for (auto [from, to] :

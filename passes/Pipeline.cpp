@@ -51,8 +51,7 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
     // its own backward and optimizer as a model of its own.
     PipelinePartitionOptions partition;
     partition.stages = stages;
-    partition.splitPoints.assign(options.splitPoints.begin(),
-                                 options.splitPoints.end());
+    partition.splitPoints = options.splitPoints;
     partition.optimize = options.optimize;
     partition.memoryWeight = options.memoryWeight;
     partition.backend = options.backend;

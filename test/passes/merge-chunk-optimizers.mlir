@@ -40,13 +40,17 @@ func.func @forward(%x: tensor<2x4xi64>, %t: tensor<2x4xi64>) -> tensor<f32> {
 // CHECK: %[[N0:.*]] = cleave.sum_squares
 // CHECK: %[[N2:.*]] = cleave.sum_squares
 // CHECK: %[[N:.*]] = cleave.add %[[N0]], %[[N2]]
-// CHECK: %[[TOTAL:.*]] = cleave.all_reduce %[[N]] {group = "pipeline", reduce = "sum"}
-// CHECK: cleave.adamw @emb, %{{.*}}, %[[STEP]], %[[TOTAL]]
-// CHECK: cleave.adamw @w2, %{{.*}}, %[[STEP]], %[[TOTAL]]
+// CHECK: %[[TOTAL:.*]] = cleave.all_reduce %[[N]] {group = "pipeline"}
+// CHECK: cleave.adamw @emb, %{{.*}}, %[[STEP]] norm %[[TOTAL]]
+// CHECK: cleave.adamw @w2, %{{.*}}, %[[STEP]] norm %[[TOTAL]]
+// CHECK-NEXT: return
+// Rank 1 (stages 1 and 3): stage 3's tied sum comes before the norm.
 // CHECK: module @stage1
 // CHECK: func.func @optimizer
-// CHECK: cleave.adamw @w1
 // CHECK: cleave.all_reduce_grads [@emb] {group = "pipeline", members = array<i64: 0, 1>, reduce = "sum"}
+// CHECK: %[[T1:.*]] = cleave.all_reduce %{{.*}} {group = "pipeline"}
+// CHECK: cleave.adamw @w1, %{{.*}} norm %[[T1]]
+// CHECK: cleave.adamw @emb, %{{.*}} norm %[[T1]]
 // CHECK: module @stage2
 // CHECK-NOT: func.func @optimizer
 // CHECK: module @stage3

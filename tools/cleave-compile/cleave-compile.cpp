@@ -408,7 +408,7 @@ int main(int argc, char **argv) {
   mlir::PassManager pm(&context);
   mlir::applyPassManagerCLOptions(pm);
   mlir::cleave::ProgramPipelineOptions pipeline;
-  pipeline.outputDir = outputPath;
+  pipeline.outputDir = outputPath.getValue();
   pipeline.train = !forwardOnly;
   pipeline.microbatches = spec.microbatches;
   pipeline.dataDegree = spec.worldSize / (spec.pipelineParallelDegree *
@@ -441,7 +441,7 @@ int main(int argc, char **argv) {
   pipeline.optimize = spec.optimize;
   pipeline.memoryWeight = spec.memoryWeight;
   pipeline.backend = spec.device == "cuda" ? "h100" : "cpu";
-  pipeline.ratesFile = ratesPath;
+  pipeline.ratesFile = ratesPath.getValue();
   pipeline.placement = spec.placementStrategy;
   pipeline.device = spec.device;
   mlir::cleave::buildProgramPipeline(pm, pipeline);
