@@ -208,12 +208,19 @@ struct Movement : NodeImport {
     auto data = value(0), indices = value(1);
     if (failed(data) || failed(indices))
       return failure();
-    // A lookup of run-time ids in a 2-D parameter is an embedding.
-    bool embedding = !tensor(0).param.empty() && type(0).getRank() == 2 &&
-                     *axis == 0 && !constant(1);
+    // A lookup of run-time ids in a 2-D parameter is an embedding; so is
+    // any lookup in a table with a padding row (cleave.padding_idx), which
+    // only the embedding's gradient leaves out.
+    bool rows = !tensor(0).param.empty() && type(0).getRank() == 2 && *axis == 0;
+    std::optional<int64_t> padding =
+        rows ? paddingRow(tensor(0).param) : std::nullopt;
+    bool embedding = rows && (!constant(1) || padding);
+    SmallVector<NamedAttribute> paddingAttr;
+    if (padding)
+      paddingAttr.push_back(builder.getNamedAttr("padding_idx", i64(*padding)));
     auto r =
         embedding
-            ? inferred<EmbeddingOp>(loc, {*data, *indices})
+            ? inferred<EmbeddingOp>(loc, {*data, *indices}, paddingAttr)
             : inferred<GatherOp>(loc, {*data, *indices},
                                  {builder.getNamedAttr("axis", i64(*axis))});
     if (failed(r))

@@ -22,6 +22,7 @@
 #include "llvm/ADT/StringMap.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -74,6 +75,9 @@ public:
   /// An operand that must be known at compile time (shapes, axes, bounds);
   /// reports an error naming it and returns null when it is not.
   const HostTensor *requireConstant(int i, llvm::StringRef what);
+  /// The padding row of parameter `param` (an embedding table) from the
+  /// model's `cleave.padding_idx` metadata, if it has one; marks it used.
+  std::optional<int64_t> paddingRow(llvm::StringRef param);
   /// Defines output `i` (if the node names it).
   void out(mlir::Value v, int i = 0);
   /// Defines output `i` as a host constant.

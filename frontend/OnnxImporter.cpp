@@ -73,6 +73,8 @@ private:
   // Setup.
   LogicalResult readOpset();
   LogicalResult declareInitializers();
+  LogicalResult readPaddingRows();
+  LogicalResult checkPaddingRowsUsed();
   FailureOr<RankedTensorType> inputType(const onnx::ValueInfoProto &info);
 
   // Per node.
@@ -118,6 +120,13 @@ private:
   /// From the `cleave.init` metadata: how the runtime initializes a
   /// parameter that comes without data ("normal:0.02", "zeros", "ones").
   llvm::StringMap<std::string> initSpecs;
+  /// From the `cleave.padding_idx` metadata: the embedding tables (by
+  /// initializer name) whose padding row the lookups give no gradient, and
+  /// those an embedding lookup has taken so far.
+  llvm::StringMap<int64_t> paddingRows;
+  llvm::StringSet<> paddingRowsUsed;
+  llvm::StringSet<> paddedParams; // the trainable ones among paddingRows
+  std::string paddingMetadata;    // its text, for messages
   bool shapesOnly = false;
   bool batchBound = false; // a symbolic batch axis took the batch size
   std::optional<int64_t> resolvedBatch; // from options.resolveBatch
@@ -467,6 +476,105 @@ LogicalResult GraphImporter::declareInitializers() {
   return success();
 }
 
+/// `cleave.padding_idx` is a JSON object {initializer name: row} that
+/// models/export.py writes for every nn.Embedding with a padding_idx (ONNX
+/// has no way to say it). Read once the graph inputs are declared, so that
+/// a shapes-only export's parameters (graph inputs) are found too.
+LogicalResult GraphImporter::readPaddingRows() {
+  constexpr llvm::StringLiteral key = "cleave.padding_idx";
+  Location fileLoc = FileLineColLoc::get(&context, path, 0, 0);
+  for (const auto &prop : model.metadata_props()) {
+    if (prop.key() != key)
+      continue;
+    auto fail = [&]() {
+      return emitError(fileLoc) << "metadata '" << key << "' = '"
+                                << prop.value() << "': ";
+    };
+    paddingMetadata = prop.value();
+    auto parsed = llvm::json::parse(prop.value());
+    if (!parsed) {
+      std::string why = llvm::toString(parsed.takeError());
+      return fail() << "not valid JSON (" << why
+                    << "); it must be an object {\"initializer name\": "
+                       "padding row}, as models/export.py writes it";
+    }
+    const llvm::json::Object *rows = parsed->getAsObject();
+    if (!rows)
+      return fail() << "not a JSON object; it must be {\"initializer "
+                       "name\": padding row}, as models/export.py writes it";
+    // Sorted, so that the first error does not depend on hash order.
+    SmallVector<std::pair<std::string, const llvm::json::Value *>> entries;
+    for (const auto &entry : *rows)
+      entries.push_back({entry.first.str(), &entry.second});
+    llvm::sort(entries, [](const auto &a, const auto &b) {
+      return a.first < b.first;
+    });
+    for (const auto &[name, row] : entries) {
+      std::optional<int64_t> index = row->getAsInteger();
+      if (!index) {
+        std::string text;
+        llvm::raw_string_ostream os(text);
+        os << *row;
+        return fail() << "the padding row of '" << name << "' is " << os.str()
+                      << ", not an integer";
+      }
+      auto found = values.find(name);
+      bool isInitializer =
+          found != values.end() &&
+          (!found->second.param.empty() || found->second.constant);
+      if (!isInitializer) {
+        std::string tables;
+        int shown = 0;
+        for (const auto &init : model.graph().initializer())
+          if (init.dims_size() == 2 && shown++ < 8)
+            tables += (tables.empty() ? "'" : ", '") + init.name() + "'";
+        return fail() << "the model has no initializer '" << name
+                      << "' (give the ONNX initializer name of the table); "
+                         "its 2-D initializers are "
+                      << (tables.empty() ? "none" : tables);
+      }
+      RankedTensorType type = found->second.type;
+      if (type.getRank() != 2) {
+        std::string shape;
+        llvm::raw_string_ostream os(shape);
+        llvm::interleaveComma(type.getShape(), os);
+        return fail() << "'" << name << "' has shape [" << os.str()
+                      << "], not an embedding table [vocabulary, dim]";
+      }
+      int64_t vocabulary = type.getDimSize(0);
+      if (*index < 0 || *index >= vocabulary)
+        return fail() << "padding row " << *index << " of '" << name
+                      << "' is out of range: the table has " << vocabulary
+                      << " rows (0 to " << vocabulary - 1 << ")";
+      paddingRows[name] = *index;
+      if (!found->second.param.empty())
+        paddedParams.insert(name);
+    }
+  }
+  return success();
+}
+
+/// A parameter with a padding row that no embedding lookup read would
+/// train that row like any other: refused rather than silently unlike
+/// PyTorch.
+LogicalResult GraphImporter::checkPaddingRowsUsed() {
+  SmallVector<std::string> unused;
+  for (const auto &entry : paddingRows)
+    if (paddedParams.contains(entry.getKey()) &&
+        !paddingRowsUsed.contains(entry.getKey()))
+      unused.push_back(entry.getKey().str());
+  if (unused.empty())
+    return success();
+  llvm::sort(unused);
+  return emitError(FileLineColLoc::get(&context, path, 0, 0))
+         << "metadata 'cleave.padding_idx' = '" << paddingMetadata
+         << "': '" << unused.front() << "' has padding row "
+         << paddingRows.lookup(unused.front())
+         << ", but no Gather looks its rows up (a Gather along axis 0 of the "
+            "initializer itself, as torch exports nn.Embedding), so there is "
+            "no lookup to leave the row out of; remove the entry";
+}
+
 LogicalResult GraphImporter::foldError(Location loc, const llvm::Twine &what,
                                   llvm::Error e) {
   std::string message;
@@ -609,6 +717,9 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
     }
   }
 
+  if (failed(readPaddingRows()))
+    return failure();
+
   auto func = builder.create<func::FuncOp>(
       fileLoc, options.functionName, builder.getFunctionType(argTypes, {}));
   Block *body = func.addEntryBlock();
@@ -634,6 +745,9 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
         values.erase(name);
     });
   }
+
+  if (failed(checkPaddingRowsUsed()))
+    return failure();
 
   SmallVector<Value> results;
   for (const auto &output : graph.output()) {
@@ -828,6 +942,14 @@ const Tensor *NodeImport::lookup(llvm::StringRef name) const {
 void NodeImport::outValue(const Tensor &t, int i) {
   if (i < node.output_size() && !node.output(i).empty())
     graph.values[node.output(i)] = t;
+}
+
+std::optional<int64_t> NodeImport::paddingRow(llvm::StringRef param) {
+  auto it = graph.paddingRows.find(param);
+  if (it == graph.paddingRows.end())
+    return std::nullopt;
+  graph.paddingRowsUsed.insert(param);
+  return it->second;
 }
 
 const Tensor &NodeImport::tensor(int i) const {

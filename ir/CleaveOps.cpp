@@ -392,6 +392,23 @@ LogicalResult EmbeddingOp::inferReturnTypes(
   return success();
 }
 
+LogicalResult mlir::cleave::verifyPaddingIdx(Operation *op,
+                                             std::optional<int64_t> row,
+                                             int64_t vocab) {
+  if (row && (*row < 0 || *row >= vocab))
+    return op->emitOpError() << "padding_idx " << *row
+                             << " is not a row of the table (0 to "
+                             << vocab - 1 << ")";
+  return success();
+}
+
+LogicalResult EmbeddingOp::verify() {
+  auto table = tensorType(getTable());
+  if (table.getRank() != 2) // the inferred type's check reports it
+    return success();
+  return verifyPaddingIdx(*this, getPaddingIdx(), table.getDimSize(0));
+}
+
 LogicalResult GatherOp::inferReturnTypes(
     MLIRContext *context, std::optional<Location> loc, ValueRange operands,
     DictionaryAttr attributes, RegionRange regions,

@@ -34,6 +34,11 @@ LogicalResult inferLossResult(std::optional<Location> loc, Value input,
 FailureOr<SmallVector<int64_t>> broadcastShapes(ArrayRef<int64_t> a,
                                                 ArrayRef<int64_t> b);
 
+/// Checks an embedding's optional `padding_idx` against its table of
+/// `vocab` rows (embedding and embedding_grad share it).
+LogicalResult verifyPaddingIdx(Operation *op, std::optional<int64_t> row,
+                               int64_t vocab);
+
 /// Registers the cleave dialect and the dialects it builds on.
 void registerCleaveDialects(DialectRegistry &registry);
 

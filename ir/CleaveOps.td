@@ -466,15 +466,25 @@ def Cleave_EmbeddingOp : Cleave_Op<"embedding", [Pure,
     `[ids..., D]`. Kept apart from `gather` so tensor parallelism can split
     the vocabulary and the backward pass can scatter-add into the table.
 
+    `padding_idx` (optional, in `[0, V)`) is PyTorch's
+    `nn.Embedding(..., padding_idx=k)`: the lookup is unchanged, but row `k`
+    gets no gradient from it (the `embedding_grad` of this op carries the
+    same attribute). ONNX cannot say it; the importer takes it from the
+    model's `cleave.padding_idx` metadata. It is a row of the whole table.
+
     ```mlir
     %e = cleave.embedding %wte, %idx
         : (tensor<256x64xf32>, tensor<2x8xi64>) -> tensor<2x8x64xf32>
+    %p = cleave.embedding %wte, %idx {padding_idx = 0 : i64}
+        : (tensor<256x64xf32>, tensor<2x8xi64>) -> tensor<2x8x64xf32>
     ```
   }];
-  let arguments = (ins Cleave_FloatTensor:$table, Cleave_IndexTensor:$ids);
+  let arguments = (ins Cleave_FloatTensor:$table, Cleave_IndexTensor:$ids,
+                       OptionalAttr<I64Attr>:$padding_idx);
   let results = (outs Cleave_FloatTensor:$result);
   let assemblyFormat =
       "$table `,` $ids attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
 }
 
 def Cleave_GatherOp : Cleave_Op<"gather", [Pure,
@@ -839,14 +849,19 @@ def Cleave_EmbeddingGradOp : Cleave_Op<"embedding_grad", [Pure]> {
   let summary = "gradient of `cleave.embedding`: scatter-add into the table";
   let description = [{
     `dtable[ids[i], :] += dy[i, :]` for every index `i` of `ids`, into a
-    zeroed `[V, D]` table (the result type gives `V`).
+    zeroed `[V, D]` table (the result type gives `V`). With `padding_idx`
+    (in `[0, V)`, from the `cleave.embedding` it differentiates) that row
+    stays zero, as PyTorch's embedding backward leaves it.
 
     ```mlir
     %dw = cleave.embedding_grad %dy, %idx
         : (tensor<2x8x64xf32>, tensor<2x8xi64>) -> tensor<256x64xf32>
+    %dp = cleave.embedding_grad %dy, %idx {padding_idx = 0 : i64}
+        : (tensor<2x8x64xf32>, tensor<2x8xi64>) -> tensor<256x64xf32>
     ```
   }];
-  let arguments = (ins Cleave_FloatTensor:$dy, Cleave_IndexTensor:$ids);
+  let arguments = (ins Cleave_FloatTensor:$dy, Cleave_IndexTensor:$ids,
+                       OptionalAttr<I64Attr>:$padding_idx);
   let results = (outs Cleave_FloatTensor:$result);
   let assemblyFormat =
       "$dy `,` $ids attr-dict `:` functional-type(operands, results)";

@@ -138,7 +138,7 @@ LogicalResult EmbeddingGradOp::verify() {
       dy.getElementType() != table.getElementType())
     return emitOpError() << "dy must be [ids..., D] and the result [V, D], got "
                          << dy << ", ids " << ids << " and " << table;
-  return success();
+  return verifyPaddingIdx(*this, getPaddingIdx(), table.getDimSize(0));
 }
 
 LogicalResult GatherGradOp::verify() {

@@ -18,6 +18,10 @@ metadata_props written:
   cleave.init         JSON {param: ["normal", std] | ["ones", 0] | ["zeros", 0]}
   cleave.config       JSON of the model config
   cleave.seed         the init seed (weighted exports)
+  cleave.padding_idx  JSON {initializer: row} of each nn.Embedding with a
+                      padding_idx (only when there is one): PyTorch gives
+                      that row no gradient from the lookup, which an ONNX
+                      Gather cannot say (export_for_training writes it too)
 Models whose weights exceed 2 GB are saved with external data, all tensors
 in one file `<name>.onnx.data` beside the model.
 """
@@ -233,6 +237,37 @@ def _consolidate_external_data(model_proto, src_dir, out_path):
             off += len(blob)
 
 
+def padding_rows(module, names):
+    """{initializer name: padding_idx} of the nn.Embedding modules of
+    `module` that have a padding_idx, for the `cleave.padding_idx` metadata.
+    An embedding's weight is found among `names` (the export's initializer
+    and graph input names) under any of its state_dict names, so a tied
+    table is named as the export named it; one the export dropped (unused)
+    is left out."""
+    names_of = {}
+    for name, t in module.state_dict(keep_vars=True).items():
+        names_of.setdefault(id(t), []).append(name)
+    rows = {}
+    for m in module.modules():
+        if isinstance(m, torch.nn.Embedding) and m.padding_idx is not None:
+            for name in names_of.get(id(m.weight), []):
+                if name in names:
+                    rows[name] = int(m.padding_idx)
+    return rows
+
+
+def padding_metadata(module, proto):
+    """The `cleave.padding_idx` entry of `proto`'s metadata ({} when no
+    embedding has a padding row, so other exports stay as they were)."""
+    names = {t.name for t in proto.graph.initializer}
+    names |= {i.name for i in proto.graph.input}
+    rows = padding_rows(module, names)
+    if not rows:
+        return {}
+    return {"cleave.padding_idx": json.dumps(rows, sort_keys=True,
+                                             separators=(",", ":"))}
+
+
 def export_for_training(module, args, out_path, input_names, opset=17,
                         dynamic_batch=False, metadata=None):
     """torch.onnx.export the way a model is exported to be trained, and save.
@@ -245,7 +280,8 @@ def export_for_training(module, args, out_path, input_names, opset=17,
     `args` are the module's inputs, `input_names` their names; the one output
     is `loss`.  dynamic_batch makes axis 0 of every input the symbol `batch`.
     `metadata` ({key: value}, or a function of the exported ModelProto that
-    returns one) goes into metadata_props.  Weights of 2 GB or
+    returns one) goes into metadata_props, with `cleave.padding_idx` for
+    the embeddings that have a padding row.  Weights of 2 GB or
     more go to one external data file `<out>.data`.  Returns the ModelProto
     (external data not loaded).
     """
@@ -270,7 +306,8 @@ def export_for_training(module, args, out_path, input_names, opset=17,
             proto = onnx.load_from_string(f.getvalue())
     if callable(metadata):
         metadata = metadata(proto)
-    for k, v in (metadata or {}).items():
+    metadata = dict(padding_metadata(module, proto), **(metadata or {}))
+    for k, v in metadata.items():
         p = proto.metadata_props.add()
         p.key, p.value = k, v
     _save(proto, out_path, tmpdir)
@@ -410,6 +447,7 @@ def export_model(cfg, out_path, batch=1, dynamic_batch=False, shapes_only=False,
     }
     if not shapes_only:
         meta["cleave.seed"] = str(seed)
+    meta.update(padding_metadata(model, proto))
     for k, v in meta.items():
         p = proto.metadata_props.add()
         p.key, p.value = k, v

@@ -25,9 +25,10 @@ output (`model(input_ids=..., labels=...).loss`), inputs `input_ids` and
 --static-batch), and every initializer that is no parameter (a buffer the
 export kept, e.g. rotary tables or masks) listed in the `cleave.buffers`
 metadata, which the importer turns into constants. An embedding's
-padding_idx has no ONNX form: the export names it (printed, and in the
-`cleave.hf_model` metadata); Cleave trains that row from the lookup too,
-which differs from PyTorch only where the padding token is an input. What
+padding_idx (BERT's, OPT's and Gemma's pad token) has no ONNX form: the
+export writes it to the `cleave.padding_idx` metadata ({initializer:
+row}), and Cleave, as PyTorch, gives that row no gradient from the lookup,
+so the pad token may be an input. What
 the export changes in the model, it prints: dropout probabilities are set
 to 0 (Cleave trains without dropout), the attention is the eager one, the
 KV cache is off.
@@ -270,15 +271,6 @@ def with_loss_forward(model, task):
     return model
 
 
-def padding_rows(model):
-    """{embedding weight name: padding_idx} of the nn.Embedding modules that
-    have one. PyTorch gives that row no gradient from the lookup; an ONNX
-    Gather has no such notion, so Cleave trains it like any row (the two
-    agree as long as the padding token is not in the inputs)."""
-    return {name + ".weight": m.padding_idx for name, m in model.named_modules()
-            if isinstance(m, torch.nn.Embedding) and m.padding_idx is not None}
-
-
 def check_no_dropout(model, input_ids, labels):
     """The train-mode loss must not depend on the random state: a dropout
     that prepare_config did not find would make the export differ from
@@ -298,7 +290,8 @@ def export_hf(model, task, out_path, seq, batch=1, dynamic_batch=True, opset=17)
     """Exports `model` (from load_model or build_from_config, which this
     makes return its loss) for training to `out_path`; returns the
     ModelProto, the names of the initializers listed as buffers and
-    padding_rows (also in the `cleave.hf_model` metadata)."""
+    {initializer: padding row} of the embeddings with a padding_idx (the
+    `cleave.padding_idx` metadata export.export_for_training writes)."""
     vocab = model.config.vocab_size
     limit = getattr(model.config, "max_position_embeddings", None)
     if limit and seq > limit:
@@ -311,8 +304,6 @@ def export_hf(model, task, out_path, seq, batch=1, dynamic_batch=True, opset=17)
     check_no_dropout(model, ids, labels)
     params = {n for n, _ in model.named_parameters()}
 
-    padding = padding_rows(model)
-
     def metadata(proto):
         inits = [t.name for t in proto.graph.initializer]
         lost = params - set(inits)
@@ -322,14 +313,17 @@ def export_hf(model, task, out_path, seq, batch=1, dynamic_batch=True, opset=17)
         return {"cleave.buffers": ",".join(n for n in inits if n not in params),
                 "cleave.hf_model": json.dumps({
                     "class": type(model).__name__, "model_type": model.config.model_type,
-                    "task": task, "transformers": transformers.__version__,
-                    "padding_idx": padding},
+                    "task": task, "transformers": transformers.__version__},
                     sort_keys=True, separators=(",", ":"))}
 
     proto = export.export_for_training(model, (ids, labels), out_path,
                                        ["input_ids", "labels"], opset=opset,
                                        dynamic_batch=dynamic_batch, metadata=metadata)
     buffers = [t.name for t in proto.graph.initializer if t.name not in params]
+    padding = {}
+    for p in proto.metadata_props:
+        if p.key == "cleave.padding_idx":
+            padding = json.loads(p.value)
     return proto, buffers, padding
 
 
@@ -431,8 +425,8 @@ def main(argv=None):
                                         not a.static_batch, a.opset)
     for name, row in sorted(padding.items()):
         print("export_hf.py: note: %s has padding_idx %d, which ONNX cannot say: "
-              "PyTorch gives row %d no gradient from the lookup, Cleave does; they "
-              "train alike while token %d is not in the inputs" % (name, row, row, row))
+              "written to the cleave.padding_idx metadata, so Cleave gives row %d "
+              "no gradient from the lookup, as PyTorch does" % (name, row, row))
     n = sum(p.numel() for p in model.parameters())
     print("exported %s (%s, %s parameters) to %s: opset %d, inputs input_ids and "
           "labels [%s, %d], output loss; buffers made constants: %s"

@@ -146,6 +146,65 @@ def run_node(node, ins, opset):
     if op == "Trilu":
         k = int(ins[1]) if len(ins) > 1 and ins[1] is not None else 0
         return [np.triu(x, k) if at.get("upper", 1) else np.tril(x, k)]
+    if op == "Pad":
+        # pads: every axis' begins, then its ends (only `axes`' with the
+        # opset 18 input); negative ones crop. The fill is constant_value
+        # (0 when absent) in constant mode.
+        mode = at.get("mode", b"constant")
+        mode = mode.decode() if isinstance(mode, bytes) else mode
+        pads = [int(p) for p in ins[1]]
+        axes = (range(x.ndim) if len(ins) < 4 or ins[3] is None
+                else [int(a) % x.ndim for a in ins[3]])
+        begin, end = [0] * x.ndim, [0] * x.ndim
+        for i, a in enumerate(axes):
+            begin[a], end[a] = pads[i], pads[len(axes) + i]
+        x = x[tuple(slice(max(-b, 0), x.shape[d] - max(-e, 0))
+                    for d, (b, e) in enumerate(zip(begin, end)))]
+        width = [(max(b, 0), max(e, 0)) for b, e in zip(begin, end)]
+        if mode == "constant":
+            fill = ins[2] if len(ins) > 2 and ins[2] is not None and ins[2].size else 0
+            return [np.pad(x, width, mode="constant",
+                           constant_values=np.asarray(fill).reshape(())).astype(x.dtype)]
+        if mode not in ("reflect", "edge", "wrap"):
+            raise NotImplementedError("Pad mode %s" % mode)
+        return [np.pad(x, width, mode=mode)]
+    if op == "CumSum":
+        axis = int(np.asarray(ins[1]).reshape(())) % x.ndim
+        y = np.flip(x, axis) if at.get("reverse", 0) else x
+        c = np.cumsum(y, axis=axis, dtype=x.dtype)
+        if at.get("exclusive", 0):  # each sum without its own element
+            c = np.roll(c, 1, axis)
+            c[(slice(None),) * axis + (0,)] = 0
+        return [np.flip(c, axis) if at.get("reverse", 0) else c]
+    if op == "Tile":
+        return [np.tile(x, [int(r) for r in ins[1]])]
+    if op == "GatherElements":
+        axis = at.get("axis", 0) % x.ndim
+        idx = ins[1].astype(np.int64)
+        idx = np.where(idx < 0, idx + x.shape[axis], idx)
+        return [np.take_along_axis(x, idx, axis=axis)]
+    if op == "ScatterND":
+        # Each index tuple (the last axis of indices) names a slice of
+        # data that takes (or is combined with) its slice of updates.
+        red = at.get("reduction", b"none")
+        red = red.decode() if isinstance(red, bytes) else red
+        out = np.copy(x)
+        idx = ins[1].astype(np.int64)
+        k = idx.shape[-1]
+        updates = ins[2].reshape((-1,) + x.shape[k:])
+        for where, u in zip(idx.reshape(-1, k), updates):
+            t = tuple(int(v) for v in where)
+            if red == "none":
+                out[t] = u
+            elif red == "add":
+                out[t] = out[t] + u
+            elif red == "mul":
+                out[t] = out[t] * u
+            elif red in ("max", "min"):
+                out[t] = (np.maximum if red == "max" else np.minimum)(out[t], u)
+            else:
+                raise NotImplementedError("ScatterND reduction %s" % red)
+        return [out]
     if op == "ReduceMean":
         axes = at.get("axes")
         if axes is None and len(ins) > 1:

@@ -12,10 +12,14 @@
   parameters, every shapes-only toy export) gives PyTorch's loss, also at a
   batch size other than the traced one when the batch axis is dynamic;
 - reference.py's files agree with its model.onnx (keys, step-0 loss);
-- every third_party.py export gives its module's loss.
+- every third_party.py export gives its module's loss;
+- onnx_eval.py's Pad, CumSum, Tile, GatherElements and ScatterND give the
+  outputs of ONNX's own node tests (libonnx-testdata, where installed).
 """
 import argparse
+import glob
 import os
+import re
 import sys
 import tempfile
 import warnings
@@ -25,6 +29,7 @@ warnings.filterwarnings("ignore")
 
 import numpy as np                            # noqa: E402
 import onnx                                   # noqa: E402
+from onnx import numpy_helper                 # noqa: E402
 import torch                                  # noqa: E402
 
 from configs import get_config               # noqa: E402
@@ -135,6 +140,24 @@ def main():
             ref = float(io["loss" + sfx])
             check("third_party %s: onnx loss == torch loss%s" % (e["file"], sfx),
                   abs(got - ref) < 1e-5 * max(1, abs(ref)), "%r vs %r" % (got, ref))
+    node_tests = "/usr/share/libonnx-testdata/data/node"
+    pattern = re.compile(r"^test_(pad|constant_pad|edge_pad|reflect_pad|wrap_pad|"
+                         r"cumsum|tile|gather_elements|scatternd)")
+    for case in sorted(os.listdir(node_tests)) if os.path.isdir(node_tests) else []:
+        if not pattern.match(case) or "expanded" in case:
+            continue
+        m = onnx.load(os.path.join(node_tests, case, "model.onnx"))
+        for data in sorted(glob.glob(os.path.join(node_tests, case, "test_data_set_*"))):
+            def tensors(kind):
+                return [numpy_helper.to_array(onnx.load_tensor(f))
+                        for f in sorted(glob.glob(os.path.join(data, kind + "_*.pb")))]
+            feeds = {i.name: v for i, v in zip(m.graph.input, tensors("input"))}
+            out = evaluate(m, feeds)
+            got = [out[o.name] for o in m.graph.output]
+            want = tensors("output")
+            check("onnx_eval %s/%s" % (case, os.path.basename(data)),
+                  all(g.shape == w.shape and np.allclose(g, w) for g, w in zip(got, want)),
+                  "differs from the node test's output")
     print("%d failure(s)" % fails)
     sys.exit(1 if fails else 0)
 

@@ -260,6 +260,27 @@ class HFPositions(nn.Module):
         return F.cross_entropy(logits.reshape(-1, VOCAB), targets.reshape(-1))
 
 
+class PaddingIdx(nn.Module):
+    """An nn.Embedding with padding_idx 0 (BERT's and Gemma's pad token)
+    and a tied head: PyTorch gives row 0 no gradient from the
+    lookup (the head still trains it), which the training export writes to
+    the cleave.padding_idx metadata. Ids below 16 read as padding, so every
+    batch looks the padding row up several times."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(VOCAB, D, padding_idx=0)
+        self.ln = nn.LayerNorm(D)
+        self.fc = nn.Linear(D, D)
+
+    def forward(self, idx, targets):
+        ids = torch.where(idx < 16, torch.zeros_like(idx), idx)
+        x = self.emb(ids)
+        x = x + self.fc(F.gelu(self.ln(x)))
+        logits = self.ln(x) @ self.emb.weight.t() / math.sqrt(D)
+        return F.cross_entropy(logits.reshape(-1, VOCAB), targets.reshape(-1))
+
+
 MODELS = {
     "tp_causal_lm_loss": CausalLMLoss,
     "tp_hf_positions": HFPositions,
@@ -268,6 +289,7 @@ MODELS = {
     "tp_mha": MHABlock,
     "tp_rope_rmsnorm_swiglu": RopeAttnSwiGLU,
     "tp_encoder_layer": EncoderLayerLM,
+    "tp_padding_idx": PaddingIdx,
 }
 
 

@@ -437,9 +437,11 @@ LogicalResult mlir::cleave::buildOperandGradients(
         maskDepends = a.getMask() && want(3);
       })
       .Case([&](EmbeddingOp em) {
+        // nn.Embedding's padding_idx: that row gets nothing from the lookup
+        // (a tied head still adds its own gradient to it).
         set(0, [&] {
           return b.create<EmbeddingGradOp>(e.loc, typeOf(em.getTable()), g,
-                                           em.getIds());
+                                           em.getIds(), em.getPaddingIdxAttr());
         });
       })
       .Case([&](GatherOp ga) {

@@ -24,8 +24,9 @@ Status checkGather(const KernelArgs &a, int64_t &outer, int64_t &axisSize,
                    int64_t &inner);
 
 /// embedding_grad (dy [ids..., dim], ids) -> [vocabulary, dim] of dy's
-/// type.
-Status checkEmbeddingGrad(const KernelArgs &a);
+/// type; `paddingRow` is its padding_idx attribute (a row of the result
+/// that stays zero), or -1 when it has none.
+Status checkEmbeddingGrad(const KernelArgs &a, int64_t &paddingRow);
 
 /// gather_grad (dy, indices) -> a result like gather's data, dy of the
 /// shape gather gives it, axis (default 0) in range. The result is

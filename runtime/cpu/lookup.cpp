@@ -5,7 +5,8 @@
 // an id out of range is an error naming the id and where it was found.
 // Negative ids count from the end, as ONNX Gather's do. Their gradients
 // (embedding_grad, gather_grad) scatter-add rows of dy into a zeroed
-// result, bucketed by id so that every result row has one writer.
+// result, bucketed by id so that every result row has one writer;
+// embedding_grad's `padding_idx` row (nn.Embedding's) stays zero.
 //
 //===----------------------------------------------------------------------===//
 
@@ -74,10 +75,12 @@ void gatherRows(const char *data, char *out, int64_t outer, int64_t axisSize,
 /// the j with indices[j] == a, in increasing j; zero where no index picks
 /// a. The positions are bucketed by index first (a counting sort), so each
 /// result row is written by one thread and summed in a fixed order: the
-/// result does not depend on the threads.
+/// result does not depend on the threads. Row `skip` (if not negative)
+/// is zero whatever picks it.
 template <typename T>
 void scatterAddRows(const T *dy, T *out, int64_t outer, int64_t axisSize,
-                    const std::vector<int64_t> &indices, int64_t inner) {
+                    const std::vector<int64_t> &indices, int64_t inner,
+                    int64_t skip = -1) {
   using C = Compute<T>;
   int64_t count = int64_t(indices.size());
   std::vector<int64_t> first(axisSize + 1, 0), order(count);
@@ -96,7 +99,7 @@ void scatterAddRows(const T *dy, T *out, int64_t outer, int64_t axisSize,
         for (int64_t item = begin; item < end; ++item) {
           int64_t o = item / axisSize, i = item % axisSize;
           T *dst = out + item * inner;
-          if (first[i] == first[i + 1]) {
+          if (first[i] == first[i + 1] || i == skip) {
             std::memset(static_cast<void *>(dst), 0, inner * sizeof(T));
             continue;
           }
@@ -158,7 +161,7 @@ Status cpu::checkGather(const KernelArgs &a, int64_t &outer,
   return Status::ok();
 }
 
-Status cpu::checkEmbeddingGrad(const KernelArgs &a) {
+Status cpu::checkEmbeddingGrad(const KernelArgs &a, int64_t &paddingRow) {
   const TensorRef &dy = a.in(0), &ids = a.in(1), &out = a.out();
   if (out.rank() != 2)
     return a.error("the result must have rank 2 ([vocabulary, dim]), got "
@@ -167,7 +170,16 @@ Status cpu::checkEmbeddingGrad(const KernelArgs &a) {
   CLEAVE_CHECK(a.expectDType(out, dy.dtype, "the result"));
   Shape expected = ids.shape;
   expected.push_back(out.shape[1]);
-  return a.expectShape(dy, expected, "dy");
+  CLEAVE_CHECK(a.expectShape(dy, expected, "dy"));
+  paddingRow = -1;
+  if (!a.hasAttr("padding_idx"))
+    return Status::ok();
+  CLEAVE_CHECK(a.intAttr("padding_idx", paddingRow));
+  if (paddingRow < 0 || paddingRow >= out.shape[0])
+    return a.error("padding_idx " + std::to_string(paddingRow) +
+                   " is not a row of the " + std::to_string(out.shape[0]) +
+                   "-row table");
+  return Status::ok();
 }
 
 Status cpu::checkGatherGrad(const KernelArgs &a, int64_t &outer,
@@ -215,13 +227,14 @@ Status cpu::gatherKernel(const KernelArgs &a) {
 
 Status cpu::embeddingGradKernel(const KernelArgs &a) {
   const TensorRef &dy = a.in(0), &ids = a.in(1), &out = a.out();
-  CLEAVE_CHECK(checkEmbeddingGrad(a));
+  int64_t paddingRow;
+  CLEAVE_CHECK(checkEmbeddingGrad(a, paddingRow));
   std::vector<int64_t> indices;
   CLEAVE_CHECK(indicesOf(a, ids, out.shape[0], indices, "ids"));
   return visitFloat(a, dy.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     scatterAddRows(dy.as<T>(), out.as<T>(), 1, out.shape[0], indices,
-                   out.shape[1]);
+                   out.shape[1], paddingRow);
     return Status::ok();
   });
 }

@@ -17,8 +17,9 @@
 // block per result row finds its run of positions by binary search and
 // each thread adds up one column down the run: in f32 from the first row
 // on, in float for 16-bit types, as the CPU does. Rows no id picks are
-// zero; ids out of range are sorted after every row and add nothing. The
-// sort's buffers are stream-ordered allocations.
+// zero; ids out of range are sorted after every row and add nothing; so
+// is embedding_grad's `padding_idx` row (nn.Embedding's). The sort's
+// buffers are stream-ordered allocations.
 //
 //===----------------------------------------------------------------------===//
 
@@ -151,17 +152,21 @@ __device__ __forceinline__ int64_t lowerBound(const uint64_t *keys,
 
 /// out[o, a, c] = the sum of dy[o, j, c] over the positions j whose index
 /// is a, in increasing j (keys sorted, positions in their order); one block
-/// per result row (o, a), one thread per column.
+/// per result row (o, a), one thread per column. Row `skip` (if not
+/// negative) is zero.
 template <typename T>
 __global__ void scatterAddRows(const T *__restrict__ dy,
                                const uint64_t *__restrict__ keys,
                                const int64_t *__restrict__ positions,
                                T *__restrict__ out, int64_t outer,
-                               int64_t axisSize, int64_t count, int64_t inner) {
+                               int64_t axisSize, int64_t count, int64_t inner,
+                               int64_t skip) {
   for (int64_t row = blockIdx.x; row < outer * axisSize; row += gridDim.x) {
     int64_t o = row / axisSize, a = row - o * axisSize;
     int64_t lo = lowerBound(keys, count, uint64_t(a));
     int64_t hi = lowerBound(keys, count, uint64_t(a) + 1);
+    if (a == skip)
+      hi = lo;
     const T *src = dy + o * count * inner;
     T *dst = out + row * inner;
     for (int64_t c = threadIdx.x; c < inner; c += blockDim.x) {
@@ -195,7 +200,8 @@ size_t aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }
 template <typename T, typename I>
 Status enqueueScatterAdd(const T *dy, const I *indices, T *out, int64_t outer,
                          int64_t axisSize, int64_t count, int64_t inner,
-                         char *scratch, size_t sortBytes, cudaStream_t stream) {
+                         int64_t skip, char *scratch, size_t sortBytes,
+                         cudaStream_t stream) {
   size_t keyBytes = aligned(size_t(count) * sizeof(uint64_t));
   uint64_t *keys = reinterpret_cast<uint64_t *>(scratch);
   uint64_t *sortedKeys = reinterpret_cast<uint64_t *>(scratch + keyBytes);
@@ -212,16 +218,18 @@ Status enqueueScatterAdd(const T *dy, const I *indices, T *out, int64_t outer,
   int64_t rows = outer * axisSize;
   unsigned blocks = unsigned(rows < (1 << 20) ? rows : (1 << 20));
   scatterAddRows<T><<<blocks, rowThreads(inner, 256), 0, stream>>>(
-      dy, sortedKeys, sortedPositions, out, outer, axisSize, count, inner);
+      dy, sortedKeys, sortedPositions, out, outer, axisSize, count, inner,
+      skip);
   CLEAVE_CUDA_CHECK(cudaGetLastError());
   return Status::ok();
 }
 
 /// The gradient of a gather of [outer, axisSize, inner] by `indices`: dy
-/// is [outer, indices..., inner], the result [outer, axisSize, inner].
+/// is [outer, indices..., inner], the result [outer, axisSize, inner];
+/// row `skip` along the axis (if not negative) is zero.
 Status scatterAdd(const KernelArgs &a, const TensorRef &indices, int64_t outer,
-                  int64_t axisSize, int64_t inner, const char *what,
-                  cudaStream_t stream) {
+                  int64_t axisSize, int64_t inner, int64_t skip,
+                  const char *what, cudaStream_t stream) {
   const TensorRef &dy = a.in(0), &out = a.out();
   int64_t count = indices.numElements();
   return visitDeviceFloat(a, dy.dtype, [&](auto tag) -> Status {
@@ -251,7 +259,7 @@ Status scatterAdd(const KernelArgs &a, const TensorRef &indices, int64_t outer,
               reinterpret_cast<void **>(&scratch), bytes, stream));
           Status status = enqueueScatterAdd<T, I>(
               dy.as<T>(), indices.as<I>(), out.as<T>(), outer, axisSize, count,
-              inner, scratch, sortBytes, stream);
+              inner, skip, scratch, sortBytes, stream);
           (void)cudaFreeAsync(scratch, stream);
           return status;
         },
@@ -282,15 +290,18 @@ Status gatherKernel(const KernelArgs &a, cudaStream_t stream) {
 }
 
 Status embeddingGradKernel(const KernelArgs &a, cudaStream_t stream) {
-  CLEAVE_CHECK(cpu::checkEmbeddingGrad(a));
+  int64_t paddingRow;
+  CLEAVE_CHECK(cpu::checkEmbeddingGrad(a, paddingRow));
   const TensorRef &out = a.out();
-  return scatterAdd(a, a.in(1), 1, out.shape[0], out.shape[1], "ids", stream);
+  return scatterAdd(a, a.in(1), 1, out.shape[0], out.shape[1], paddingRow,
+                    "ids", stream);
 }
 
 Status gatherGradKernel(const KernelArgs &a, cudaStream_t stream) {
   int64_t outer, axisSize, inner;
   CLEAVE_CHECK(cpu::checkGatherGrad(a, outer, axisSize, inner));
-  return scatterAdd(a, a.in(1), outer, axisSize, inner, "indices", stream);
+  return scatterAdd(a, a.in(1), outer, axisSize, inner, /*skip=*/-1, "indices",
+                    stream);
 }
 
 } // namespace cleave::runtime::cuda

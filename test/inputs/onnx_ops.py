@@ -94,6 +94,29 @@ def if_model(runtime_cond, else_shape=None):
     return model(nodes, inputs, [vinfo("y", F32, None)])
 
 
+def embedding(padding, constant_ids=False):
+    """loss = sum(table[ids] @ proj + bias), the lookup a Gather of the float
+    initializer 'table' [10, 4], with the `cleave.padding_idx` metadata
+    `padding` (a string, as models/export.py writes it). 'proj' [4, 4] and
+    'bias' [4] are other parameters the metadata can name. The ids are the
+    graph input [2, 3], or a constant."""
+    inits = [numpy_helper.from_array(np.arange(40, dtype=np.float32).reshape(10, 4),
+                                     "table"),
+             numpy_helper.from_array(np.eye(4, dtype=np.float32), "proj"),
+             numpy_helper.from_array(np.ones(4, dtype=np.float32), "bias")]
+    nodes = [helper.make_node("Gather", ["table", "ids"], ["g"], name="/lookup"),
+             helper.make_node("MatMul", ["g", "proj"], ["h"], name="/proj"),
+             helper.make_node("Add", ["h", "bias"], ["y"], name="/add"),
+             helper.make_node("ReduceSum", ["y"], ["loss"], name="/sum", keepdims=0)]
+    inputs = [vinfo("ids", I64, [2, 3])]
+    if constant_ids:
+        nodes.insert(0, const("ids", np.array([[3, 0, 3], [1, 2, 9]], dtype=np.int64)))
+        inputs = []
+    m = model(nodes, inputs, [vinfo("loss", F32, None)], initializers=inits)
+    m.metadata_props.add(key="cleave.padding_idx", value=padding)
+    return m
+
+
 def main():
     case, out = sys.argv[1], sys.argv[2]
     if case == "pad-labels":
@@ -153,6 +176,21 @@ def main():
                                     name="/scatter")],
                   [vinfo("x", F32, [3, 4]), vinfo("u", F32, [2, 3])],
                   [vinfo("y", F32, None)])
+    elif case == "embedding-padding":
+        m = embedding('{"table":3}')
+    elif case == "embedding-padding-constant-ids":
+        m = embedding('{"table":3}', constant_ids=True)
+    elif case.startswith("bad-padding-"):
+        # cleave.padding_idx values that do not name a row of a table.
+        m = embedding({"bad-padding-range": '{"table":10}',
+                       "bad-padding-negative": '{"table":-1}',
+                       "bad-padding-float": '{"table":1.5}',
+                       "bad-padding-string": '{"table":"0"}',
+                       "bad-padding-name": '{"tabel":0}',
+                       "bad-padding-json": 'table=0',
+                       "bad-padding-list": '[["table",0]]',
+                       "bad-padding-rank": '{"bias":0}',
+                       "bad-padding-unused": '{"proj":0}'}[case])
     else:
         sys.exit("onnx_ops.py: unknown case " + case)
     onnx.save(m, out)

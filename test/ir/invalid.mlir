@@ -456,6 +456,22 @@ func.func @embedding_wrong_result(%t: tensor<256x64xf32>, %i: tensor<2x8xi64>) {
 
 // -----
 
+func.func @embedding_padding_idx(%t: tensor<256x64xf32>, %i: tensor<2x8xi64>) {
+  // expected-error @+1 {{'cleave.embedding' op padding_idx 256 is not a row of the table (0 to 255)}}
+  %0 = cleave.embedding %t, %i {padding_idx = 256 : i64} : (tensor<256x64xf32>, tensor<2x8xi64>) -> tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @embedding_grad_padding_idx(%dy: tensor<2x8x64xf32>, %i: tensor<2x8xi64>) {
+  // expected-error @+1 {{'cleave.embedding_grad' op padding_idx -1 is not a row of the table (0 to 255)}}
+  %0 = cleave.embedding_grad %dy, %i {padding_idx = -1 : i64} : (tensor<2x8x64xf32>, tensor<2x8xi64>) -> tensor<256x64xf32>
+  return
+}
+
+// -----
+
 func.func @gather_axis(%x: tensor<2x8xf32>, %i: tensor<3xi64>) {
   // expected-error @+1 {{gather axis 2 is out of range for rank 2}}
   %0 = cleave.gather %x, %i {axis = 2 : i64} : (tensor<2x8xf32>, tensor<3xi64>) -> tensor<2x8x3xf32>

@@ -243,6 +243,11 @@ func.func @lookups(%wte: tensor<256x64xf32>, %idx: tensor<2x8xi64>, %pos: tensor
   %0 = cleave.embedding %wte, %idx : (tensor<256x64xf32>, tensor<2x8xi64>) -> tensor<2x8x64xf32>
   // CHECK: cleave.embedding %{{.*}}, %{{.*}} : (tensor<256x64xf32>, tensor<8xi32>) -> tensor<8x64xf32>
   %1 = cleave.embedding %wte, %pos : (tensor<256x64xf32>, tensor<8xi32>) -> tensor<8x64xf32>
+  // nn.Embedding's padding_idx, on the lookup and on its gradient.
+  // CHECK: cleave.embedding %{{.*}}, %{{.*}} {padding_idx = 255 : i64} : (tensor<256x64xf32>, tensor<2x8xi64>) -> tensor<2x8x64xf32>
+  %p = cleave.embedding %wte, %idx {padding_idx = 255 : i64} : (tensor<256x64xf32>, tensor<2x8xi64>) -> tensor<2x8x64xf32>
+  // CHECK: cleave.embedding_grad %{{.*}}, %{{.*}} {padding_idx = 0 : i64} : (tensor<2x8x64xf32>, tensor<2x8xi64>) -> tensor<256x64xf32>
+  %dp = cleave.embedding_grad %p, %idx {padding_idx = 0 : i64} : (tensor<2x8x64xf32>, tensor<2x8xi64>) -> tensor<256x64xf32>
   // CHECK: cleave.gather %{{.*}}, %{{.*}} {axis = 1 : i64} : (tensor<2x8x64xf32>, tensor<3xi64>) -> tensor<2x3x64xf32>
   %2 = cleave.gather %x, %i {axis = 1 : i64} : (tensor<2x8x64xf32>, tensor<3xi64>) -> tensor<2x3x64xf32>
   // A scalar index drops the dimension.

@@ -944,6 +944,50 @@ TEST(GradientRules, EmbeddingI32Ids) {
               {3, 2});
 }
 
+/// nn.Embedding's padding_idx, with a tied head as Gemma's: the padding
+/// row gets the head's gradient and nothing from the lookup. The reference
+/// reads the table through two parameters, @e for the lookup (no padding)
+/// and @w for the head, both checked against finite differences; the
+/// padded model's gradient is then @w's plus @e's with the padding row left
+/// out. The same seed gives both the same values and loss weights.
+TEST(GradientRules, EmbeddingPaddingRowGetsOnlyTheHeadsGradient) {
+  auto body = [](const char *table, const char *attr) {
+    return std::string(R"(
+  %ids = cleave.constant dense<[2, 0, 2, 4, 2, 1]> : tensor<6xi64>
+  %x = cleave.embedding %)") +
+           table + ", %ids " + attr + R"( : (tensor<5x3xf64>, tensor<6xi64>) -> tensor<6x3xf64>
+  %logits = cleave.matmul %x, %w {transpose_rhs} : (tensor<6x3xf64>, tensor<5x3xf64>) -> tensor<6x5xf64>
+  %t = cleave.constant dense<[1, 0, 4, 3, 2, 2]> : tensor<6xi64>
+  %y = cleave.softmax_cross_entropy %logits, %t {reduction = #cleave.reduction<mean>} : (tensor<6x5xf64>, tensor<6xi64>) -> tensor<f64>)";
+  };
+  GradCheck split;
+  std::vector<double> values = split.random(15);
+  split.paramValues("w", {5, 3}, values);
+  split.paramValues("e", {5, 3}, values);
+  split.check(getParam("w", {5, 3}) + getParam("e", {5, 3}) + body("e", ""),
+              {});
+  GradCheck padded;
+  ASSERT_EQ(padded.random(15), values);
+  padded.paramValues("w", {5, 3}, values);
+  // Not a derivative of the forward: compared with the split model.
+  padded.skipFiniteDifferences("w");
+  ASSERT_TRUE(padded.compileAndRunStep(
+      getParam("w", {5, 3}) + body("w", "{padding_idx = 2 : i64}"), {}));
+  ASSERT_EQ(padded.weights(), split.weights());
+  const std::vector<double> &head = split.gradient("w");
+  const std::vector<double> &lookup = split.gradient("e");
+  const std::vector<double> &got = padded.gradient("w");
+  ASSERT_EQ(got.size(), 15u);
+  bool lookupReachesRow2 = false;
+  for (int i = 0; i < 15; ++i) {
+    bool paddingRow = i / 3 == 2;
+    lookupReachesRow2 |= paddingRow && lookup[i] != 0;
+    double expected = head[i] + (paddingRow ? 0.0 : lookup[i]);
+    EXPECT_NEAR(got[i], expected, 1e-12) << "d loss / d w[" << i << "]";
+  }
+  EXPECT_TRUE(lookupReachesRow2) << "the lookup must reach the padding row";
+}
+
 TEST(GradientRules, GatherAxis0RepeatedAndNegative) {
   GradCheck check;
   check.param("x", {4, 3});

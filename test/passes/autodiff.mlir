@@ -150,3 +150,19 @@ func.func @stage(%x: tensor<2x4xf32> {cleave.differentiable})
 // CHECK: %[[DX:.*]] = cleave.matmul %[[DY]], {{.*}} {transpose_rhs}
 // CHECK: cleave.accumulate_grad @w
 // CHECK: return %[[DX]] : tensor<2x4xf32>
+
+// -----
+
+cleave.parameter @wte : tensor<16x8xf32>
+
+// nn.Embedding's padding_idx: the lookup's gradient carries it, so that
+// row gets nothing from the lookup (the kernel leaves it zero).
+// CHECK-LABEL: func.func @forward_backward(
+// CHECK: cleave.embedding_grad %{{.*}}, %{{.*}} {padding_idx = 0 : i64} : (tensor<2x4x8xf32>, tensor<2x4xi64>) -> tensor<16x8xf32>
+func.func @forward(%idx: tensor<2x4xi64>) -> tensor<f32> {
+  %wte = cleave.get_param @wte : tensor<16x8xf32>
+  %x = cleave.embedding %wte, %idx {padding_idx = 0 : i64} : (tensor<16x8xf32>, tensor<2x4xi64>) -> tensor<2x4x8xf32>
+  %sq = cleave.mul %x, %x : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %s = cleave.reduce_sum %sq {axes = array<i64: 0, 1, 2>, keepdims = false} : tensor<2x4x8xf32> -> tensor<f32>
+  return %s : tensor<f32>
+}

@@ -371,6 +371,44 @@ TEST(CpuGradKernels, Embedding) {
     }
 }
 
+/// nn.Embedding's padding_idx: the padding row's gradient is zero however
+/// often (and wherever, negative ids included) it is picked; every other
+/// row is what embedding_grad gives without the attribute.
+TEST(CpuGradKernels, EmbeddingPaddingRowGetsNoGradient) {
+  for (DType t : {DType::F32, DType::F64, DType::BF16})
+    for (int64_t padding : {0, 3, 6}) {
+      SCOPED_TRACE(std::string(dtypeName(t)) + " padding_idx " +
+                   std::to_string(padding));
+      // Row 3 three times, row 6 also as -1, row 5 never.
+      Buf ids = make(DType::I64, {2, 6}, {3, 1, 3, 0, 6, 3, 1, 2, -1, 4, 4, 0});
+      Buf r = random(t, {2, 6, 5}, -1, 1, 34);
+      Buf plain = make(t, {7, 5}), padded = make(t, {7, 5});
+      RUN_OK("embedding_grad", {}, {&r, &ids}, plain);
+      RUN_OK("embedding_grad", {{"padding_idx", intA(padding)}}, {&r, &ids},
+             padded);
+      for (int64_t row = 0; row < 7; ++row)
+        for (int64_t c = 0; c < 5; ++c) {
+          double expected = row == padding ? 0.0 : plain.at(row * 5 + c);
+          EXPECT_EQ(padded.at(row * 5 + c), expected)
+              << "row " << row << " column " << c;
+        }
+      // The padding row is picked, so the attribute changed something.
+      bool nonzero = false;
+      for (int64_t c = 0; c < 5; ++c)
+        nonzero |= plain.at(padding * 5 + c) != 0.0;
+      EXPECT_TRUE(nonzero);
+    }
+}
+
+TEST(CpuGradKernels, EmbeddingBadPaddingIdx) {
+  Buf ids = make(DType::I64, {3}, {1, 2, 0});
+  Buf r = random(DType::F32, {3, 4}), grad = make(DType::F32, {7, 4});
+  RUN_ERROR("embedding_grad: padding_idx 7 is not a row of the 7-row table",
+            "embedding_grad", {{"padding_idx", intA(7)}}, {&r, &ids}, grad);
+  RUN_ERROR("embedding_grad: padding_idx -1 is not a row of the 7-row table",
+            "embedding_grad", {{"padding_idx", intA(-1)}}, {&r, &ids}, grad);
+}
+
 TEST(CpuGradKernels, EmbeddingIsDeterministic) {
   // Many ids on few rows: the sums do not depend on the thread count.
   Buf ids = random(DType::I64, {5000}, 0, 3, 32);

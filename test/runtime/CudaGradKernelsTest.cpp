@@ -151,6 +151,11 @@ TEST(CudaGradKernelsTest, ErrorsInsteadOfCrashes) {
                             {t(F32, {3, 5}), t(I64, {3})}, {t(F32, {10, 4})},
                             nullptr),
               "dy has shape [3, 5], expected [3, 4]");
+  expectError(runCudaKernel("embedding_grad", {{"padding_idx", intA(10)}},
+                            {t(F32, {3, 4}), t(I64, {3})}, {t(F32, {10, 4})},
+                            nullptr),
+              "embedding_grad: padding_idx 10 is not a row of the 10-row "
+              "table");
   expectError(runCudaKernel("gather_grad", {{"axis", intA(1)}},
                             {t(F32, {2, 4, 3}), t(I64, {3})},
                             {t(F32, {2, 7, 3})}, nullptr),
@@ -709,6 +714,7 @@ TEST_P(CudaGradKernelsTyped, EmbeddingGrad) {
     int64_t vocabulary, dim;
     Shape ids;
     DType idType;
+    int64_t padding = -1; // padding_idx, when not negative
   };
   const std::vector<Case> cases = {
       {1000, 768, {4, 17}, DType::I64}, {1000, 768, {4, 17}, DType::I32},
@@ -717,18 +723,26 @@ TEST_P(CudaGradKernelsTyped, EmbeddingGrad) {
       {3, 1500, {40}, DType::I32}, // many repeats, rows over 1024
       {7, 8, {0}, DType::I64},     // no ids: zeros
       {7, 0, {5}, DType::I64},     {0, 4, {0}, DType::I64},
+      // nn.Embedding's padding row: zero however often it is picked.
+      {3, 1500, {40}, DType::I32, 1}, {7, 33, {3, 5}, DType::I64, 0},
+      {7, 33, {3, 5}, DType::I64, 6},   {1000, 768, {4, 17}, DType::I64, 999},
   };
   unsigned seed = 1000;
   for (const Case &c : cases) {
     SCOPED_TRACE(std::to_string(c.vocabulary) + " x " + std::to_string(c.dim) +
-                 " ids " + shapeText(c.ids) + " " + dtypeName(c.idType));
+                 " ids " + shapeText(c.ids) + " " + dtypeName(c.idType) +
+                 " padding_idx " + std::to_string(c.padding));
     Shape dyShape = c.ids;
     dyShape.push_back(c.dim);
     Buf dy = random(dtype, dyShape, -1, 1, ++seed);
     Buf ids = random(c.idType, c.ids, -double(c.vocabulary),
                      double(c.vocabulary), ++seed);
     // The rows are added in the CPU's order and rounded the same way.
-    ASSERT_NO_FATAL_FAILURE(compareWithCpu("embedding_grad", {}, {&dy, &ids},
+    Attributes attrs;
+    if (c.padding >= 0)
+      attrs["padding_idx"] = intA(c.padding);
+    ASSERT_NO_FATAL_FAILURE(compareWithCpu("embedding_grad", attrs,
+                                           {&dy, &ids},
                                            {Buf(dtype, {c.vocabulary, c.dim})},
                                            kExact));
   }

@@ -87,15 +87,22 @@ def check_family(family, d, tokens_path, tokens, steps, opsets, variants, layout
             path = os.path.join(d, tag + ".onnx")
             m, t, _ = export_hf.load_model(folder)
             try:
-                proto, _, _ = export_hf.export_hf(m, t, path, SEQ, BATCH,
-                                                  dynamic_batch=variant == "dyn",
-                                                  opset=opset)
+                proto, _, padding = export_hf.export_hf(m, t, path, SEQ, BATCH,
+                                                        dynamic_batch=variant == "dyn",
+                                                        opset=opset)
             except (Exception, SystemExit) as e:  # an op torch cannot write
                 print("%s: export FAILED: %s" % (tag, str(e).strip().splitlines()[0]))
                 failed += 1
                 continue
             found = sorted(t.name for t in proto.graph.initializer)
             assert inits is None or found == inits, (path, found, inits)
+            if inits is None:
+                # The rows the lookups leave untrained (cleave.padding_idx),
+                # and how often the batches trained hold that token.
+                print("%s: padding rows %s" % (family, ", ".join(
+                    "%s=%d (%d times in the inputs)"
+                    % (n, r, int((tokens[:steps * BATCH * SEQ] == r).sum()))
+                    for n, r in sorted(padding.items())) or "none"))
             inits = found
             exports.append((tag, path, variant))
     if not exports:
@@ -208,10 +215,15 @@ def main():
     a = ap.parse_args()
     os.makedirs(a.dir, exist_ok=True)
     g = torch.Generator().manual_seed(2)
-    # Token ids from 2 up: BERT and Gemma pad with 0, OPT with 1, and an
-    # nn.Embedding's padding_idx row gets no gradient from the lookup in
-    # PyTorch, which an ONNX Gather cannot say (export_hf.py notes it).
-    tokens = torch.randint(2, VOCAB, (4096,), generator=g).numpy().astype(np.int64)
+    # Every id, and a quarter of the tokens 0 or 1: BERT and Gemma pad with
+    # 0, OPT with 1, and an nn.Embedding's padding_idx row gets no gradient
+    # from the lookup in PyTorch, which the export's cleave.padding_idx
+    # metadata tells Cleave. So every batch holds the pad token, several
+    # times.
+    tokens = torch.randint(0, VOCAB, (4096,), generator=g)
+    pads = torch.rand(4096, generator=g) < 0.25
+    tokens[pads] = torch.randint(0, 2, (int(pads.sum()),), generator=g)
+    tokens = tokens.numpy().astype(np.int64)
     tokens_path = os.path.join(a.dir, "tokens.bin")
     tokenizer.write_tokens(tokens_path, tokens.tolist())
     failed = total = 0
