@@ -85,13 +85,26 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
   } else {
     pm.addPass(createMemoryPlan());
   }
+  // The plan analysis reads what the IR does not say yet from these.
+  auto setLayout = [&](auto &pass) {
+    pass.globalBatch = options.globalBatch;
+    pass.microbatches = options.microbatches;
+    pass.dataDegree = options.dataDegree;
+    pass.placement = options.placement;
+    pass.backend = options.backend;
+    pass.ratesFile = options.ratesFile;
+  };
+  // device_memory_gib: a plan that does not fit fails here, naming the worst
+  // rank, before the emitter writes any file.
+  CheckMemoryFitOptions fit;
+  fit.deviceMemoryGib = options.deviceMemoryGib;
+  setLayout(fit);
+  pm.addPass(createCheckMemoryFit(fit));
   EmitProgramOptions emit;
   emit.outputDir = options.outputDir;
-  emit.globalBatch = options.globalBatch;
-  emit.microbatches = options.microbatches;
-  emit.dataDegree = options.dataDegree;
   emit.seed = options.seed;
-  emit.placement = options.placement;
   emit.device = options.device;
+  emit.report = options.report;
+  setLayout(emit);
   pm.addPass(createEmitProgram(emit));
 }

@@ -45,10 +45,12 @@ struct ProgramPipelineOptions {
   std::string ratesFile;       // or rates from cleave-calibrate
   std::string placement = "cluster";
   std::string device = "cpu"; // the backend the programs are for (spec `device`)
+  double deviceMemoryGib = 0; // spec `device_memory_gib`; 0: no limit
+  bool report = false;        // also write report.html
 };
 
 /// import contract check -> fusion -> mixed precision -> autodiff -> optimizer -> memory plan
-/// -> program emission.
+/// -> memory-fit check -> program emission.
 void buildProgramPipeline(OpPassManager &pm,
                           const ProgramPipelineOptions &options);
 
