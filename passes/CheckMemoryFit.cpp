@@ -38,13 +38,9 @@ struct CheckMemoryFit : mlir::cleave::impl::CheckMemoryFitBase<CheckMemoryFit> {
     markAllAnalysesPreserved();
     if (deviceMemoryGib <= 0)
       return;
-    PlanLayout layout;
-    layout.dataDegree = dataDegree;
-    layout.placement = placement;
-    layout.microbatches = microbatches;
-    layout.globalBatch = globalBatch;
-    layout.backend = backend;
-    layout.ratesFile = ratesFile;
+    // Passes.td's PlanLayoutOptions, in PlanLayout's order.
+    PlanLayout layout{dataDegree,  placement, microbatches,
+                      globalBatch, backend,   ratesFile};
     FailureOr<const Plan *> plan = getAnalysis<PlanAnalysis>().getPlan(layout);
     if (failed(plan))
       return signalPassFailure();

@@ -1238,13 +1238,9 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
   /// plan.json (and with `report`, report.html): the plan analysis of the
   /// module, the one shape of every layout.
   LogicalResult writePlanFiles(ModuleOp top) {
-    PlanLayout layout;
-    layout.dataDegree = dataDegree;
-    layout.placement = placement;
-    layout.microbatches = microbatches;
-    layout.globalBatch = globalBatch;
-    layout.backend = backend;
-    layout.ratesFile = ratesFile;
+    // Passes.td's PlanLayoutOptions, in PlanLayout's order.
+    PlanLayout layout{dataDegree, placement, microbatches, globalBatch,
+                      backend, ratesFile};
     FailureOr<const Plan *> plan = getAnalysis<PlanAnalysis>().getPlan(layout);
     if (failed(plan))
       return failure();

@@ -23,6 +23,7 @@
 #include "llvm/ADT/STLExtras.h"
 
 #include <algorithm>
+#include <cctype>
 
 using namespace mlir;
 using namespace mlir::cleave;
@@ -481,19 +482,6 @@ const RankPlan &Plan::worstRank() const {
     if (r.memory.peakBytes > worst->memory.peakBytes)
       worst = &r;
   return *worst;
-}
-
-int64_t mlir::cleave::worldRank(const Plan &plan, int64_t data,
-                                int64_t pipeline, int64_t tensor) {
-  int64_t rank = 0;
-  for (auto &[name, size] : plan.mesh) {
-    int64_t coord = name == kDataAxis       ? data
-                    : name == kPipelineAxis ? pipeline
-                    : name == kTensorAxis   ? tensor
-                                            : 0;
-    rank = rank * size + coord;
-  }
-  return rank;
 }
 
 llvm::json::Value mlir::cleave::toJSON(const Plan &plan) {

@@ -131,11 +131,6 @@ struct Plan {
   const RankPlan &worstRank() const;
 };
 
-/// The world rank of mesh coordinates: the mesh's first axis varies
-/// slowest; an axis other than data, pipeline and tensor is at 0.
-int64_t worldRank(const Plan &plan, int64_t data, int64_t pipeline,
-                  int64_t tensor);
-
 /// plan.json: the one shape of every layout.
 llvm::json::Value toJSON(const Plan &plan);
 
