@@ -32,6 +32,20 @@ OpCost mlir::cleave::estimateCost(Operation *op) {
   OpCost cost;
   if (isa<ConstantOp, GetParamOp, GetGradOp>(op))
     return cost;
+  // An optimizer update has no results: it reads the gradient and updates
+  // the parameter and its state in place. AdamW reads p, g, m, v and writes
+  // p, m, v, about 14 operations an element (decay, two moments, the bias
+  // corrections, the step); SGD with momentum reads p, g, b and writes p, b.
+  if (auto adamw = dyn_cast<AdamWOp>(op)) {
+    cost.flops = 14.0 * elements(adamw.getGrad().getType());
+    cost.bytes = 7.0 * bytes(adamw.getGrad().getType());
+    return cost;
+  }
+  if (auto sgd = dyn_cast<SgdOp>(op)) {
+    cost.flops = 6.0 * elements(sgd.getGrad().getType());
+    cost.bytes = 5.0 * bytes(sgd.getGrad().getType());
+    return cost;
+  }
   for (Value v : op->getOperands())
     cost.bytes += bytes(v.getType());
   for (Value v : op->getResults())

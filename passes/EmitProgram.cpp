@@ -16,7 +16,8 @@
 #include "passes/NodeName.h"
 #include "passes/OverlapGradients.h"
 #include "passes/Passes.h"
-#include "passes/PipelineSchedule.h"
+#include "passes/PlanAnalysis.h"
+#include "passes/Report.h"
 
 #include "program.pb.h"
 
@@ -36,7 +37,6 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
-#include <cctype>
 #include <fstream>
 #include <map>
 #include <set>
@@ -131,30 +131,6 @@ FailureOr<std::string> bytesOf(ElementsAttr value, Operation *where) {
   return std::string(raw.data(), raw.size());
 }
 
-/// plan.json's "notes": the spec keys that were accepted but change nothing
-/// (cleave-compile puts them on the module as cleave.spec_notes).
-llvm::json::Array specNotes(ModuleOp module) {
-  llvm::json::Array notes;
-  auto list = module->getAttrOfType<ArrayAttr>("cleave.spec_notes");
-  for (Attribute a : list ? list.getValue() : ArrayRef<Attribute>()) {
-    auto note = a.dyn_cast<DictionaryAttr>();
-    if (!note)
-      continue;
-    auto text = [&](StringRef key) {
-      auto s = note.getAs<StringAttr>(key);
-      return s ? s.str() : std::string();
-    };
-    llvm::Expected<llvm::json::Value> value = llvm::json::parse(text("value"));
-    if (!value)
-      llvm::consumeError(value.takeError());
-    notes.push_back(llvm::json::Object{
-        {"key", text("key")},
-        {"value", value ? std::move(*value) : llvm::json::Value(text("value"))},
-        {"why", text("why")}});
-  }
-  return notes;
-}
-
 /// An op attribute as the runtime's Attribute; failure for a kind the
 /// runtime cannot read.
 LogicalResult convertAttribute(Attribute attr, pb::Attribute &out) {
@@ -179,14 +155,6 @@ LogicalResult convertAttribute(Attribute attr, pb::Attribute &out) {
     return failure();
   }
   return success();
-}
-
-/// The mesh's axis order as placement letters, slowest first ("DPT").
-std::string placementOf(MeshAttr mesh) {
-  std::string order;
-  for (StringAttr axis : mesh.getAxisNames())
-    order += char(std::toupper(axis.getValue().front()));
-  return order;
 }
 
 int64_t intFrom(DictionaryAttr dict, StringRef key) {
@@ -226,7 +194,7 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
   int64_t slotBase = 0, slotBytes = 0, currentSlot = 0;
   // The mesh (cleave-place-ranks) and the rank whose program this is.
   MeshAttr mesh;
-  int64_t dataDegree = 1, pipelineRanks = 1;
+  int64_t dataRanks = 1, pipelineRanks = 1;
   int64_t currentRank = 0;
 
   /// The world rank at data coordinate `d` and pipeline coordinate `p`.
@@ -285,8 +253,8 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
     if (microbatches < 1)
       return module.emitError() << "microbatches must be at least 1";
     mesh = lookupMesh(module);
-    dataDegree = mesh ? mesh.getAxisSize(kDataAxis).value_or(1) : 1;
-    if (mesh && mesh.getNumRanks() != dataDegree)
+    dataRanks = mesh ? mesh.getAxisSize(kDataAxis).value_or(1) : 1;
+    if (mesh && mesh.getNumRanks() != dataRanks)
       return module.emitError()
              << "a one-stage program is data parallel only, but the mesh is "
              << mesh;
@@ -350,11 +318,11 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
     batch->set_seq_len(seqLen);
     batch->set_first_sample(0);
     int64_t perRank = microbatchSize * microbatches;
-    int64_t global = globalBatch ? globalBatch : perRank * dataDegree;
-    if (global != perRank * dataDegree)
+    int64_t global = globalBatch ? globalBatch : perRank * dataRanks;
+    if (global != perRank * dataRanks)
       return module.emitError()
              << "global batch " << global << " is not "
-             << static_cast<int64_t>(dataDegree) << " data-parallel rank(s) x "
+             << static_cast<int64_t>(dataRanks) << " data-parallel rank(s) x "
              << static_cast<int64_t>(microbatches) << " microbatches of "
              << microbatchSize << " samples";
     batch->set_global_batch(global);
@@ -383,13 +351,13 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
     // One program per data-parallel rank: the same functions, its own
     // place in the mesh and its own slice of each step's samples.
     pb::Mesh *m = program.mutable_mesh();
-    m->set_world_size(dataDegree);
-    m->set_data_degree(dataDegree);
+    m->set_world_size(dataRanks);
+    m->set_data_degree(dataRanks);
     m->mutable_groups(0)->clear_ranks();
-    for (int64_t d = 0; d < dataDegree; ++d)
+    for (int64_t d = 0; d < dataRanks; ++d)
       m->mutable_groups(0)->add_ranks(rankAt(d, 0));
     overlapGradientReduction(program, microbatches);
-    for (int64_t d = 0; d < dataDegree; ++d) {
+    for (int64_t d = 0; d < dataRanks; ++d) {
       int64_t r = rankAt(d, 0);
       m->set_rank(r);
       m->set_data_rank(d);
@@ -399,7 +367,7 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
       if (!writeProgram(program, programPath))
         return module.emitError() << "cannot write '" << programPath << "'";
     }
-    return writePlan(program, module);
+    return writePlanFiles(module);
   }
 
   /// Parameters (data in params.bin), their gradient buffers.
@@ -934,8 +902,8 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
              << "the pipeline has no cleave.mesh with a \"pipeline\" axis; "
                 "run cleave-place-ranks first";
     pipelineRanks = *mesh.getAxisSize(kPipelineAxis);
-    dataDegree = mesh.getAxisSize(kDataAxis).value_or(1);
-    if (mesh.getNumRanks() != dataDegree * pipelineRanks)
+    dataRanks = mesh.getAxisSize(kDataAxis).value_or(1);
+    if (mesh.getNumRanks() != dataRanks * pipelineRanks)
       return mlir::emitError(top.getLoc())
              << "the emitter knows data and pipeline parallelism only, but "
                 "the mesh is "
@@ -970,21 +938,21 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
       return mlir::emitError(top.getLoc()) << "no stage reads the token ids: the partition "
                                 "marks them cleave.role = \"tokens\"";
     int64_t perRank = mbSize * microbatches;
-    int64_t global = globalBatch ? globalBatch : perRank * dataDegree;
-    if (global != perRank * dataDegree)
+    int64_t global = globalBatch ? globalBatch : perRank * dataRanks;
+    if (global != perRank * dataRanks)
       return mlir::emitError(top.getLoc())
              << "global batch " << global << " is not "
-             << static_cast<int64_t>(dataDegree) << " data-parallel rank(s) x "
+             << static_cast<int64_t>(dataRanks) << " data-parallel rank(s) x "
              << static_cast<int64_t>(microbatches) << " microbatches of "
              << mbSize << " samples";
 
-    for (int64_t d = 0; d < dataDegree; ++d)
+    for (int64_t d = 0; d < dataRanks; ++d)
       for (int64_t p = 0; p < pipelineRanks; ++p) {
         if (failed(emitPipelineRank(top, stages, schedule, d, p, mbSize, seq,
                                     global)))
           return failure();
       }
-    return writePipelinePlan(top, stages, info, schedule, mbSize, seq, global);
+    return writePlanFiles(top);
   }
 
   LogicalResult emitPipelineRank(ModuleOp top, ArrayRef<ModuleOp> stages,
@@ -1005,15 +973,15 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
       program.set_model(file.getFilename().str());
     pb::Mesh *mesh = program.mutable_mesh();
     mesh->set_rank(rank);
-    mesh->set_world_size(int(dataDegree * pipelineRanks));
-    mesh->set_data_degree(int(dataDegree));
+    mesh->set_world_size(int(dataRanks * pipelineRanks));
+    mesh->set_data_degree(int(dataRanks));
     mesh->set_pipeline_degree(int(pipelineRanks));
     mesh->set_tensor_degree(1);
     mesh->set_data_rank(int(d));
     mesh->set_pipeline_rank(int(p));
     pb::Group *data = mesh->add_groups();
     data->set_name("data");
-    for (int64_t dd = 0; dd < dataDegree; ++dd)
+    for (int64_t dd = 0; dd < dataRanks; ++dd)
       data->add_ranks(rankAt(dd, p));
     pb::Group *pipe = mesh->add_groups();
     pipe->set_name("pipeline");
@@ -1152,241 +1120,42 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
                             "rank-" + std::to_string(rank) + ".pb");
     if (!writeProgram(program, programPath))
       return mlir::emitError(top.getLoc()) << "cannot write '" << programPath << "'";
-    rankMemory[rank] = program.memory();
     return success();
   }
 
-  std::map<int, pb::MemoryPlan> rankMemory;
-
-  /// plan.json of a pipeline: stages, ranks, the schedule and the
-  /// predicted timeline of one data-parallel replica.
-  LogicalResult writePipelinePlan(ModuleOp top, ArrayRef<ModuleOp> stages,
-                                  DictionaryAttr info, ArrayAttr schedule,
-                                  int64_t mbSize, int64_t seq, int64_t global) {
-    namespace pl = ::cleave::pipeline;
-    int64_t s = stages.size();
-    pl::Options options;
-    auto kindName = info.getAs<StringAttr>("kind");
-    options.kind = pl::parseKind(kindName ? kindName.getValue().str() : "")
-                       .value_or(pl::Kind::Interleaved);
-    options.ranks = int(pipelineRanks);
-    options.microbatches = int(microbatches);
-    options.virtualStages = int(s / pipelineRanks);
-    options.activeMicrobatches = int(intFrom(info, "active_microbatches"));
-    pl::Schedule sched;
-    sched.perRank.resize(pipelineRanks);
-    sched.slotsPerStage.assign(s, 1);
-    for (int64_t p = 0; p < pipelineRanks; ++p) {
-      ArrayRef<int64_t> a = schedule[p].cast<DenseI64ArrayAttr>().asArrayRef();
-      for (size_t i = 0; i + 3 < a.size(); i += 4) {
-        pl::Action action;
-        action.stage = int(a[i]);
-        action.backward = a[i + 1] != 0;
-        action.microbatch = int(a[i + 2]);
-        action.slot = int(a[i + 3]);
-        sched.perRank[p].push_back(action);
-      }
-    }
-    auto real = [](Operation *op, StringRef key) {
-      auto f = op->getAttrOfType<FloatAttr>(key);
-      return f ? f.getValueAsDouble() : 0.0;
+  /// plan.json (and with `report`, report.html): the plan analysis of the
+  /// module, the one shape of every layout.
+  LogicalResult writePlanFiles(ModuleOp top) {
+    // Passes.td's PlanLayoutOptions, in PlanLayout's order.
+    PlanLayout layout{dataDegree, placement, microbatches, globalBatch,
+                      backend, ratesFile};
+    FailureOr<const Plan *> plan = getAnalysis<PlanAnalysis>().getPlan(layout);
+    if (failed(plan))
+      return failure();
+    llvm::json::Value json = toJSON(**plan);
+    auto write = [&](StringRef name, llvm::function_ref<void(raw_ostream &)> body)
+        -> LogicalResult {
+      SmallString<256> path(outputDir);
+      llvm::sys::path::append(path, name);
+      std::error_code ec;
+      llvm::raw_fd_ostream os(path, ec);
+      if (ec)
+        return mlir::emitError(top.getLoc())
+               << "cannot write '" << path << "': " << ec.message();
+      body(os);
+      return success();
     };
-    auto realIn = [](DictionaryAttr dict, StringRef key) {
-      auto f = dict.getAs<FloatAttr>(key);
-      return f ? f.getValueAsDouble() : 0.0;
-    };
-    pl::Costs costs;
-    double maxSent = 0;
-    llvm::json::Array stageList;
-    for (int64_t st = 0; st < s; ++st) {
-      ModuleOp m = stages[st];
-      costs.forward.push_back(real(m, "cleave.forward_seconds"));
-      costs.backward.push_back(real(m, "cleave.backward_seconds"));
-      double sent = 0, paramBytes = 0;
-      int64_t ops = 0, params = 0;
-      std::string first, last;
-      for (auto param : m.getOps<ParameterOp>()) {
-        ++params;
-        paramBytes += tensorBytes(param.getType());
-      }
-      for (auto func : m.getOps<func::FuncOp>()) {
-        if (kindOf(func) != pb::FORWARD)
-          continue;
-        if (auto a = func->getAttrOfType<StringAttr>("cleave.first_node"))
-          first = a.str();
-        if (auto a = func->getAttrOfType<StringAttr>("cleave.last_node"))
-          last = a.str();
-        for (unsigned i = 0; i < func.getNumResults(); ++i)
-          if (func.getResultAttr(i, "cleave.boundary"))
-            sent += tensorBytes(func.getResultTypes()[i]);
-        func.walk([&](Operation *op) {
-          ops += isa<CleaveDialect>(op->getDialect()) &&
-                 !isa<ConstantOp, GetParamOp>(op);
-        });
-      }
-      maxSent = std::max(maxSent, sent);
-      stageList.push_back(llvm::json::Object{
-          {"stage", st},
-          {"pipeline_rank", (int64_t)st % pipelineRanks},
-          {"first_node", first},
-          {"last_node", last},
-          {"ops", ops},
-          {"parameters", params},
-          {"parameter_bytes", paramBytes},
-          {"forward_seconds", costs.forward.back()},
-          {"backward_seconds", costs.backward.back()},
-          {"sent_bytes", sent},
-          {"slots", intFrom(m->getAttrOfType<DictionaryAttr>("cleave.memory"),
-                            "slots")}});
-    }
-    double link = realIn(info, "link_bytes_per_second");
-    costs.transfer = realIn(info, "link_latency_seconds") +
-                     (link > 0 ? maxSent / link : 0.0);
-    pl::Timeline timeline = pl::simulate(sched, options, costs);
-    double totalBusy = 0;
-    for (double b : timeline.busy)
-      totalBusy += b;
-    double predictedBubble =
-        timeline.makespan > 0
-            ? 1 - totalBusy / (timeline.makespan * double(pipelineRanks))
-            : 0;
-
-    int64_t dataRanks = dataDegree, mbs = microbatches;
-    llvm::json::Array ranks;
-    for (int64_t d = 0; d < dataRanks; ++d)
-      for (int64_t p = 0; p < pipelineRanks; ++p) {
-        int r = int(rankAt(d, p));
-        const pb::MemoryPlan &m = rankMemory[r];
-        llvm::json::Array held;
-        for (int64_t st = p; st < s; st += pipelineRanks)
-          held.push_back(st);
-        ranks.push_back(llvm::json::Object{
-            {"rank", r},
-            {"data_rank", d},
-            {"pipeline_rank", p},
-            {"stages", std::move(held)},
-            {"first_sample", d * mbSize * mbs},
-            {"predicted_memory",
-             llvm::json::Object{{"peak_bytes", (int64_t)m.peak_bytes()},
-                                {"parameters", (int64_t)m.parameters()},
-                                {"gradients", (int64_t)m.gradients()},
-                                {"optimizer_state", (int64_t)m.optimizer_state()},
-                                {"activations", (int64_t)m.activations()},
-                                {"workspace", (int64_t)m.workspace()},
-                                {"constants", (int64_t)m.constants()},
-                                {"io", (int64_t)m.io()}}},
-            {"predicted_step_seconds", timeline.makespan},
-            {"bubble_fraction", p < (int64_t)timeline.idleFraction.size()
-                                    ? timeline.idleFraction[p]
-                                    : 0.0}});
-      }
-    std::sort(ranks.begin(), ranks.end(), [](const llvm::json::Value &a,
-                                             const llvm::json::Value &b) {
-      return *a.getAsObject()->getInteger("rank") <
-             *b.getAsObject()->getInteger("rank");
-    });
-    llvm::json::Array spans;
-    for (const pl::Span &span : timeline.spans)
-      spans.push_back(llvm::json::Object{
-          {"rank", span.rank},
-          {"kind", span.backward ? "backward" : "forward"},
-          {"stage", span.stage},
-          {"microbatch", span.microbatch},
-          {"start", span.start},
-          {"end", span.end}});
-    llvm::json::Object plan{
-        {"model", program.model()},
-        {"world_size", dataRanks * pipelineRanks},
-        {"mesh", llvm::json::Object{{"data", dataRanks},
-                                    {"pipeline", pipelineRanks},
-                                    {"tensor", 1}}},
-        {"placement", placementOf(mesh)},
-        {"batch", llvm::json::Object{{"global_batch", global},
-                                     {"microbatch_size", mbSize},
-                                     {"microbatches", mbs},
-                                     {"seq_len", seq}}},
-        {"schedule",
-         llvm::json::Object{
-             {"kind", kindName ? kindName.str() : std::string()},
-             {"microbatches", mbs},
-             {"virtual_stages", s / pipelineRanks},
-             {"active_microbatches", intFrom(info, "active_microbatches")},
-             {"theoretical_bubble", realIn(info, "theoretical_bubble")},
-             {"predicted_bubble", predictedBubble}}},
-        {"stages", std::move(stageList)},
-        {"ranks", std::move(ranks)},
-        {"timeline", std::move(spans)},
-        {"notes", specNotes(top)}};
-    SmallString<256> path(outputDir);
-    llvm::sys::path::append(path, "plan.json");
-    std::error_code ec;
-    llvm::raw_fd_ostream os(path, ec);
-    if (ec)
-      return mlir::emitError(top.getLoc()) << "cannot write '" << path
-                             << "': " << ec.message();
-    os << llvm::formatv("{0:2}", llvm::json::Value(std::move(plan))) << "\n";
-    return success();
-  }
-
-  /// plan.json: what each rank holds and runs, and the predicted memory.
-  LogicalResult writePlan(const pb::Program &program, ModuleOp module) {
-    const pb::MemoryPlan &m = program.memory();
-    int64_t kernels = 0;
-    for (const pb::Function &f : program.functions())
-      for (const pb::Instruction &i : f.body())
-        kernels += i.has_kernel();
-    uint64_t paramElements = 0;
-    for (const pb::Parameter &p : program.parameters()) {
-      uint64_t n = 1;
-      for (int64_t d : p.full_shape())
-        n *= d;
-      paramElements += n;
-    }
-    llvm::json::Object memory{
-        {"peak_bytes", (int64_t)m.peak_bytes()},
-        {"parameters", (int64_t)m.parameters()},
-        {"gradients", (int64_t)m.gradients()},
-        {"optimizer_state", (int64_t)m.optimizer_state()},
-        {"activations", (int64_t)m.activations()},
-        {"workspace", (int64_t)m.workspace()},
-        {"constants", (int64_t)m.constants()},
-        {"io", (int64_t)m.io()}};
-    // Every data-parallel rank holds and runs the same.
-    llvm::json::Array ranks;
-    for (int32_t r = 0; r < program.mesh().world_size(); ++r)
-      ranks.push_back(llvm::json::Object{
-          {"rank", r},
-          {"data_rank", r},
-          {"first_sample", r * program.batch().microbatch_size() *
-                               program.batch().microbatches()},
-          {"functions", (int64_t)program.functions_size()},
-          {"kernels", kernels},
-          {"parameters", (int64_t)program.parameters_size()},
-          {"parameter_elements", (int64_t)paramElements},
-          {"predicted_memory", llvm::json::Object(memory)}});
-    const pb::Batch &b = program.batch();
-    llvm::json::Object plan{
-        {"model", program.model()},
-        {"world_size", program.mesh().world_size()},
-        {"mesh",
-         llvm::json::Object{{"data", program.mesh().data_degree()},
-                            {"pipeline", program.mesh().pipeline_degree()},
-                            {"tensor", program.mesh().tensor_degree()}}},
-        {"batch", llvm::json::Object{{"global_batch", b.global_batch()},
-                                     {"microbatch_size", b.microbatch_size()},
-                                     {"microbatches", b.microbatches()},
-                                     {"seq_len", b.seq_len()}}},
-        {"ranks", std::move(ranks)},
-        {"notes", specNotes(module)}};
-    SmallString<256> path(outputDir);
-    llvm::sys::path::append(path, "plan.json");
-    std::error_code ec;
-    llvm::raw_fd_ostream os(path, ec);
-    if (ec)
-      return module.emitError() << "cannot write '" << path
-                                << "': " << ec.message();
-    os << llvm::formatv("{0:2}", llvm::json::Value(std::move(plan))) << "\n";
-    return success();
+    if (failed(write("plan.json", [&](raw_ostream &os) {
+          os << llvm::formatv("{0:2}", json) << "\n";
+        })))
+      return failure();
+    if (!report)
+      return success();
+    llvm::Expected<std::string> page =
+        ::cleave::renderReport(*json.getAsObject());
+    if (!page)
+      return mlir::emitError(top.getLoc()) << llvm::toString(page.takeError());
+    return write("report.html", [&](raw_ostream &os) { os << *page; });
   }
 };
 

@@ -563,6 +563,26 @@ def VerifyPerRank : Pass<"cleave-verify-per-rank", "ModuleOp"> {
   }];
 }
 
+// The layout the plan analysis needs where the module does not carry it
+// (passes/PlanAnalysis.h's PlanLayout), declared once for every pass that
+// reads the plan.
+defvar PlanLayoutOptions = [
+  Option<"globalBatch", "global-batch", "int64_t", /*default=*/"0",
+         "samples per step (0: the batch of the function's inputs)">,
+  Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
+         "microbatches per step">,
+  Option<"dataDegree", "data-degree", "int64_t", /*default=*/"1",
+         "data-parallel ranks: one rank-<r>.pb each, reading samples "
+         "[r*B/D, (r+1)*B/D) of each step">,
+  Option<"placement", "placement", "std::string", /*default=*/"\"cluster\"",
+         "how mesh axes map to ranks: cluster (= DPT), spread (= TPD), or "
+         "an order of D, P, T from the slowest-varying axis to the fastest">,
+  Option<"backend", "backend", "std::string", /*default=*/"\"cpu\"",
+         "whose checked-in rates predict the step time (cpu, h100)">,
+  Option<"ratesFile", "rates", "std::string", /*default=*/"\"\"",
+         "rates from cleave-calibrate instead of the backend's">,
+];
+
 def EmitProgram : Pass<"cleave-emit-program", "ModuleOp"> {
   let summary = "writes the per-rank program (runtime/program.proto)";
   let description = [{
@@ -583,24 +603,46 @@ def EmitProgram : Pass<"cleave-emit-program", "ModuleOp"> {
     (cleave-stage-transfers) become the runtime's non-blocking sends and
     blocking receives, their peers the ranks at those coordinates of the
     mesh; a collective's group is the ranks along its mesh axis (or the
-    listed `members` of it). The schedule is the
-    rank's order from `cleave.schedule`, then the optimizer. `plan.json`
-    also gives each stage's ONNX nodes and predicted times, each rank's
-    predicted memory, step time and bubble, and the predicted timeline.
+    listed `members` of it). The schedule is the rank's order from
+    `cleave.schedule`, then the optimizer. `plan.json` is the plan analysis
+    (passes/PlanAnalysis.h, docs/plan.md) as JSON, in one shape for every
+    layout; `report=true` renders it as report.html.
   }];
-  let options = [
+  let options = !listconcat([
     Option<"outputDir", "output-dir", "std::string", /*default=*/"\"\"",
            "folder to write rank-0.pb and params.bin into (required)">,
-    Option<"globalBatch", "global-batch", "int64_t", /*default=*/"0",
-           "samples per step (0: the batch of the function's inputs)">,
-    Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
-           "microbatches per step">,
     Option<"seed", "seed", "int64_t", /*default=*/"0",
            "seed of generated parameter initial values">,
     Option<"device", "device", "std::string", /*default=*/"\"cpu\"",
            "the backend the programs are for (cpu or cuda): Program.device, "
            "which cleave-run runs them on unless told otherwise">,
-  ];
+    Option<"report", "report", "bool", /*default=*/"false",
+           "also write report.html: the plan as a page (partition, memory "
+           "per rank, pipeline timeline)">,
+  ], PlanLayoutOptions);
+}
+
+def CheckMemoryFit : Pass<"cleave-check-memory-fit", "ModuleOp"> {
+  let summary = "fails when a rank's predicted peak exceeds the device memory";
+  let description = [{
+    The spec key `device_memory_gib`: reads the plan analysis
+    (passes/PlanAnalysis.h) of a planned module and, when any rank's
+    predicted peak is above `device-memory-gib`, fails naming the worst
+    rank (the largest peak), its largest category and the spec key that
+    would reduce it, before anything is written. The module is left
+    unchanged; `device-memory-gib=0` checks nothing.
+
+    ```
+    error: spec key 'device_memory_gib': rank 1 needs 1.50 MiB (its plan),
+    more than the 0.001 GiB of the device; its largest part is activations
+    (1.20 MiB): lower 'batch_size' or raise 'microbatches' (or
+    'pipeline_parallel_degree')
+    ```
+  }];
+  let options = !listconcat([
+    Option<"deviceMemoryGib", "device-memory-gib", "double", /*default=*/"0",
+           "memory of one device in GiB (0: no limit)">,
+  ], PlanLayoutOptions);
 }
 
 #endif // CLEAVE_PASSES_TD

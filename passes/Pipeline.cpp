@@ -124,13 +124,28 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
   // an op, every send with its receive; a broken one fails here, naming
   // the stages, instead of hanging a job.
   pm.addPass(createVerifyPerRank());
+  // The plan analysis reads what the IR does not say yet from these.
+  auto setLayout = [&](auto &pass) {
+    pass.globalBatch = options.globalBatch;
+    pass.microbatches = options.microbatches;
+    pass.dataDegree = options.dataDegree;
+    pass.placement = options.placement;
+    pass.backend = options.backend;
+    pass.ratesFile = options.ratesFile;
+  };
+  // device_memory_gib: a plan that does not fit fails here, naming the worst
+  // rank, before the emitter writes any file.
+  CheckMemoryFitOptions fit;
+  fit.deviceMemoryGib = options.deviceMemoryGib;
+  setLayout(fit);
+  pm.addPass(createCheckMemoryFit(fit));
   // Translation only: the IR has every decision by now.
   EmitProgramOptions emit;
   emit.outputDir = options.outputDir;
-  emit.globalBatch = options.globalBatch;
-  emit.microbatches = options.microbatches;
   emit.seed = options.seed;
   emit.device = options.device;
+  emit.report = options.report;
+  setLayout(emit);
   pm.addPass(createEmitProgram(emit));
 }
 

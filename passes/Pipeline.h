@@ -99,11 +99,19 @@ struct ProgramPipelineOptions
       *this, "device",
       llvm::cl::desc("the backend the programs are for (cpu or cuda)"),
       llvm::cl::init("cpu")};
+  Option<double> deviceMemoryGib{
+      *this, "device-memory-gib",
+      llvm::cl::desc("spec device_memory_gib: every rank's peak must fit (0: "
+                     "no limit)"),
+      llvm::cl::init(0.0)};
+  Option<bool> report{*this, "report",
+                      llvm::cl::desc("also write report.html"),
+                      llvm::cl::init(false)};
 };
 
 /// import contract check -> mesh -> fusion -> mixed precision -> partition
 /// -> autodiff -> optimizer -> data parallelism -> schedule -> memory plan
-/// -> stage transfers -> program emission.
+/// -> stage transfers -> per-rank contract -> memory fit -> program emission.
 void buildProgramPipeline(OpPassManager &pm,
                           const ProgramPipelineOptions &options);
 

@@ -114,4 +114,31 @@ TEST(CostModel, CountsProductAndAttentionFlops) {
   EXPECT_DOUBLE_EQ(transferSeconds(0, r), 0);
 }
 
+TEST(CostModel, CountsTheOptimizerUpdateInPlace) {
+  MLIRContext context;
+  context.loadDialect<CleaveDialect, func::FuncDialect>();
+  const char *source = R"mlir(
+    cleave.parameter @w : tensor<64x32xf32>
+    func.func @optimizer(%g: tensor<64x32xf32>, %step: tensor<i64>) {
+      cleave.adamw @w, %g, %step {lr = 1.0e-03} : tensor<64x32xf32>, tensor<i64>
+      cleave.sgd @w, %g, %step {lr = 1.0e-01, momentum = 0.9} : tensor<64x32xf32>, tensor<i64>
+      return
+    })mlir";
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(source, &context);
+  ASSERT_TRUE(bool(module));
+  SmallVector<Operation *> ops;
+  module->walk([&](Operation *op) {
+    if (isa<AdamWOp, SgdOp>(op))
+      ops.push_back(op);
+  });
+  ASSERT_EQ(ops.size(), 2u);
+  // AdamW: 14 operations an element; p, g, m, v read and p, m, v written.
+  OpCost adamw = estimateCost(ops[0]);
+  EXPECT_DOUBLE_EQ(adamw.flops, 14.0 * 64 * 32);
+  EXPECT_DOUBLE_EQ(adamw.bytes, 7.0 * 4 * 64 * 32);
+  OpCost sgd = estimateCost(ops[1]);
+  EXPECT_DOUBLE_EQ(sgd.flops, 6.0 * 64 * 32);
+  EXPECT_DOUBLE_EQ(sgd.bytes, 5.0 * 4 * 64 * 32);
+}
+
 } // namespace

@@ -1,13 +1,15 @@
-//===- Report.h - plan.json as a page to read at a glance -------*- C++ -*-===//
+//===- Report.h - the plan as a page to read at a glance --------*- C++ -*-===//
 //
-// `cleave-compile --report` writes the plan as a self-contained page (inline
-// SVG and CSS, nothing fetched): the stage partition, the predicted memory per
-// rank by category and the pipeline timeline per rank.
+// `cleave-compile --report` (cleave-emit-program report=true) writes the
+// plan analysis (passes/PlanAnalysis.h, as toJSON gives it) as a
+// self-contained page (inline SVG and CSS, nothing fetched): the stage
+// partition, the predicted memory per rank by category and the pipeline
+// timeline per rank.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef CLEAVE_TOOLS_CLEAVE_COMPILE_REPORT_H
-#define CLEAVE_TOOLS_CLEAVE_COMPILE_REPORT_H
+#ifndef CLEAVE_PASSES_REPORT_H
+#define CLEAVE_PASSES_REPORT_H
 
 #include "llvm/Support/Error.h"
 #include "llvm/Support/JSON.h"
@@ -25,4 +27,4 @@ llvm::Expected<std::string> renderReport(const llvm::json::Object &plan);
 
 } // namespace cleave
 
-#endif // CLEAVE_TOOLS_CLEAVE_COMPILE_REPORT_H
+#endif // CLEAVE_PASSES_REPORT_H

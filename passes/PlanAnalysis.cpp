@@ -1,0 +1,601 @@
+//===- PlanAnalysis.cpp - the plan of a planned module
+//---------------------===//
+//
+// Reads what the passes recorded in the IR (cleave-memory-plan's
+// `cleave.memory` per stage, cleave-pipeline-schedule's `cleave.pipeline`
+// and `cleave.schedule`, the partition's node range, the data-parallel
+// pass's all_reduce_grads) and costs the rest with passes/CostModel.h.
+// Nothing here decides anything the programs run: it predicts.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/PlanAnalysis.h"
+
+#include "ir/AttrNames.h"
+#include "ir/CleaveOps.h"
+#include "ir/DistributionOps.h"
+#include "passes/CostModel.h"
+#include "passes/Layout.h"
+#include "passes/NodeName.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/STLExtras.h"
+
+#include <algorithm>
+#include <cctype>
+
+using namespace mlir;
+using namespace mlir::cleave;
+namespace pl = ::cleave::pipeline;
+
+const std::array<PlanMemoryCategory, 7> mlir::cleave::kPlanMemoryCategories = {{
+    {"parameters", &PlanMemory::parameters},
+    {"gradients", &PlanMemory::gradients},
+    {"optimizer_state", &PlanMemory::optimizerState},
+    {"activations", &PlanMemory::activations},
+    {"workspace", &PlanMemory::workspace},
+    {"constants", &PlanMemory::constants},
+    {"io", &PlanMemory::io},
+}};
+
+namespace {
+
+int64_t intIn(DictionaryAttr dict, StringRef key) {
+  auto attr = dict ? dict.getAs<IntegerAttr>(key) : IntegerAttr();
+  return attr ? attr.getInt() : 0;
+}
+
+double realIn(DictionaryAttr dict, StringRef key) {
+  auto attr = dict ? dict.getAs<FloatAttr>(key) : FloatAttr();
+  return attr ? attr.getValueAsDouble() : 0.0;
+}
+
+enum class FunctionKind { Forward, Backward, Optimizer };
+
+/// As the emitter reads `cleave.kind`: a function without one is a forward.
+FunctionKind kindOf(func::FuncOp func) {
+  auto kind = func->getAttrOfType<StringAttr>("cleave.kind");
+  if (kind && kind.getValue() == "backward")
+    return FunctionKind::Backward;
+  if (kind && kind.getValue() == "optimizer")
+    return FunctionKind::Optimizer;
+  return FunctionKind::Forward;
+}
+
+PlanMemory memoryOf(DictionaryAttr dict) {
+  PlanMemory m;
+  m.peakBytes = intIn(dict, "peak_bytes");
+  for (const PlanMemoryCategory &c : kPlanMemoryCategories)
+    m.*c.bytes = intIn(dict, c.key);
+  // One arena per stage, on the device; nothing is offloaded yet.
+  m.deviceBytes = m.peakBytes;
+  m.hostBytes = 0;
+  return m;
+}
+
+void add(PlanMemory &into, const PlanMemory &m) {
+  into.peakBytes += m.peakBytes;
+  for (const PlanMemoryCategory &c : kPlanMemoryCategories)
+    into.*c.bytes += m.*c.bytes;
+  into.deviceBytes += m.deviceBytes;
+  into.hostBytes += m.hostBytes;
+}
+
+/// A stage's sizes and costs. `rates` cost what the schedule pass did not
+/// record (a one-stage module, every optimizer).
+StagePlan planStage(ModuleOp m, int64_t index, int64_t pipelineRanks,
+                    const Rates &rates) {
+  StagePlan s;
+  s.stage = index;
+  s.pipelineRank = index % pipelineRanks;
+  auto memory = m->getAttrOfType<DictionaryAttr>("cleave.memory");
+  s.memory = memoryOf(memory);
+  s.slots = intIn(memory, "slots");
+  for (auto param : m.getOps<ParameterOp>()) {
+    ++s.parameters;
+    s.parameterBytes += tensorBytes(param.getType());
+  }
+  double forwardSeconds = 0;
+  bool hasBackward = false;
+  for (auto func : m.getOps<func::FuncOp>()) {
+    FunctionKind kind = kindOf(func);
+    hasBackward |= kind == FunctionKind::Backward;
+    if (kind == FunctionKind::Forward) {
+      if (auto a = func->getAttrOfType<StringAttr>("cleave.first_node"))
+        s.firstNode = a.str();
+      if (auto a = func->getAttrOfType<StringAttr>("cleave.last_node"))
+        s.lastNode = a.str();
+      for (unsigned i = 0; i < func.getNumResults(); ++i)
+        if (func.getResultAttr(i, "cleave.boundary"))
+          s.sentBytes += tensorBytes(func.getResultTypes()[i]);
+    }
+    func.walk([&](Operation *op) {
+      if (auto reduce = dyn_cast<AllReduceGradsOp>(op)) {
+        ++s.allReduceBuckets;
+        for (Attribute name : reduce.getParams())
+          if (auto param = SymbolTable::lookupNearestSymbolFrom<ParameterOp>(
+                  op, name.cast<FlatSymbolRefAttr>()))
+            s.allReduceBytes += tensorBytes(param.getType());
+        return;
+      }
+      if (!op->getDialect() || !isa<CleaveDialect>(op->getDialect()))
+        return;
+      OpCost cost = estimateCost(op);
+      switch (kind) {
+      case FunctionKind::Forward:
+        s.forwardFlops += cost.flops;
+        forwardSeconds += seconds(cost, rates);
+        if (!isa<ConstantOp, GetParamOp>(op)) {
+          ++s.ops;
+          // A one-stage module has no recorded node range: its first and
+          // last located ops give it.
+          std::string node = onnxNodeName(op->getLoc());
+          if (!node.empty() && !func->hasAttr("cleave.first_node") &&
+              s.firstNode.empty())
+            s.firstNode = node;
+          if (!node.empty() && !func->hasAttr("cleave.last_node"))
+            s.lastNode = node;
+        }
+        break;
+      case FunctionKind::Backward:
+        s.backwardFlops += cost.flops;
+        break;
+      case FunctionKind::Optimizer:
+        s.optimizerFlops += cost.flops;
+        s.optimizerSeconds += seconds(cost, rates);
+        break;
+      }
+    });
+  }
+  // The schedule pass's record wins, so the plan costs the schedule it
+  // built; the backward is costed as the schedule pass and the partition
+  // cost it (kBackwardFactor x the forward).
+  auto recorded = [&](StringRef key) -> std::optional<double> {
+    if (auto f = m->getAttrOfType<FloatAttr>(key))
+      return f.getValueAsDouble();
+    return std::nullopt;
+  };
+  s.forwardSeconds =
+      recorded("cleave.forward_seconds").value_or(forwardSeconds);
+  s.backwardSeconds =
+      recorded("cleave.backward_seconds")
+          .value_or(hasBackward ? forwardSeconds * kBackwardFactor : 0.0);
+  return s;
+}
+
+/// The microbatch's [size, seq]: a pipeline names its token inputs
+/// cleave.role; a one-stage module's first integer [batch, seq] argument
+/// is the token ids (as the emitter binds them).
+std::pair<int64_t, int64_t> microbatchShape(ArrayRef<ModuleOp> stages) {
+  for (ModuleOp m : stages)
+    for (auto func : m.getOps<func::FuncOp>())
+      for (unsigned i = 0; i < func.getNumArguments(); ++i)
+        if (auto role = func.getArgAttrOfType<StringAttr>(i, "cleave.role"))
+          if (role.getValue() == "tokens" || role.getValue() == "targets") {
+            auto type = func.getArgumentTypes()[i].cast<RankedTensorType>();
+            return {type.getDimSize(0), type.getDimSize(1)};
+          }
+  for (ModuleOp m : stages)
+    for (auto func : m.getOps<func::FuncOp>()) {
+      if (kindOf(func) != FunctionKind::Forward)
+        continue;
+      for (Type t : func.getArgumentTypes()) {
+        auto type = t.dyn_cast<RankedTensorType>();
+        if (type && type.hasStaticShape() && type.getRank() == 2 &&
+            type.getElementType().isa<IntegerType>() &&
+            !type.getElementType().isInteger(1) && type.getNumElements() > 0)
+          return {type.getDimSize(0), type.getDimSize(1)};
+      }
+    }
+  return {0, 0};
+}
+
+std::vector<PlanNote> specNotes(ModuleOp module) {
+  std::vector<PlanNote> notes;
+  auto list = module->getAttrOfType<ArrayAttr>("cleave.spec_notes");
+  for (Attribute a : list ? list.getValue() : ArrayRef<Attribute>()) {
+    auto note = a.dyn_cast<DictionaryAttr>();
+    if (!note)
+      continue;
+    auto text = [&](StringRef key) {
+      auto s = note.getAs<StringAttr>(key);
+      return s ? s.str() : std::string();
+    };
+    notes.push_back({text("key"), text("value"), text("why")});
+  }
+  return notes;
+}
+
+/// Seconds of a ring all-reduce of `bytes` in `buckets` collectives over
+/// `n` ranks: each rank sends and receives 2(n-1)/n of the bytes, in
+/// 2(n-1) steps that each pay the link's latency.
+double ringAllReduceSeconds(double bytes, int64_t buckets, int64_t n,
+                            double linkBytesPerSecond, double latency) {
+  if (n < 2 || bytes <= 0)
+    return 0;
+  double steps = 2.0 * double(n - 1);
+  double wire = linkBytesPerSecond > 0
+                    ? steps / double(n) * bytes / linkBytesPerSecond
+                    : 0.0;
+  return wire + double(std::max<int64_t>(buckets, 1)) * steps * latency;
+}
+
+LogicalResult computePlan(ModuleOp top, const PlanLayout &layout, Plan &plan) {
+  SmallVector<ModuleOp> stages;
+  for (auto stage : top.getOps<ModuleOp>())
+    if (stage->hasAttr(kStageAttr))
+      stages.push_back(stage);
+  bool pipelined = !stages.empty();
+  if (!pipelined)
+    stages.push_back(top);
+  for (ModuleOp m : stages)
+    if (!m->getAttrOfType<DictionaryAttr>("cleave.memory"))
+      return pipelined ? mlir::emitError(m.getLoc())
+                             << "stage module has no memory plan; "
+                                "run cleave-memory-plan on each stage"
+                       : mlir::emitError(top.getLoc())
+                             << "the module has no memory plan; "
+                                "run cleave-memory-plan first";
+
+  auto info = top->getAttrOfType<DictionaryAttr>("cleave.pipeline");
+  auto schedule = top->getAttrOfType<ArrayAttr>("cleave.schedule");
+  if (pipelined && (!info || !schedule))
+    return mlir::emitError(top.getLoc()) << "the pipeline has no schedule; run "
+                                            "cleave-pipeline-schedule first";
+  int64_t s = stages.size();
+  int64_t pipelineRanks = pipelined ? intIn(info, "ranks") : 1;
+  if (pipelineRanks < 1 || s % pipelineRanks != 0 ||
+      (pipelined && (int64_t)schedule.size() != pipelineRanks))
+    return mlir::emitError(top.getLoc())
+           << "cleave.pipeline and cleave.schedule do not "
+              "match the "
+           << s << " stage modules";
+  plan.microbatches = pipelined && intIn(info, "microbatches") > 0
+                          ? intIn(info, "microbatches")
+                          : layout.microbatches;
+
+  // The mesh: the module's when it has one (first axis slowest), else the
+  // layout's data degree and placement.
+  plan.mesh.clear();
+  if (auto mesh = top->getAttrOfType<MeshAttr>(kMeshAttr)) {
+    for (auto [name, size] :
+         llvm::zip(mesh.getAxisNames(), mesh.getAxisSizes()))
+      plan.mesh.push_back({name.str(), size});
+    plan.data = mesh.getAxisSize(kDataAxis).value_or(1);
+    plan.pipeline = mesh.getAxisSize(kPipelineAxis).value_or(1);
+    plan.tensor = mesh.getAxisSize(kTensorAxis).value_or(1);
+    if (plan.pipeline != pipelineRanks)
+      return mlir::emitError(top.getLoc())
+             << "the mesh's pipeline axis has " << plan.pipeline
+             << " ranks, but the schedule runs on " << pipelineRanks;
+    std::string order;
+    for (auto &[name, size] : plan.mesh)
+      order += char(std::toupper(name.front()));
+    plan.placement = order == "DPT"   ? "cluster"
+                     : order == "TPD" ? "spread"
+                                      : order;
+  } else {
+    std::string order = layout.placement == "cluster"  ? "DPT"
+                        : layout.placement == "spread" ? "TPD"
+                                                       : layout.placement;
+    std::string sorted = order;
+    std::sort(sorted.begin(), sorted.end());
+    if (sorted != "DPT")
+      return mlir::emitError(top.getLoc())
+             << "placement must be cluster, spread or an "
+                "order of D, P and T, got '"
+             << layout.placement << "'";
+    plan.data = layout.dataDegree;
+    plan.pipeline = pipelineRanks;
+    plan.tensor = 1;
+    for (char axis : order)
+      plan.mesh.push_back(axis == 'D' ? std::make_pair("data", plan.data)
+                          : axis == 'P'
+                              ? std::make_pair("pipeline", plan.pipeline)
+                              : std::make_pair("tensor", plan.tensor));
+    plan.placement = layout.placement;
+  }
+  if (plan.data < 1 || plan.microbatches < 1)
+    return mlir::emitError(top.getLoc())
+           << "data-degree and microbatches must be at least 1";
+
+  if (auto file = top.getLoc().dyn_cast<FileLineColLoc>())
+    plan.model = file.getFilename().str();
+  std::tie(plan.microbatchSize, plan.seqLen) = microbatchShape(stages);
+  plan.globalBatch = layout.globalBatch
+                         ? layout.globalBatch
+                         : plan.microbatchSize * plan.microbatches * plan.data;
+  plan.notes = specNotes(top);
+
+  llvm::Expected<Rates> rates = layout.ratesFile.empty()
+                                    ? defaultRates(layout.backend)
+                                    : readRates(layout.ratesFile);
+  if (!rates)
+    return mlir::emitError(top.getLoc()) << llvm::toString(rates.takeError());
+  // The link the schedule was costed with, so transfers and all-reduces
+  // use one rate.
+  plan.linkBytesPerSecond =
+      info ? realIn(info, "link_bytes_per_second") : rates->linkBytesPerSecond;
+  plan.linkLatencySeconds =
+      info ? realIn(info, "link_latency_seconds") : rates->linkLatencySeconds;
+
+  plan.stages.clear();
+  double maxSent = 0;
+  for (int64_t st = 0; st < s; ++st) {
+    plan.stages.push_back(planStage(stages[st], st, pipelineRanks, *rates));
+    maxSent = std::max(maxSent, plan.stages.back().sentBytes);
+  }
+  bool trains = llvm::any_of(plan.stages, [](const StagePlan &st) {
+    return st.backwardSeconds > 0 || st.backwardFlops > 0;
+  });
+
+  // The schedule of one data replica, simulated with the stages' costs.
+  pl::Options options;
+  auto kindName = info ? info.getAs<StringAttr>("kind") : StringAttr();
+  options.kind = pl::parseKind(kindName ? kindName.getValue().str() : "")
+                     .value_or(pl::Kind::Interleaved);
+  options.ranks = int(pipelineRanks);
+  options.microbatches = int(plan.microbatches);
+  options.virtualStages = int(s / pipelineRanks);
+  options.activeMicrobatches = int(intIn(info, "active_microbatches"));
+  pl::Schedule order;
+  order.perRank.resize(pipelineRanks);
+  order.slotsPerStage.assign(s, 1);
+  if (pipelined) {
+    for (int64_t p = 0; p < pipelineRanks; ++p) {
+      auto actions = schedule[p].dyn_cast<DenseI64ArrayAttr>();
+      if (!actions)
+        return mlir::emitError(top.getLoc())
+               << "cleave.schedule[" << p << "] is not an array of i64";
+      ArrayRef<int64_t> a = actions.asArrayRef();
+      for (size_t i = 0; i + 3 < a.size(); i += 4) {
+        if (a[i] < 0 || a[i] >= s || a[i + 2] < 0 ||
+            a[i + 2] >= plan.microbatches)
+          return mlir::emitError(top.getLoc())
+                 << "the schedule of pipeline rank " << p << " names stage "
+                 << a[i] << " microbatch " << a[i + 2] << ", but there are "
+                 << s << " stages and " << plan.microbatches << " microbatches";
+        pl::Action action;
+        action.stage = int(a[i]);
+        action.backward = a[i + 1] != 0;
+        action.microbatch = int(a[i + 2]);
+        action.slot = int(a[i + 3]);
+        order.perRank[p].push_back(action);
+      }
+    }
+  } else {
+    // One stage runs each microbatch's forward, then its backward.
+    for (int64_t mb = 0; mb < plan.microbatches; ++mb) {
+      order.perRank[0].push_back({false, 0, int(mb), 0});
+      if (trains)
+        order.perRank[0].push_back({true, 0, int(mb), 0});
+    }
+  }
+  pl::Costs costs;
+  for (const StagePlan &st : plan.stages) {
+    costs.forward.push_back(st.forwardSeconds);
+    costs.backward.push_back(st.backwardSeconds);
+  }
+  costs.transfer =
+      plan.linkLatencySeconds +
+      (plan.linkBytesPerSecond > 0 ? maxSent / plan.linkBytesPerSecond : 0.0);
+  pl::Timeline timeline = pl::simulate(order, options, costs);
+  double totalBusy = 0;
+  for (double b : timeline.busy)
+    totalBusy += b;
+  plan.timeline = timeline.spans;
+  plan.schedule.kind = kindName ? kindName.str() : "interleaved";
+  plan.schedule.microbatches = plan.microbatches;
+  plan.schedule.virtualStages = s / pipelineRanks;
+  plan.schedule.activeMicrobatches = intIn(info, "active_microbatches");
+  plan.schedule.theoreticalBubble = info ? realIn(info, "theoretical_bubble")
+                                         : pl::theoreticalBubble(options);
+  plan.schedule.predictedBubble =
+      timeline.makespan > 0
+          ? 1 - totalBusy / (timeline.makespan * double(pipelineRanks))
+          : 0;
+  double first = 0;
+  std::vector<double> lastEnd(pipelineRanks, 0);
+  if (!timeline.spans.empty()) {
+    first = timeline.spans.front().start;
+    for (const pl::Span &span : timeline.spans)
+      first = std::min(first, span.start);
+    for (const pl::Span &span : timeline.spans)
+      lastEnd[span.rank] = std::max(lastEnd[span.rank], span.end - first);
+  }
+
+  // Every rank of the mesh, decoded from its number (first axis slowest).
+  int64_t worldSize = 1;
+  for (auto &[name, size] : plan.mesh)
+    worldSize *= size;
+  plan.ranks.clear();
+  for (int64_t r = 0; r < worldSize; ++r) {
+    RankPlan rank;
+    rank.rank = r;
+    int64_t rest = r;
+    for (auto it = plan.mesh.rbegin(); it != plan.mesh.rend(); ++it) {
+      int64_t coord = rest % it->second;
+      rest /= it->second;
+      if (it->first == kDataAxis)
+        rank.dataRank = coord;
+      else if (it->first == kPipelineAxis)
+        rank.pipelineRank = coord;
+      else if (it->first == kTensorAxis)
+        rank.tensorRank = coord;
+    }
+    int64_t p = rank.pipelineRank;
+    rank.firstSample = rank.dataRank * plan.microbatchSize * plan.microbatches;
+    double allReduceBytes = 0;
+    int64_t buckets = 0;
+    for (int64_t st = p; st < s; st += pipelineRanks) {
+      const StagePlan &stage = plan.stages[st];
+      rank.stages.push_back(st);
+      add(rank.memory, stage.memory);
+      allReduceBytes += stage.allReduceBytes;
+      buckets += stage.allReduceBuckets;
+      rank.optimizerSeconds += stage.optimizerSeconds;
+      rank.flops += double(plan.microbatches) *
+                        (stage.forwardFlops + stage.backwardFlops) +
+                    stage.optimizerFlops;
+    }
+    rank.pipelineSeconds = lastEnd[p];
+    rank.computeSeconds =
+        p < (int64_t)timeline.busy.size() ? timeline.busy[p] : 0;
+    rank.idleFraction = p < (int64_t)timeline.idleFraction.size()
+                            ? timeline.idleFraction[p]
+                            : 0;
+    rank.allReduceSeconds =
+        ringAllReduceSeconds(allReduceBytes, buckets, plan.data,
+                             plan.linkBytesPerSecond, plan.linkLatencySeconds);
+    plan.ranks.push_back(std::move(rank));
+  }
+  return success();
+}
+
+llvm::json::Object memoryJSON(const PlanMemory &m) {
+  llvm::json::Object object{{"peak_bytes", m.peakBytes}};
+  for (const PlanMemoryCategory &c : kPlanMemoryCategories)
+    object[c.key] = m.*c.bytes;
+  return object;
+}
+
+} // namespace
+
+double Plan::stepSeconds() const {
+  double step = 0;
+  for (const RankPlan &r : ranks)
+    step = std::max(step, r.stepSeconds());
+  return step;
+}
+
+double Plan::flopsPerStep() const {
+  double flops = 0;
+  for (const RankPlan &r : ranks)
+    flops += r.flops;
+  return flops;
+}
+
+const RankPlan &Plan::worstRank() const {
+  const RankPlan *worst = &ranks.front();
+  for (const RankPlan &r : ranks)
+    if (r.memory.peakBytes > worst->memory.peakBytes)
+      worst = &r;
+  return *worst;
+}
+
+llvm::json::Value mlir::cleave::toJSON(const Plan &plan) {
+  double step = plan.stepSeconds();
+  llvm::json::Array axes;
+  for (auto &[name, size] : plan.mesh)
+    axes.push_back(llvm::json::Object{{"name", name}, {"size", size}});
+  llvm::json::Array stages;
+  for (const StagePlan &s : plan.stages)
+    stages.push_back(
+        llvm::json::Object{{"stage", s.stage},
+                           {"pipeline_rank", s.pipelineRank},
+                           {"first_node", s.firstNode},
+                           {"last_node", s.lastNode},
+                           {"ops", s.ops},
+                           {"parameters", s.parameters},
+                           {"parameter_bytes", s.parameterBytes},
+                           {"forward_seconds", s.forwardSeconds},
+                           {"backward_seconds", s.backwardSeconds},
+                           {"forward_flops", s.forwardFlops},
+                           {"backward_flops", s.backwardFlops},
+                           {"optimizer_seconds", s.optimizerSeconds},
+                           {"optimizer_flops", s.optimizerFlops},
+                           {"all_reduce_bytes", s.allReduceBytes},
+                           {"sent_bytes", s.sentBytes},
+                           {"slots", s.slots},
+                           {"predicted_memory", memoryJSON(s.memory)}});
+  llvm::json::Array ranks;
+  for (const RankPlan &r : plan.ranks) {
+    llvm::json::Array held;
+    for (int64_t st : r.stages)
+      held.push_back(st);
+    ranks.push_back(llvm::json::Object{
+        {"rank", r.rank},
+        {"data_rank", r.dataRank},
+        {"pipeline_rank", r.pipelineRank},
+        {"tensor_rank", r.tensorRank},
+        {"stages", std::move(held)},
+        {"first_sample", r.firstSample},
+        {"predicted_memory", memoryJSON(r.memory)},
+        {"predicted_memory_by_space",
+         llvm::json::Object{{"device", r.memory.deviceBytes},
+                            {"host", r.memory.hostBytes}}},
+        {"predicted_step_seconds", step},
+        {"predicted_step_breakdown",
+         llvm::json::Object{{"pipeline_seconds", r.pipelineSeconds},
+                            {"compute_seconds", r.computeSeconds},
+                            {"all_reduce_seconds", r.allReduceSeconds},
+                            {"optimizer_seconds", r.optimizerSeconds}}},
+        {"bubble_fraction", r.idleFraction},
+        {"flops", r.flops}});
+  }
+  llvm::json::Array spans;
+  for (const pl::Span &span : plan.timeline)
+    spans.push_back(
+        llvm::json::Object{{"rank", span.rank},
+                           {"kind", span.backward ? "backward" : "forward"},
+                           {"stage", span.stage},
+                           {"microbatch", span.microbatch},
+                           {"start", span.start},
+                           {"end", span.end}});
+  llvm::json::Array notes;
+  for (const PlanNote &note : plan.notes) {
+    // The value is the spec's JSON text; kept as text if it is not JSON.
+    llvm::Expected<llvm::json::Value> value = llvm::json::parse(note.value);
+    if (!value)
+      llvm::consumeError(value.takeError());
+    notes.push_back(llvm::json::Object{
+        {"key", note.key},
+        {"value", value ? std::move(*value) : llvm::json::Value(note.value)},
+        {"why", note.why}});
+  }
+  return llvm::json::Object{
+      {"model", plan.model},
+      {"world_size", plan.worldSize()},
+      {"mesh", llvm::json::Object{{"data", plan.data},
+                                  {"pipeline", plan.pipeline},
+                                  {"tensor", plan.tensor}}},
+      {"mesh_axes", std::move(axes)},
+      {"placement", plan.placement},
+      {"batch", llvm::json::Object{{"global_batch", plan.globalBatch},
+                                   {"microbatch_size", plan.microbatchSize},
+                                   {"microbatches", plan.microbatches},
+                                   {"seq_len", plan.seqLen}}},
+      {"schedule",
+       llvm::json::Object{
+           {"kind", plan.schedule.kind},
+           {"microbatches", plan.schedule.microbatches},
+           {"virtual_stages", plan.schedule.virtualStages},
+           {"active_microbatches", plan.schedule.activeMicrobatches},
+           {"theoretical_bubble", plan.schedule.theoreticalBubble},
+           {"predicted_bubble", plan.schedule.predictedBubble}}},
+      {"link",
+       llvm::json::Object{{"bytes_per_second", plan.linkBytesPerSecond},
+                          {"latency_seconds", plan.linkLatencySeconds}}},
+      {"predicted_step_seconds", step},
+      {"flops_per_step", plan.flopsPerStep()},
+      {"stages", std::move(stages)},
+      {"ranks", std::move(ranks)},
+      {"timeline", std::move(spans)},
+      {"notes", std::move(notes)}};
+}
+
+PlanAnalysis::PlanAnalysis(Operation *op) : module(dyn_cast<ModuleOp>(op)) {}
+
+FailureOr<const Plan *> PlanAnalysis::getPlan(const PlanLayout &layout) {
+  if (plan && computedFor == layout)
+    return &*plan;
+  if (!module)
+    return failure();
+  Plan computed;
+  if (failed(computePlan(module, layout, computed)))
+    return failure();
+  plan = std::move(computed);
+  computedFor = layout;
+  return &*plan;
+}

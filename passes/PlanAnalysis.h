@@ -1,0 +1,157 @@
+//===- PlanAnalysis.h - what the compiled job holds, runs and costs -*- C++
+//-*-===//
+//
+// One analysis of the planned IR gives the plan of every layout (one stage
+// or a pipeline, any data degree): per rank its mesh coordinates, the stages
+// it holds, its predicted memory by category and by memory space, its
+// predicted step time and FLOPs; per stage its node range and sizes; the
+// schedule and its bubble. plan.json (toJSON), the report page and the
+// device-memory check (cleave-check-memory-fit) all read this one result,
+// so what they show cannot disagree. docs/plan.md says where each number
+// comes from.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CLEAVE_PASSES_PLANANALYSIS_H
+#define CLEAVE_PASSES_PLANANALYSIS_H
+
+#include "passes/PipelineSchedule.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/AnalysisManager.h"
+#include "mlir/Support/LogicalResult.h"
+#include "llvm/Support/JSON.h"
+
+#include <array>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mlir::cleave {
+
+/// What the module does not (yet) carry about the layout: the options of
+/// the passes that read the plan (cleave-emit-program,
+/// cleave-check-memory-fit). A module with a `cleave.mesh` takes the data
+/// degree and the placement from the mesh instead; one with a
+/// `cleave.pipeline` takes its microbatches and link rates from there.
+struct PlanLayout {
+  int64_t dataDegree = 1;
+  std::string placement = "cluster"; // cluster (DPT), spread (TPD) or an
+                                     // order of D, P and T, slowest first
+  int64_t microbatches = 1;
+  int64_t globalBatch = 0; // 0: microbatch size x microbatches x data degree
+  std::string backend = "cpu"; // whose checked-in rates cost the ops
+  std::string ratesFile;       // or rates from cleave-calibrate
+
+  bool operator==(const PlanLayout &o) const {
+    return dataDegree == o.dataDegree && placement == o.placement &&
+           microbatches == o.microbatches && globalBatch == o.globalBatch &&
+           backend == o.backend && ratesFile == o.ratesFile;
+  }
+};
+
+/// Predicted bytes of one rank (or stage) by what they hold, as
+/// cleave-memory-plan's `cleave.memory` dictionary names them.
+struct PlanMemory {
+  int64_t peakBytes = 0;
+  int64_t parameters = 0, gradients = 0, optimizerState = 0, activations = 0,
+          workspace = 0, constants = 0, io = 0;
+  /// By memory space: every arena is on the device until offload exists.
+  int64_t deviceBytes = 0, hostBytes = 0;
+};
+
+/// The categories the memory-fit advice chooses among, with their keys.
+struct PlanMemoryCategory {
+  const char *key;
+  int64_t PlanMemory::*bytes;
+};
+extern const std::array<PlanMemoryCategory, 7> kPlanMemoryCategories;
+
+struct StagePlan {
+  int64_t stage = 0, pipelineRank = 0;
+  std::string firstNode, lastNode; // the ONNX nodes it starts and ends with
+  int64_t ops = 0, parameters = 0, slots = 0;
+  double parameterBytes = 0;
+  double sentBytes = 0; // one microbatch's activations to the next stage
+  /// Per microbatch, from the cost model (or the schedule pass's record).
+  double forwardSeconds = 0, backwardSeconds = 0;
+  double forwardFlops = 0, backwardFlops = 0;
+  /// Once per step.
+  double optimizerSeconds = 0, optimizerFlops = 0;
+  double allReduceBytes = 0;    // gradients all-reduced over the data axis
+  int64_t allReduceBuckets = 0; // collectives that carry them
+  PlanMemory memory;
+};
+
+struct RankPlan {
+  int64_t rank = 0; // world rank
+  int64_t dataRank = 0, pipelineRank = 0, tensorRank = 0;
+  std::vector<int64_t> stages; // the stages (chunks) it holds, in order
+  int64_t firstSample = 0;     // its first sample of the global batch
+  PlanMemory memory;           // summed over its chunks
+  /// The step of this rank: its pipeline part ends at pipelineSeconds
+  /// (computing for computeSeconds of it), then its gradients are
+  /// all-reduced and the optimizer runs.
+  double pipelineSeconds = 0, computeSeconds = 0, allReduceSeconds = 0,
+         optimizerSeconds = 0, idleFraction = 0;
+  double stepSeconds() const {
+    return pipelineSeconds + allReduceSeconds + optimizerSeconds;
+  }
+  double flops = 0; // per step
+};
+
+struct SchedulePlan {
+  std::string kind;
+  int64_t microbatches = 1, virtualStages = 1, activeMicrobatches = 0;
+  double theoreticalBubble = 0, predictedBubble = 0;
+};
+
+struct PlanNote {
+  std::string key, value, why;
+};
+
+struct Plan {
+  std::string model;
+  /// The mesh axes, slowest first, and their sizes.
+  std::vector<std::pair<std::string, int64_t>> mesh;
+  int64_t data = 1, pipeline = 1, tensor = 1;
+  std::string placement;
+  int64_t globalBatch = 0, microbatchSize = 0, microbatches = 1, seqLen = 0;
+  SchedulePlan schedule;
+  std::vector<StagePlan> stages;
+  std::vector<RankPlan> ranks;                    // by world rank
+  std::vector<::cleave::pipeline::Span> timeline; // one data replica
+  double linkBytesPerSecond = 0, linkLatencySeconds = 0;
+  std::vector<PlanNote> notes;
+
+  int64_t worldSize() const { return data * pipeline * tensor; }
+  /// The step of the job: every rank waits for the slowest.
+  double stepSeconds() const;
+  double flopsPerStep() const;
+  /// The rank with the largest predicted peak (the lowest such rank).
+  const RankPlan &worstRank() const;
+};
+
+/// plan.json: the one shape of every layout.
+llvm::json::Value toJSON(const Plan &plan);
+
+/// The plan of a planned top-level module (after cleave-memory-plan, and
+/// for a pipeline cleave-pipeline-schedule). Computed on first use; use it
+/// with getAnalysis<PlanAnalysis>() and keep it by marking it preserved.
+class PlanAnalysis {
+public:
+  explicit PlanAnalysis(Operation *op);
+
+  /// The plan; failure (with an error on the module) when the module is not
+  /// planned or the layout is impossible. `layout` fills in what the module
+  /// does not say; a later call with another layout recomputes.
+  FailureOr<const Plan *> getPlan(const PlanLayout &layout);
+
+private:
+  ModuleOp module;
+  std::optional<PlanLayout> computedFor;
+  std::optional<Plan> plan;
+};
+
+} // namespace mlir::cleave
+
+#endif // CLEAVE_PASSES_PLANANALYSIS_H
