@@ -85,6 +85,14 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
   } else {
     pm.addPass(createMemoryPlan());
   }
+  // Each bucket's all-reduce starts in the last microbatch's backward once
+  // its gradients are complete, instead of at the optimizer. After the
+  // memory plan: the last-microbatch copy of a backward runs in the
+  // storage planned for the original. (A new nest: `stage` runs before the
+  // schedule.)
+  if (options.train && options.dataDegree > 1)
+    (stages > 1 ? pm.nest<ModuleOp>() : pm)
+        .addPass(createOverlapGradients());
   EmitProgramOptions emit;
   emit.outputDir = options.outputDir;
   emit.globalBatch = options.globalBatch;

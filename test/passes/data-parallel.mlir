@@ -5,9 +5,9 @@
 // RUN: cleave-opt %s --cleave-autodiff --cleave-optimizer --cleave-data-parallel="degree=2 bucket-bytes=100" | FileCheck %s
 // RUN: cleave-opt %s --cleave-autodiff --cleave-optimizer --cleave-data-parallel=degree=1 | FileCheck %s --check-prefix=ONE
 // RUN: not cleave-opt %s --cleave-autodiff --cleave-data-parallel=degree=2 2>&1 | FileCheck %s --check-prefix=NOOPT
-// RUN: rm -rf %t && cleave-opt %s --cleave-autodiff=microbatches=2 --cleave-optimizer --cleave-data-parallel=degree=2 --cleave-memory-plan --cleave-emit-program="output-dir=%t microbatches=2 data-degree=2" -o /dev/null
+// RUN: rm -rf %t && cleave-opt %s --cleave-autodiff=microbatches=2 --cleave-optimizer --cleave-data-parallel=degree=2 --cleave-memory-plan --cleave-overlap-gradients --cleave-emit-program="output-dir=%t microbatches=2 data-degree=2" -o /dev/null
 // RUN: protoc --decode=cleave.program.Program -I %src_root/runtime %src_root/runtime/program.proto < %t/rank-1.pb | FileCheck %s --check-prefix=RANK1
-// RUN: rm -rf %t.b && cleave-opt %s --cleave-autodiff=microbatches=2 --cleave-optimizer "--cleave-data-parallel=degree=2 bucket-bytes=1" --cleave-memory-plan --cleave-emit-program="output-dir=%t.b microbatches=2 data-degree=2" -o /dev/null
+// RUN: rm -rf %t.b && cleave-opt %s --cleave-autodiff=microbatches=2 --cleave-optimizer "--cleave-data-parallel=degree=2 bucket-bytes=1" --cleave-memory-plan --cleave-overlap-gradients --cleave-emit-program="output-dir=%t.b microbatches=2 data-degree=2" -o /dev/null
 // RUN: protoc --decode=cleave.program.Program -I %src_root/runtime %src_root/runtime/program.proto < %t.b/rank-0.pb | FileCheck %s --check-prefix=OVERLAP
 
 cleave.parameter @w {init = "normal:0.02"} : tensor<4x8xf32>
