@@ -35,6 +35,14 @@ inline constexpr llvm::StringLiteral kFirstNodeAttr = "cleave.first_node";
 inline constexpr llvm::StringLiteral kLastNodeAttr = "cleave.last_node";
 inline constexpr llvm::StringLiteral kRoleAttr = "cleave.role";
 
+// Data parallelism overlapping backward (cleave-overlap-gradients): on a
+// backward function, its copy for the step's last microbatch; on that copy,
+// the function it copies.
+inline constexpr llvm::StringLiteral kLastMicrobatchAttr =
+    "cleave.last_microbatch";
+inline constexpr llvm::StringLiteral kLastMicrobatchOfAttr =
+    "cleave.last_microbatch_of";
+
 /// Every discardable `cleave.*` attribute name the compiler writes, the
 /// distribution ones included; sorted.
 inline constexpr llvm::StringLiteral kKnownAttrNames[] = {
@@ -53,6 +61,8 @@ inline constexpr llvm::StringLiteral kKnownAttrNames[] = {
     "cleave.grad_offset",
     "cleave.init",
     "cleave.kind",
+    "cleave.last_microbatch",
+    "cleave.last_microbatch_of",
     "cleave.last_node",
     "cleave.loss_scaling",
     "cleave.memory",

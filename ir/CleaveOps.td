@@ -1155,6 +1155,61 @@ def Cleave_AllReduceGradsOp : Cleave_Op<"all_reduce_grads"> {
   let hasVerifier = 1;
 }
 
+def Cleave_AllReduceGradsStartOp : Cleave_Op<"all_reduce_grads_start"> {
+  let summary = "starts the all-reduce of a bucket of gradient buffers";
+  let description = [{
+    The asynchronous form of `cleave.all_reduce_grads`, which lets data
+    parallelism overlap the reduction with backward (PyTorch DDP's buckets):
+    placed in the backward that runs for a step's last microbatch, right
+    after the last `cleave.accumulate_grad` into one of the bucket's
+    parameters, it starts reducing their gradient buffers in place while
+    the backward goes on; the optimizer's `cleave.wait_grads` with the same
+    `event` waits for it before the gradients are read.
+
+    The gradients are buffers named by symbols, not SSA values, and the
+    start and its wait are in different functions, so they are paired by
+    `event` (a positive number, unique in the module) instead of an
+    `!cleave.async_token`. The verifier checks the pairing over the module:
+    each event is started exactly once, in a function of `cleave.kind`
+    `"backward"`, and waited for exactly once, in a function of
+    `cleave.kind` `"optimizer"` (which the schedule runs after every
+    backward).
+
+    ```mlir
+    // In @backward_last_microbatch (cleave-overlap-gradients):
+    cleave.accumulate_grad @"ln_f.weight", %dw : tensor<64xf32>
+    cleave.all_reduce_grads_start [@"ln_f.bias", @"ln_f.weight"] event 1
+        {group = "data", reduce = "mean"}
+    // In @optimizer:
+    cleave.wait_grads event 1
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefArrayAttr:$params, I64Attr:$event,
+                       StrAttr:$group,
+                       DefaultValuedStrAttr<StrAttr, "mean">:$reduce);
+  let assemblyFormat = "$params `event` $event attr-dict";
+  let hasVerifier = 1;
+}
+
+def Cleave_WaitGradsOp : Cleave_Op<"wait_grads"> {
+  let summary = "waits for a started all-reduce of gradient buffers";
+  let description = [{
+    Blocks until the `cleave.all_reduce_grads_start` with the same `event`
+    is complete: from here on the bucket's gradient buffers hold the
+    reduced gradients, as after a `cleave.all_reduce_grads`. It is in the
+    optimizer function; see `cleave.all_reduce_grads_start` for how the two
+    are paired and checked.
+
+    ```mlir
+    cleave.wait_grads event 1
+    %g = cleave.get_grad @"ln_f.bias" : tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins I64Attr:$event);
+  let assemblyFormat = "`event` $event attr-dict";
+  let hasVerifier = 1;
+}
+
 def Cleave_AllReduceOp : Cleave_Op<"all_reduce", [SameOperandsAndResultType]> {
   let summary = "combines a tensor over the ranks of a mesh group";
   let description = [{

@@ -335,6 +335,12 @@ static LogicalResult verifyCleaveAttr(Operation *op, NamedAttribute attr,
                             "one result";
     return verifySharding(sharding, type, lookupMesh(op), emitError);
   }
+  if (name == kLastMicrobatchAttr || name == kLastMicrobatchOfAttr) {
+    if (!attr.getValue().isa<FlatSymbolRefAttr>() ||
+        !isa<FunctionOpInterface>(op))
+      return emitError() << "expected a function's symbol, on a function";
+    return success();
+  }
   if (name == kMemorySpaceAttr) {
     if (!attr.getValue().isa<MemorySpaceAttr>())
       return emitError() << "expected a #cleave.memory_space";

@@ -10,6 +10,8 @@
 #include "ir/CleaveOps.h"
 #include "ir/DistributionOps.h"
 
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/FunctionInterfaces.h"
 #include "mlir/IR/SymbolTable.h"
 
 using namespace mlir;
@@ -253,15 +255,23 @@ LogicalResult AllReduceOp::verify() {
   return success();
 }
 
+/// A bucket of gradient buffers: parameters, reduced by mean or sum.
+static LogicalResult verifyBucket(Operation *op, ArrayAttr params,
+                                  StringRef reduce) {
+  if (reduce != "mean" && reduce != "sum")
+    return op->emitOpError() << "reduce must be \"mean\" or \"sum\", got \""
+                             << reduce << "\"";
+  if (params.empty())
+    return op->emitOpError() << "an empty bucket";
+  for (Attribute name : params)
+    if (!lookupParameter(op, name.cast<FlatSymbolRefAttr>()))
+      return op->emitOpError() << "no cleave.parameter named " << name;
+  return success();
+}
+
 LogicalResult AllReduceGradsOp::verify() {
-  if (getReduce() != "mean" && getReduce() != "sum")
-    return emitOpError() << "reduce must be \"mean\" or \"sum\", got \""
-                         << getReduce() << "\"";
-  if (getParams().empty())
-    return emitOpError() << "an empty bucket";
-  for (Attribute name : getParams())
-    if (!lookupParameter(*this, name.cast<FlatSymbolRefAttr>()))
-      return emitOpError() << "no cleave.parameter named " << name;
+  if (failed(verifyBucket(*this, getParams(), getReduce())))
+    return failure();
   MeshAttr mesh = lookupMesh(*this);
   std::optional<int64_t> size =
       mesh ? mesh.getAxisSize(getGroup()) : std::nullopt;
@@ -281,4 +291,58 @@ LogicalResult AllReduceGradsOp::verify() {
     }
   }
   return success();
+}
+
+/// A started gradient all-reduce and its wait are paired by `event` across
+/// the functions of one module: the start in a backward function, the wait
+/// in the optimizer, each exactly once.
+static LogicalResult verifyGradientEvent(Operation *op, int64_t event) {
+  bool start = isa<AllReduceGradsStartOp>(op);
+  if (event < 1)
+    return op->emitOpError() << "event must be at least 1, got " << event;
+  StringRef expected = start ? "backward" : "optimizer";
+  auto func = op->getParentOfType<FunctionOpInterface>();
+  auto kind = func ? func->getAttrOfType<StringAttr>("cleave.kind")
+                   : StringAttr();
+  if (!kind || kind.getValue() != expected)
+    return op->emitOpError() << "must be in a function of cleave.kind \""
+                             << expected << "\"";
+  auto module = func->getParentOfType<ModuleOp>();
+  if (!module)
+    return success();
+  int64_t starts = 0, waits = 0;
+  for (auto f : module.getOps<FunctionOpInterface>())
+    f->walk([&](Operation *o) {
+      if (auto s = dyn_cast<AllReduceGradsStartOp>(o))
+        starts += int64_t(s.getEvent()) == event;
+      else if (auto w = dyn_cast<WaitGradsOp>(o))
+        waits += int64_t(w.getEvent()) == event;
+    });
+  if (start && waits == 0)
+    return op->emitOpError()
+           << "event " << event << " is started but never waited for: the "
+           << "optimizer needs a cleave.wait_grads event " << event;
+  if (!start && starts == 0)
+    return op->emitOpError()
+           << "event " << event << " is waited for but never started: a "
+           << "backward needs a cleave.all_reduce_grads_start with event "
+           << event;
+  if (starts > 1 || waits > 1)
+    return op->emitOpError() << "event " << event << " is started " << starts
+                             << " and waited for " << waits
+                             << " times in the module; each event is started "
+                                "once and waited for once";
+  return success();
+}
+
+LogicalResult AllReduceGradsStartOp::verify() {
+  if (getGroup().empty())
+    return emitOpError() << "needs the name of a mesh group";
+  if (failed(verifyBucket(*this, getParams(), getReduce())))
+    return failure();
+  return verifyGradientEvent(*this, getEvent());
+}
+
+LogicalResult WaitGradsOp::verify() {
+  return verifyGradientEvent(*this, getEvent());
 }

@@ -14,7 +14,6 @@
 #include "ir/DistributionOps.h"
 #include "passes/Layout.h"
 #include "passes/NodeName.h"
-#include "passes/OverlapGradients.h"
 #include "passes/Passes.h"
 #include "passes/PlanAnalysis.h"
 #include "passes/Report.h"
@@ -196,6 +195,8 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
   MeshAttr mesh;
   int64_t dataRanks = 1, pipelineRanks = 1;
   int64_t currentRank = 0;
+  // The stage whose functions are being emitted (its gradient events).
+  int64_t stageIndex = 0;
 
   /// The world rank at data coordinate `d` and pipeline coordinate `p`.
   int64_t rankAt(int64_t d, int64_t p) const {
@@ -216,9 +217,11 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
     auto dtype = dtypeOf(tensor.getElementType(), where);
     if (failed(dtype))
       return failure();
-    pb::Tensor *t = program.add_tensors();
     if (offset >= slotBase && offset < slotBase + slotBytes)
       offset += currentSlot * slotBytes;
+    if (replayNext >= 0)
+      return replayTensor(tensor, offset, *dtype, category, name, where);
+    pb::Tensor *t = program.add_tensors();
     t->set_buffer(currentBuffer);
     t->set_offset(offset);
     for (int64_t d : tensor.getShape())
@@ -229,6 +232,94 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
     if (category == pb::ACTIVATIONS)
       activationTensors.insert(program.tensors_size() - 1);
     return program.tensors_size() - 1;
+  }
+
+  //===--------------------------------------------------------------------===//
+  // The last microbatch's backward (cleave-overlap-gradients)
+  //===--------------------------------------------------------------------===//
+
+  // While a last-microbatch copy is emitted: the next of its original's
+  // tensors, which it uses instead of adding its own, and the end of them.
+  int replayNext = -1, replayEnd = -1;
+  // Program-wide ids of the started gradient all-reduces, by (stage, the
+  // IR's event): the IR numbers them per module, a program per rank.
+  std::map<std::pair<int64_t, int64_t>, int> gradientEvents;
+
+  /// The copy of `backward` that the step of the last microbatch runs, or
+  /// null.
+  static func::FuncOp lastMicrobatchCopy(func::FuncOp backward) {
+    auto name = backward ? backward->getAttrOfType<FlatSymbolRefAttr>(
+                               kLastMicrobatchAttr)
+                         : FlatSymbolRefAttr();
+    return name ? SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(backward,
+                                                                      name)
+                : func::FuncOp();
+  }
+
+  /// Numbers the events that `copy` (of stage `stage`) starts, after those
+  /// already numbered: called in the order the rank's schedule runs them.
+  void numberGradientEvents(func::FuncOp copy, int64_t stage) {
+    copy.walk([&](AllReduceGradsStartOp start) {
+      int id = int(gradientEvents.size()) + 1;
+      gradientEvents.try_emplace({stage, int64_t(start.getEvent())}, id);
+    });
+  }
+
+  FailureOr<int> programEvent(Operation *op, int64_t event) {
+    auto it = gradientEvents.find({stageIndex, event});
+    if (it == gradientEvents.end())
+      return op->emitError() << "event " << event << " is not started by a "
+                                "copy of a backward that this rank's "
+                                "schedule runs for the last microbatch";
+    return it->second;
+  }
+
+  /// The tensor a last-microbatch copy asks for: its original's next.
+  FailureOr<int> replayTensor(RankedTensorType type, int64_t offset,
+                              pb::DType dtype, pb::Category category,
+                              StringRef name, Operation *where) {
+    if (replayNext < replayEnd) {
+      const pb::Tensor &t = program.tensors(replayNext);
+      if (t.buffer() == currentBuffer && int64_t(t.offset()) == offset &&
+          t.dtype() == dtype && t.category() == category && t.name() == name &&
+          llvm::equal(t.shape(), type.getShape()))
+        return replayNext++;
+    }
+    return where->emitError()
+           << "the last-microbatch copy of a backward differs from it at "
+           << type << " (offset " << offset
+           << "); run cleave-overlap-gradients after cleave-memory-plan";
+  }
+
+  /// Emits `copy`, the last-microbatch copy of a function whose emission
+  /// added the tensors [tensors.first, tensors.second), as function `name`
+  /// at the program's end. It runs in its original's storage: it uses those
+  /// tensors, in order, and binds no inputs or outputs of its own.
+  FailureOr<int> emitLastMicrobatchCopy(func::FuncOp copy,
+                                        std::pair<int, int> tensors,
+                                        const std::string &name) {
+    int inputs = program.inputs_size(), outputs = program.outputs_size();
+    int integers = integerArgs;
+    replayNext = tensors.first;
+    replayEnd = tensors.second;
+    LogicalResult emitted = emitFunction(copy);
+    bool complete = replayNext == replayEnd;
+    replayNext = replayEnd = -1;
+    if (failed(emitted))
+      return failure();
+    if (!complete)
+      return copy.emitError() << "the last-microbatch copy of a backward has "
+                                 "fewer values than it; run "
+                                 "cleave-overlap-gradients after "
+                                 "cleave-memory-plan";
+    program.mutable_inputs()->DeleteSubrange(inputs,
+                                             program.inputs_size() - inputs);
+    program.mutable_outputs()->DeleteSubrange(outputs,
+                                              program.outputs_size() - outputs);
+    integerArgs = integers;
+    int index = program.functions_size() - 1;
+    program.mutable_functions(index)->set_name(name);
+    return index;
   }
 
   LogicalResult emit() {
@@ -305,11 +396,20 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
     }
     if (failed(emitParameters(module)))
       return failure();
+    for (func::FuncOp func : funcs)
+      if (kindOf(func) == pb::FORWARD)
+        if (func::FuncOp copy = lastMicrobatchCopy(backwardOf(func)))
+          numberGradientEvents(copy, 0);
     llvm::DenseMap<Operation *, int> functionIndex;
+    llvm::DenseMap<Operation *, std::pair<int, int>> tensorsOf;
     for (func::FuncOp func : funcs) {
+      if (func->hasAttr(kLastMicrobatchOfAttr))
+        continue; // emitted below, for the last microbatch's step
       functionIndex[func] = program.functions_size();
+      int firstTensor = program.tensors_size();
       if (failed(emitFunction(func)))
         return failure();
+      tensorsOf[func] = {firstTensor, program.tensors_size()};
     }
 
     pb::Batch *batch = program.mutable_batch();
@@ -339,10 +439,19 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
         if (kindOf(func) != pb::FORWARD)
           continue;
         addStep(functionIndex[func], mb);
-        if (auto bw = func->getAttrOfType<FlatSymbolRefAttr>("cleave.backward"))
-          if (auto backward =
-                  SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(func, bw))
-            addStep(functionIndex[backward], mb);
+        if (func::FuncOp backward = backwardOf(func)) {
+          int index = functionIndex[backward];
+          func::FuncOp copy = lastMicrobatchCopy(backward);
+          if (copy && mb == microbatches - 1) {
+            FailureOr<int> last = emitLastMicrobatchCopy(
+                copy, tensorsOf[backward],
+                program.functions(index).name() + " (last microbatch)");
+            if (failed(last))
+              return failure();
+            index = *last;
+          }
+          addStep(index, mb);
+        }
       }
     for (func::FuncOp func : funcs)
       if (kindOf(func) == pb::OPTIMIZER)
@@ -356,7 +465,6 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
     m->mutable_groups(0)->clear_ranks();
     for (int64_t d = 0; d < dataRanks; ++d)
       m->mutable_groups(0)->add_ranks(rankAt(d, 0));
-    overlapGradientReduction(program, microbatches);
     for (int64_t d = 0; d < dataRanks; ++d) {
       int64_t r = rankAt(d, 0);
       m->set_rank(r);
@@ -662,24 +770,41 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
         continue;
       }
       if (auto reduce = dyn_cast<AllReduceGradsOp>(op)) {
-        pb::Collective *c = fn->add_body()->mutable_collective();
-        c->set_kind(pb::ALL_REDUCE);
         std::optional<ArrayRef<int64_t>> members;
         if (auto m = reduce.getMembers())
           members = *m;
-        FailureOr<int> group = groupIndex(reduce.getGroup(), members, &op);
-        if (failed(group))
+        if (failed(emitBucket(fn->add_body()->mutable_collective(),
+                              reduce.getParams(), reduce.getGroup(), members,
+                              reduce.getReduce(), &op)))
           return failure();
-        c->set_group(*group);
-        c->set_reduce(reduce.getReduce() == "sum" ? pb::SUM : pb::MEAN);
-        for (Attribute name : reduce.getParams()) {
-          auto it = gradTensor.find(name.cast<FlatSymbolRefAttr>().getValue());
-          if (it == gradTensor.end())
-            return reduce.emitError() << "parameter " << name
-                                      << " has no planned gradient";
-          c->add_inputs(it->second);
-          c->add_outputs(it->second);
-        }
+        continue;
+      }
+      if (auto start = dyn_cast<AllReduceGradsStartOp>(op)) {
+        FailureOr<int> event = programEvent(&op, start.getEvent());
+        pb::Instruction inst;
+        if (failed(event) ||
+            failed(emitBucket(inst.mutable_collective(), start.getParams(),
+                              start.getGroup(), std::nullopt,
+                              start.getReduce(), &op)))
+          return failure();
+        inst.mutable_collective()->set_event(*event);
+        // Right after the kernel before it, ahead of that kernel's frees:
+        // the reduction starts as soon as its gradients are final.
+        int at = fn->body_size();
+        while (at > 0 && fn->body(at - 1).has_free())
+          --at;
+        *fn->add_body() = std::move(inst);
+        for (int i = fn->body_size() - 1; i > at; --i)
+          fn->mutable_body()->SwapElements(i, i - 1);
+        continue;
+      }
+      if (auto wait = dyn_cast<WaitGradsOp>(op)) {
+        FailureOr<int> event = programEvent(&op, wait.getEvent());
+        if (failed(event))
+          return failure();
+        pb::Event *e = fn->add_body()->mutable_event();
+        e->set_id(*event);
+        e->set_wait(true);
         continue;
       }
       if (auto reduce = dyn_cast<AllReduceOp>(op)) {
@@ -777,6 +902,29 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
         freeable.insert(result);
       }
       addFrees(op, fn, freeable, lastUser);
+    }
+    return success();
+  }
+
+  /// A bucket's gradient all-reduce (cleave.all_reduce_grads and its start)
+  /// into `c`: in place on the parameters' gradient tensors.
+  LogicalResult emitBucket(pb::Collective *c, ArrayAttr params,
+                           StringRef groupName,
+                           std::optional<ArrayRef<int64_t>> members,
+                           StringRef reduce, Operation *op) {
+    c->set_kind(pb::ALL_REDUCE);
+    FailureOr<int> group = groupIndex(groupName, members, op);
+    if (failed(group))
+      return failure();
+    c->set_group(*group);
+    c->set_reduce(reduce == "sum" ? pb::SUM : pb::MEAN);
+    for (Attribute name : params) {
+      auto it = gradTensor.find(name.cast<FlatSymbolRefAttr>().getValue());
+      if (it == gradTensor.end())
+        return op->emitError() << "parameter " << name
+                               << " has no planned gradient";
+      c->add_inputs(it->second);
+      c->add_outputs(it->second);
     }
     return success();
   }
@@ -886,6 +1034,13 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
     for (int64_t m : *members)
       group->add_ranks(peerRank(axis, m));
     return programMesh->groups_size() - 1;
+  }
+
+  static func::FuncOp backwardOf(func::FuncOp forward) {
+    auto name = forward->getAttrOfType<FlatSymbolRefAttr>("cleave.backward");
+    return name ? SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(forward,
+                                                                      name)
+                : func::FuncOp();
   }
 
   /// One program per rank of the data x pipeline mesh.
@@ -1002,6 +1157,11 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
     }
 
     std::map<std::tuple<int64_t, bool, int64_t>, int> functionIndex;
+    // The copies of backwards that the last microbatch's steps run, by
+    // (stage, slot); appended after every other function, in schedule order.
+    std::map<std::pair<int64_t, int64_t>, pb::Function> lastMicrobatch;
+    std::set<std::pair<int64_t, int64_t>> lastSlots =
+        lastMicrobatchSlots(stages, schedule[p].cast<DenseI64ArrayAttr>());
     SmallVector<int> optimizers;
     struct Optimizer {
       func::FuncOp func;
@@ -1028,6 +1188,7 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
       plan->set_workspace(plan->workspace() + intFrom(memory, "workspace"));
       plan->set_constants(plan->constants() + intFrom(memory, "constants"));
       plan->set_io(plan->io() + intFrom(memory, "io"));
+      stageIndex = st;
       slotBase = intFrom(memory, "slot_base");
       slotBytes = intFrom(memory, "slot_bytes");
       int64_t slots = std::max<int64_t>(1, intFrom(memory, "slots"));
@@ -1061,10 +1222,22 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
             ->set_name("stage " + std::to_string(st) + " forward" + suffix);
         if (backward) {
           functionIndex[{st, true, k}] = program.functions_size();
+          int firstTensor = program.tensors_size();
           if (failed(emitFunction(backward)))
             return failure();
+          std::string name = "stage " + std::to_string(st) + " backward" + suffix;
           program.mutable_functions(program.functions_size() - 1)
-              ->set_name("stage " + std::to_string(st) + " backward" + suffix);
+              ->set_name(name);
+          func::FuncOp copy = lastMicrobatchCopy(backward);
+          if (copy && lastSlots.count({st, k})) {
+            FailureOr<int> last = emitLastMicrobatchCopy(
+                copy, {firstTensor, program.tensors_size()},
+                name + " (last microbatch)");
+            if (failed(last))
+              return failure();
+            lastMicrobatch[{st, k}] = std::move(*program.mutable_functions(*last));
+            program.mutable_functions()->RemoveLast();
+          }
         }
       }
       for (func::FuncOp opt : optimizerFuncs)
@@ -1078,6 +1251,7 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
              << " optimizers; run cleave-merge-chunk-optimizers";
     for (auto [opt, buffer, st] : optimizerOf) {
       currentBuffer = buffer;
+      stageIndex = st;
       currentSlot = 0;
       tensorOf.clear();
       optimizers.push_back(program.functions_size());
@@ -1102,7 +1276,15 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
                                << " names stage " << actions[a]
                                << " (slot " << actions[a + 3]
                                << "), which the rank does not hold";
-      addStep(it->second, actions[a + 2]);
+      int function = it->second;
+      auto last = lastMicrobatch.find({actions[a], actions[a + 3]});
+      if (actions[a + 1] && actions[a + 2] == microbatches - 1 &&
+          last != lastMicrobatch.end()) {
+        function = program.functions_size();
+        *program.add_functions() = std::move(last->second);
+        lastMicrobatch.erase(last);
+      }
+      addStep(function, actions[a + 2]);
     }
     for (int f : optimizers)
       addStep(f, -1);
@@ -1113,7 +1295,6 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
     batch->set_seq_len(seq);
     batch->set_first_sample(d * mbSize * microbatches);
     batch->set_global_batch(global);
-    overlapGradientReduction(program, microbatches);
 
     SmallString<256> programPath(outputDir);
     llvm::sys::path::append(programPath,
@@ -1121,6 +1302,26 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
     if (!writeProgram(program, programPath))
       return mlir::emitError(top.getLoc()) << "cannot write '" << programPath << "'";
     return success();
+  }
+
+  /// The (stage, slot) of each backward step of the last microbatch in a
+  /// rank's schedule; numbers the gradient events their copies start.
+  std::set<std::pair<int64_t, int64_t>>
+  lastMicrobatchSlots(ArrayRef<ModuleOp> stages, DenseI64ArrayAttr schedule) {
+    gradientEvents.clear();
+    std::set<std::pair<int64_t, int64_t>> slots;
+    ArrayRef<int64_t> actions = schedule.asArrayRef();
+    for (size_t a = 0; a + 3 < actions.size(); a += 4) {
+      int64_t st = actions[a];
+      if (!actions[a + 1] || actions[a + 2] != microbatches - 1 || st < 0 ||
+          st >= (int64_t)stages.size())
+        continue;
+      slots.insert({st, actions[a + 3]});
+      for (auto func : ModuleOp(stages[st]).getOps<func::FuncOp>())
+        if (func->hasAttr(kLastMicrobatchOfAttr))
+          numberGradientEvents(func, st);
+    }
+    return slots;
   }
 
   /// plan.json (and with `report`, report.html): the plan analysis of the

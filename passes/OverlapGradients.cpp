@@ -1,101 +1,125 @@
-//===- OverlapGradients.cpp - gradient all-reduce overlapping backward ----===//
+//===- OverlapGradients.cpp - data-parallel all-reduces during backward ---===//
 //
-// A rewrite of an emitted program (runtime/program.proto): see
-// OverlapGradients.h.
+// cleave-data-parallel reduces the gradients in buckets at the optimizer's
+// start; a bucket's gradients are final earlier, once the step's last
+// microbatch has accumulated them. This pass starts each bucket there, in a
+// copy of the backward that only the last microbatch runs, and the
+// optimizer waits for it (see Passes.td for the IR before and after).
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/OverlapGradients.h"
+#include "ir/AttrNames.h"
+#include "ir/CleaveOps.h"
+#include "passes/Passes.h"
 
-#include "program.pb.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringSet.h"
 
-#include <map>
-#include <set>
-#include <vector>
+namespace mlir::cleave {
+#define GEN_PASS_DEF_OVERLAPGRADIENTS
+#include "passes/Passes.h.inc"
+} // namespace mlir::cleave
 
-namespace pb = ::cleave::program;
+using namespace mlir;
+using namespace mlir::cleave;
 
-void mlir::cleave::overlapGradientReduction(pb::Program &program,
-                                            int64_t microbatches) {
-  int data = -1;
-  for (int g = 0; g < program.mesh().groups_size(); ++g)
-    if (program.mesh().groups(g).name() == "data" &&
-        program.mesh().groups(g).ranks_size() > 1)
-      data = g;
-  if (data < 0)
-    return;
-  struct Bucket {
-    int function, index;
-    std::set<int> tensors;
-    int event = 0;
-  };
-  std::vector<Bucket> buckets;
-  for (int f = 0; f < program.functions_size(); ++f) {
-    const pb::Function &fn = program.functions(f);
-    if (fn.kind() != pb::OPTIMIZER)
-      continue;
-    for (int i = 0; i < fn.body_size(); ++i) {
-      if (!fn.body(i).has_collective())
-        continue;
-      const pb::Collective &c = fn.body(i).collective();
-      bool gradients = c.kind() == pb::ALL_REDUCE && c.group() == data &&
-                       c.event() == 0;
-      for (int k = 0; gradients && k < c.inputs_size(); ++k)
-        gradients = c.inputs(k) == c.outputs(k) &&
-                    program.tensors(c.inputs(k)).category() == pb::GRADIENTS;
-      if (gradients)
-        buckets.push_back(
-            {f, i, std::set<int>(c.inputs().begin(), c.inputs().end())});
+namespace {
+
+bool hasKind(func::FuncOp func, StringRef kind) {
+  auto attr = func->getAttrOfType<StringAttr>("cleave.kind");
+  return attr && attr.getValue() == kind;
+}
+
+/// The op after which `bucket`'s gradients are complete in `body`: the last
+/// accumulation into one of its parameters, provided every one of them is
+/// accumulated there; null otherwise.
+Operation *completionOf(AllReduceGradsOp bucket, Block &body) {
+  llvm::StringSet<> bucketParams, accumulated;
+  for (Attribute name : bucket.getParams())
+    bucketParams.insert(name.cast<FlatSymbolRefAttr>().getValue());
+  Operation *last = nullptr;
+  for (auto acc : body.getOps<AccumulateGradOp>())
+    if (bucketParams.contains(acc.getName())) {
+      accumulated.insert(acc.getName());
+      last = acc;
     }
-  }
-  int nextEvent = 1;
-  for (pb::Step &step : *program.mutable_schedule()) {
-    if (step.microbatch() != microbatches - 1 ||
-        program.functions(step.function()).kind() != pb::BACKWARD)
-      continue;
-    pb::Function copy = program.functions(step.function());
-    // Where each bucket's gradients are last written in this function.
-    std::map<int, std::vector<size_t>> startsAfter;
-    for (size_t b = 0; b < buckets.size(); ++b) {
-      if (buckets[b].event)
-        continue;
-      std::set<int> written;
-      int last = -1;
-      for (int i = 0; i < copy.body_size(); ++i)
-        if (copy.body(i).has_kernel())
-          for (int out : copy.body(i).kernel().outputs())
-            if (buckets[b].tensors.count(out)) {
-              written.insert(out);
-              last = i;
-            }
-      if (written.size() == buckets[b].tensors.size())
-        startsAfter[last].push_back(b);
+  return accumulated.size() == bucketParams.size() ? last : nullptr;
+}
+
+struct OverlapGradients
+    : mlir::cleave::impl::OverlapGradientsBase<OverlapGradients> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    // The data-parallel buckets still reduced synchronously, in the
+    // optimizer's order; and where numbering may go on (a module that was
+    // already overlapped once).
+    SmallVector<AllReduceGradsOp> buckets;
+    int64_t nextEvent = 1;
+    for (auto func : module.getOps<func::FuncOp>()) {
+      func.walk([&](Operation *op) {
+        if (auto start = dyn_cast<AllReduceGradsStartOp>(op))
+          nextEvent = std::max<int64_t>(nextEvent, start.getEvent() + 1);
+        if (auto bucket = dyn_cast<AllReduceGradsOp>(op))
+          if (hasKind(func, "optimizer") && bucket.getGroup() == kDataAxis)
+            buckets.push_back(bucket);
+      });
     }
-    if (startsAfter.empty())
-      continue;
-    pb::Function overlapped;
-    overlapped.set_name(copy.name() + " (last microbatch)");
-    overlapped.set_kind(copy.kind());
-    for (int i = 0; i < copy.body_size(); ++i) {
-      *overlapped.add_body() = copy.body(i);
-      for (size_t b : startsAfter[i]) {
-        Bucket &bucket = buckets[b];
-        bucket.event = nextEvent++;
-        pb::Instruction start =
-            program.functions(bucket.function).body(bucket.index);
-        start.mutable_collective()->set_event(bucket.event);
-        *overlapped.add_body() = start;
+    if (buckets.empty())
+      return;
+
+    SymbolTable symbols(module);
+    for (auto backward : llvm::to_vector(module.getOps<func::FuncOp>())) {
+      if (!hasKind(backward, "backward") || backward.isExternal() ||
+          backward->hasAttr(kLastMicrobatchAttr) ||
+          backward->hasAttr(kLastMicrobatchOfAttr))
+        continue;
+      // The buckets this backward completes, after the op that completes
+      // them, in bucket order.
+      llvm::DenseMap<Operation *, SmallVector<AllReduceGradsOp>> startsAfter;
+      SmallVector<AllReduceGradsOp> rest;
+      for (AllReduceGradsOp bucket : buckets) {
+        if (Operation *done = completionOf(bucket, backward.getBody().front()))
+          startsAfter[done].push_back(bucket);
+        else
+          rest.push_back(bucket);
+      }
+      if (startsAfter.empty())
+        continue;
+      buckets = std::move(rest);
+
+      // The copy keeps every op's attributes, the planned offsets included:
+      // it runs in the original's storage.
+      auto variant = cast<func::FuncOp>(backward->clone());
+      variant.setName((backward.getName() + "_last_microbatch").str());
+      symbols.insert(variant, std::next(Block::iterator(backward)));
+      variant->setAttr(kLastMicrobatchOfAttr,
+                       FlatSymbolRefAttr::get(backward.getNameAttr()));
+      backward->setAttr(kLastMicrobatchAttr,
+                        FlatSymbolRefAttr::get(variant.getNameAttr()));
+
+      // The two bodies op for op, taken before the starts go in.
+      auto originals =
+          llvm::to_vector(llvm::make_pointer_range(backward.getBody().front()));
+      auto copies =
+          llvm::to_vector(llvm::make_pointer_range(variant.getBody().front()));
+      for (auto [original, copy] : llvm::zip(originals, copies)) {
+        auto it = startsAfter.find(original);
+        if (it == startsAfter.end())
+          continue;
+        OpBuilder b(copy->getContext());
+        b.setInsertionPointAfter(copy);
+        for (AllReduceGradsOp bucket : it->second) {
+          int64_t event = nextEvent++;
+          b.create<AllReduceGradsStartOp>(
+              bucket.getLoc(), bucket.getParams(), event, bucket.getGroup(),
+              bucket.getReduce());
+          OpBuilder(bucket).create<WaitGradsOp>(bucket.getLoc(), event);
+          bucket.erase();
+        }
       }
     }
-    step.set_function(program.functions_size());
-    *program.add_functions() = std::move(overlapped);
   }
-  for (const Bucket &bucket : buckets)
-    if (bucket.event) {
-      pb::Instruction *inst = program.mutable_functions(bucket.function)
-                                  ->mutable_body(bucket.index);
-      inst->Clear();
-      inst->mutable_event()->set_id(bucket.event);
-      inst->mutable_event()->set_wait(true);
-    }
-}
+};
+
+} // namespace

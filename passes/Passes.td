@@ -549,7 +549,8 @@ def VerifyPerRank : Pass<"cleave-verify-per-rank", "ModuleOp"> {
       `cleave.grad_of_arg`), and every `cleave.send` has exactly one
       `cleave.recv` on the peer's stage (the neighbouring stage, on the
       pipeline rank the send names, with the same tag and type), and every
-      receive its send;
+      receive its send (the last microbatch's copy of a backward, which
+      runs instead of it, is not counted twice);
     - every value an op reads is defined in the same function (nothing
       crosses functions except through the forward's saved results).
 
@@ -559,6 +560,69 @@ def VerifyPerRank : Pass<"cleave-verify-per-rank", "ModuleOp"> {
     module @stage0 attributes {cleave.stage = 0 : i64, cleave.stages = 2 : i64} {
       func.func @forward(...) { cleave.send %h {axis = "pipeline", peer = 1 : i64, tag = 0 : i64} ... }
     }
+    ```
+  }];
+}
+
+def OverlapGradients : Pass<"cleave-overlap-gradients", "ModuleOp"> {
+  let summary = "starts the data-parallel all-reduces in the last backward";
+  let description = [{
+    Overlaps the data-parallel gradient all-reduces (the
+    `cleave.all_reduce_grads` buckets over `"data"` that
+    cleave-data-parallel puts at the optimizer's start) with backward, as
+    PyTorch's DDP does: a bucket can be reduced as soon as the step's last
+    microbatch has accumulated its gradients, not only once the whole
+    backward is done.
+
+    The backward runs once per microbatch and only its last run completes
+    the gradients, so the pass copies the backward function into a variant
+    for the last microbatch (`cleave.last_microbatch` on the backward names
+    it; `cleave.last_microbatch_of` on it names the backward). In the copy,
+    right after the `cleave.accumulate_grad` that completes a bucket (the
+    last one into any of its parameters), a `cleave.all_reduce_grads_start`
+    starts the bucket's reduction; in the optimizer, the bucket's
+    `cleave.all_reduce_grads` becomes a `cleave.wait_grads` on the same
+    event. Events are numbered from 1 in the order the copy starts them. A
+    bucket whose gradients the backward does not all accumulate stays as
+    it was; a module without buckets over `"data"` (one data-parallel
+    rank) is left unchanged.
+
+    Run it after cleave-memory-plan: the copy is the same computation in
+    the same storage, so its ops keep their original's planned offsets
+    (the start and wait allocate nothing). A pipeline runs it on each
+    stage module. cleave-emit-program runs the copy for the last
+    microbatch's step.
+
+    ```mlir
+    // before
+    func.func @forward_backward(...) attributes {cleave.kind = "backward", ...} {
+      cleave.accumulate_grad @b, %db : tensor<8xf32>
+      %dw = cleave.matmul ...
+      cleave.accumulate_grad @w, %dw : tensor<4x8xf32>
+      return
+    }
+    func.func @optimizer(...) attributes {cleave.kind = "optimizer"} {
+      cleave.all_reduce_grads [@b] {group = "data"}
+      cleave.all_reduce_grads [@w] {group = "data"}
+      ...
+    // after
+    func.func @forward_backward(...) attributes {
+        cleave.kind = "backward",
+        cleave.last_microbatch = @forward_backward_last_microbatch, ...}
+    func.func @forward_backward_last_microbatch(...) attributes {
+        cleave.kind = "backward",
+        cleave.last_microbatch_of = @forward_backward, ...} {
+      cleave.accumulate_grad @b, %db : tensor<8xf32>
+      cleave.all_reduce_grads_start [@b] event 1 {group = "data"}
+      %dw = cleave.matmul ...
+      cleave.accumulate_grad @w, %dw : tensor<4x8xf32>
+      cleave.all_reduce_grads_start [@w] event 2 {group = "data"}
+      return
+    }
+    func.func @optimizer(...) attributes {cleave.kind = "optimizer"} {
+      cleave.wait_grads event 1
+      cleave.wait_grads event 2
+      ...
     ```
   }];
 }

@@ -120,6 +120,15 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
   } else {
     pm.addPass(createMemoryPlan());
   }
+  // Each bucket's all-reduce starts in the last microbatch's backward once
+  // its gradients are complete, instead of at the optimizer. After the
+  // memory plan (the last-microbatch copy of a backward runs in the
+  // storage planned for the original) and the stage transfers (the copy
+  // sends and receives as the original does). (A new nest: `stage` runs
+  // before the schedule.)
+  if (options.train && options.dataDegree > 1)
+    (stages > 1 ? pm.nest<ModuleOp>() : pm)
+        .addPass(createOverlapGradients());
   // The phase contract of the per-rank form: local shapes, every crossing
   // an op, every send with its receive; a broken one fails here, naming
   // the stages, instead of hanging a job.

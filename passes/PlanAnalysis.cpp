@@ -99,6 +99,9 @@ StagePlan planStage(ModuleOp m, int64_t index, int64_t pipelineRanks,
   double forwardSeconds = 0;
   bool hasBackward = false;
   for (auto func : m.getOps<func::FuncOp>()) {
+    // The last microbatch's copy of a backward (cleave-overlap-gradients)
+    // runs instead of it, not besides it: only the buckets it starts count.
+    bool copy = func->hasAttr(kLastMicrobatchOfAttr);
     FunctionKind kind = kindOf(func);
     hasBackward |= kind == FunctionKind::Backward;
     if (kind == FunctionKind::Forward) {
@@ -111,14 +114,34 @@ StagePlan planStage(ModuleOp m, int64_t index, int64_t pipelineRanks,
           s.sentBytes += tensorBytes(func.getResultTypes()[i]);
     }
     func.walk([&](Operation *op) {
-      if (auto reduce = dyn_cast<AllReduceGradsOp>(op)) {
+      // The data-parallel buckets, started in the backward or run in the
+      // optimizer (a rank's merged optimizer names its other stages'
+      // parameters).
+      ArrayAttr bucket;
+      if (auto reduce = dyn_cast<AllReduceGradsOp>(op))
+        bucket = reduce.getGroup() == kDataAxis ? reduce.getParams()
+                                                : ArrayAttr();
+      else if (auto start = dyn_cast<AllReduceGradsStartOp>(op))
+        bucket = start.getGroup() == kDataAxis ? start.getParams()
+                                               : ArrayAttr();
+      if (isa<AllReduceGradsOp, AllReduceGradsStartOp>(op)) {
+        if (!bucket)
+          return;
         ++s.allReduceBuckets;
-        for (Attribute name : reduce.getParams())
-          if (auto param = SymbolTable::lookupNearestSymbolFrom<ParameterOp>(
-                  op, name.cast<FlatSymbolRefAttr>()))
+        for (Attribute name : bucket)
+          if (auto param = lookupParameter(op, name.cast<FlatSymbolRefAttr>()))
             s.allReduceBytes += tensorBytes(param.getType());
         return;
       }
+      if (copy)
+        return;
+      if (auto send = dyn_cast<SendOp>(op)) {
+        if (kind == FunctionKind::Forward)
+          s.sentBytes += tensorBytes(send.getInput().getType());
+        return;
+      }
+      if (isa<RecvOp>(op))
+        return;
       if (!op->getDialect() || !isa<CleaveDialect>(op->getDialect()))
         return;
       OpCost cost = estimateCost(op);

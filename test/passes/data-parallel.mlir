@@ -1,14 +1,18 @@
 // Tests of --cleave-data-parallel: buckets of gradient all-reduces at the
 // start of the optimizer, last parameters first; nothing for one rank;
-// an error without an optimizer. And the emitted programs: one per rank,
-// each with its first sample and the collective over the data group.
+// an error without an optimizer. And the emitted programs (the all-reduces
+// overlapped by cleave-overlap-gradients): one per rank, each with its
+// first sample and the collective over the data group.
 // RUN: cleave-opt %s --cleave-autodiff --cleave-optimizer --cleave-data-parallel="degree=2 bucket-bytes=100" | FileCheck %s
 // RUN: cleave-opt %s --cleave-autodiff --cleave-optimizer --cleave-data-parallel=degree=1 | FileCheck %s --check-prefix=ONE
 // RUN: not cleave-opt %s --cleave-autodiff --cleave-data-parallel=degree=2 2>&1 | FileCheck %s --check-prefix=NOOPT
-// RUN: rm -rf %t && cleave-opt %s --cleave-place-ranks=data=2 --cleave-autodiff=microbatches=2 --cleave-optimizer --cleave-data-parallel=degree=2 --cleave-memory-plan --cleave-emit-program="output-dir=%t microbatches=2" -o /dev/null
+// RUN: rm -rf %t && cleave-opt %s --cleave-place-ranks=data=2 --cleave-autodiff=microbatches=2 --cleave-optimizer --cleave-data-parallel=degree=2 --cleave-memory-plan --cleave-overlap-gradients --cleave-emit-program="output-dir=%t microbatches=2 data-degree=2" -o /dev/null
 // RUN: protoc --decode=cleave.program.Program -I %src_root/runtime %src_root/runtime/program.proto < %t/rank-1.pb | FileCheck %s --check-prefix=RANK1
-// RUN: rm -rf %t.b && cleave-opt %s --cleave-place-ranks=data=2 --cleave-autodiff=microbatches=2 --cleave-optimizer "--cleave-data-parallel=degree=2 bucket-bytes=1" --cleave-memory-plan --cleave-emit-program="output-dir=%t.b microbatches=2" -o /dev/null
+// RUN: rm -rf %t.b && cleave-opt %s --cleave-place-ranks=data=2 --cleave-autodiff=microbatches=2 --cleave-optimizer "--cleave-data-parallel=degree=2 bucket-bytes=1" --cleave-memory-plan --cleave-overlap-gradients --cleave-emit-program="output-dir=%t.b microbatches=2 data-degree=2" -o /dev/null
 // RUN: protoc --decode=cleave.program.Program -I %src_root/runtime %src_root/runtime/program.proto < %t.b/rank-0.pb | FileCheck %s --check-prefix=OVERLAP
+// RUN: rm -rf %t.c && cleave-opt %s --cleave-place-ranks=data=2 --cleave-autodiff --cleave-optimizer --cleave-data-parallel=degree=2 --cleave-memory-plan --cleave-overlap-gradients --cleave-emit-program="output-dir=%t.c microbatches=1 data-degree=2" -o /dev/null
+// RUN: protoc --decode=cleave.program.Program -I %src_root/runtime %src_root/runtime/program.proto < %t.c/rank-0.pb | FileCheck %s --check-prefix=ONEMB
+// RUN: rm -rf %t.d && not cleave-opt %s --cleave-place-ranks=data=2 --cleave-autodiff=microbatches=2 --cleave-optimizer --cleave-data-parallel=degree=2 --cleave-overlap-gradients --cleave-memory-plan --cleave-emit-program="output-dir=%t.d microbatches=2 data-degree=2" -o /dev/null 2>&1 | FileCheck %s --check-prefix=ORDER
 
 cleave.parameter @w {init = "normal:0.02"} : tensor<4x8xf32>
 cleave.parameter @b {init = "zeros"} : tensor<8xf32>
@@ -81,3 +85,23 @@ func.func @forward(%x: tensor<2x4xi64>, %t: tensor<2x4xi64>) -> tensor<f32> {
 // OVERLAP: op: "accumulate_grad"
 // OVERLAP: collective {
 // OVERLAP: event: 2
+
+// With one microbatch the step's only backward runs the copy that starts
+// the all-reduce.
+// ONEMB: name: "forward_backward (last microbatch)"
+// ONEMB: op: "accumulate_grad"
+// ONEMB: op: "accumulate_grad"
+// ONEMB: collective {
+// ONEMB: event: 1
+// ONEMB: schedule {
+// ONEMB-NEXT: }
+// ONEMB-NEXT: schedule {
+// ONEMB-NEXT: function: 3
+// ONEMB-NEXT: }
+// ONEMB-NEXT: schedule {
+// ONEMB-NEXT: function: 2
+// ONEMB-NEXT: microbatch: -1
+
+// Overlapped before the memory plan, the copy is planned as a function of
+// its own, in other storage than the backward it copies: refused.
+// ORDER: error: the last-microbatch copy of a backward differs from it at 'tensor<f32>' (offset {{[0-9]+}}); run cleave-overlap-gradients after cleave-memory-plan
