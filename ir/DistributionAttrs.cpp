@@ -16,6 +16,8 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringSet.h"
 
+#include <map>
+
 using namespace mlir;
 using namespace mlir::cleave;
 
@@ -239,6 +241,25 @@ ParameterOp mlir::cleave::lookupParameter(Operation *user,
       return param;
   }
   return {};
+}
+
+SmallVector<ModuleOp> mlir::cleave::rankModules(ModuleOp module) {
+  auto k = module->getAttrOfType<IntegerAttr>(kStageAttr);
+  auto top = module->getParentOfType<ModuleOp>();
+  MeshAttr mesh = top ? lookupMesh(top) : MeshAttr();
+  std::optional<int64_t> ranks =
+      mesh ? mesh.getAxisSize(kPipelineAxis) : std::nullopt;
+  if (!k || !ranks)
+    return {module};
+  std::map<int64_t, ModuleOp> byStage;
+  for (auto other : top.getOps<ModuleOp>())
+    if (auto j = other->getAttrOfType<IntegerAttr>(kStageAttr))
+      if (j.getInt() % *ranks == k.getInt() % *ranks)
+        byStage[j.getInt()] = other;
+  SmallVector<ModuleOp> modules;
+  for (auto &[j, other] : byStage)
+    modules.push_back(other);
+  return modules;
 }
 
 FailureOr<int64_t>

@@ -35,6 +35,12 @@ MeshAttr lookupMesh(Operation *op);
 /// parameters of all of them. Null when there is none.
 ParameterOp lookupParameter(Operation *user, FlatSymbolRefAttr name);
 
+/// The modules whose functions run on one rank together with `module`'s:
+/// for a pipeline stage module, every stage module on the same pipeline
+/// rank (stage k and stage j when k = j mod the mesh's pipeline size), in
+/// stage order; otherwise `module` alone.
+SmallVector<ModuleOp> rankModules(ModuleOp module);
+
 /// Checks `sharding` against a value of `type` on `mesh`: one entry per
 /// dimension, every axis in the mesh, each split dimension divisible by
 /// its axes' sizes. Reports through `emitError`.

@@ -294,7 +294,7 @@ LogicalResult AllReduceGradsOp::verify() {
 }
 
 /// A started gradient all-reduce and its wait are paired by `event` across
-/// the functions of one module: the start in a backward function, the wait
+/// the functions of one rank's modules: the start in a backward function, the wait
 /// in the optimizer, each exactly once.
 static LogicalResult verifyGradientEvent(Operation *op, int64_t event) {
   bool start = isa<AllReduceGradsStartOp>(op);
@@ -310,8 +310,11 @@ static LogicalResult verifyGradientEvent(Operation *op, int64_t event) {
   auto module = func->getParentOfType<ModuleOp>();
   if (!module)
     return success();
+  // A rank's stage modules share its events (a merged optimizer waits for
+  // what another stage's backward started).
   int64_t starts = 0, waits = 0;
-  for (auto f : module.getOps<FunctionOpInterface>())
+  for (ModuleOp m : rankModules(module))
+  for (auto f : m.getOps<FunctionOpInterface>())
     f->walk([&](Operation *o) {
       if (auto s = dyn_cast<AllReduceGradsStartOp>(o))
         starts += int64_t(s.getEvent()) == event;
@@ -330,7 +333,7 @@ static LogicalResult verifyGradientEvent(Operation *op, int64_t event) {
   if (starts > 1 || waits > 1)
     return op->emitOpError() << "event " << event << " is started " << starts
                              << " and waited for " << waits
-                             << " times in the module; each event is started "
+                             << " times on the rank; each event is started "
                                 "once and waited for once";
   return success();
 }

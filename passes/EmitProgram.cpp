@@ -195,8 +195,6 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
   MeshAttr mesh;
   int64_t dataRanks = 1, pipelineRanks = 1;
   int64_t currentRank = 0;
-  // The stage whose functions are being emitted (its gradient events).
-  int64_t stageIndex = 0;
 
   /// The world rank at data coordinate `d` and pipeline coordinate `p`.
   int64_t rankAt(int64_t d, int64_t p) const {
@@ -241,9 +239,9 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
   // While a last-microbatch copy is emitted: the next of its original's
   // tensors, which it uses instead of adding its own, and the end of them.
   int replayNext = -1, replayEnd = -1;
-  // Program-wide ids of the started gradient all-reduces, by (stage, the
-  // IR's event): the IR numbers them per module, a program per rank.
-  std::map<std::pair<int64_t, int64_t>, int> gradientEvents;
+  // Program-wide ids of the started gradient all-reduces, by the IR's
+  // event (unique on a rank), in the order the rank's schedule starts them.
+  std::map<int64_t, int> gradientEvents;
 
   /// The copy of `backward` that the step of the last microbatch runs, or
   /// null.
@@ -256,17 +254,17 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
                 : func::FuncOp();
   }
 
-  /// Numbers the events that `copy` (of stage `stage`) starts, after those
-  /// already numbered: called in the order the rank's schedule runs them.
-  void numberGradientEvents(func::FuncOp copy, int64_t stage) {
+  /// Numbers the events that `copy` starts, after those already numbered:
+  /// called in the order the rank's schedule runs them.
+  void numberGradientEvents(func::FuncOp copy) {
     copy.walk([&](AllReduceGradsStartOp start) {
       int id = int(gradientEvents.size()) + 1;
-      gradientEvents.try_emplace({stage, int64_t(start.getEvent())}, id);
+      gradientEvents.try_emplace(int64_t(start.getEvent()), id);
     });
   }
 
   FailureOr<int> programEvent(Operation *op, int64_t event) {
-    auto it = gradientEvents.find({stageIndex, event});
+    auto it = gradientEvents.find(event);
     if (it == gradientEvents.end())
       return op->emitError() << "event " << event << " is not started by a "
                                 "copy of a backward that this rank's "
@@ -399,7 +397,7 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
     for (func::FuncOp func : funcs)
       if (kindOf(func) == pb::FORWARD)
         if (func::FuncOp copy = lastMicrobatchCopy(backwardOf(func)))
-          numberGradientEvents(copy, 0);
+          numberGradientEvents(copy);
     llvm::DenseMap<Operation *, int> functionIndex;
     llvm::DenseMap<Operation *, std::pair<int, int>> tensorsOf;
     for (func::FuncOp func : funcs) {
@@ -1188,7 +1186,6 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
       plan->set_workspace(plan->workspace() + intFrom(memory, "workspace"));
       plan->set_constants(plan->constants() + intFrom(memory, "constants"));
       plan->set_io(plan->io() + intFrom(memory, "io"));
-      stageIndex = st;
       slotBase = intFrom(memory, "slot_base");
       slotBytes = intFrom(memory, "slot_bytes");
       int64_t slots = std::max<int64_t>(1, intFrom(memory, "slots"));
@@ -1251,7 +1248,6 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
              << " optimizers; run cleave-merge-chunk-optimizers";
     for (auto [opt, buffer, st] : optimizerOf) {
       currentBuffer = buffer;
-      stageIndex = st;
       currentSlot = 0;
       tensorOf.clear();
       optimizers.push_back(program.functions_size());
@@ -1319,7 +1315,7 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
       slots.insert({st, actions[a + 3]});
       for (auto func : ModuleOp(stages[st]).getOps<func::FuncOp>())
         if (func->hasAttr(kLastMicrobatchOfAttr))
-          numberGradientEvents(func, st);
+          numberGradientEvents(func);
     }
     return slots;
   }

@@ -10,10 +10,12 @@
 
 #include "ir/AttrNames.h"
 #include "ir/CleaveOps.h"
+#include "ir/DistributionOps.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringSet.h"
 
 namespace mlir::cleave {
@@ -50,72 +52,93 @@ Operation *completionOf(AllReduceGradsOp bucket, Block &body) {
 struct OverlapGradients
     : mlir::cleave::impl::OverlapGradientsBase<OverlapGradients> {
   void runOnOperation() override {
-    ModuleOp module = getOperation();
+    ModuleOp top = getOperation();
+    // A pipeline: each rank's stage modules together (a merged optimizer
+    // reduces buckets that another of the rank's stages completes);
+    // otherwise the module is the one rank's.
+    SmallVector<SmallVector<ModuleOp>> ranks;
+    llvm::DenseSet<Operation *> seen;
+    for (auto stage : top.getOps<ModuleOp>())
+      if (stage->hasAttr(kStageAttr) && !seen.contains(stage)) {
+        ranks.push_back(rankModules(stage));
+        for (ModuleOp m : ranks.back())
+          seen.insert(m);
+      }
+    if (ranks.empty())
+      ranks.push_back({top});
+    for (ArrayRef<ModuleOp> modules : ranks)
+      overlap(modules);
+  }
+
+  void overlap(ArrayRef<ModuleOp> modules) {
     // The data-parallel buckets still reduced synchronously, in the
-    // optimizer's order; and where numbering may go on (a module that was
+    // optimizer's order; and where numbering may go on (a rank that was
     // already overlapped once).
     SmallVector<AllReduceGradsOp> buckets;
     int64_t nextEvent = 1;
-    for (auto func : module.getOps<func::FuncOp>()) {
-      func.walk([&](Operation *op) {
-        if (auto start = dyn_cast<AllReduceGradsStartOp>(op))
-          nextEvent = std::max<int64_t>(nextEvent, start.getEvent() + 1);
-        if (auto bucket = dyn_cast<AllReduceGradsOp>(op))
-          if (hasKind(func, "optimizer") && bucket.getGroup() == kDataAxis)
-            buckets.push_back(bucket);
-      });
-    }
+    for (ModuleOp module : modules)
+      for (auto func : module.getOps<func::FuncOp>())
+        func.walk([&](Operation *op) {
+          if (auto start = dyn_cast<AllReduceGradsStartOp>(op))
+            nextEvent = std::max<int64_t>(nextEvent, start.getEvent() + 1);
+          if (auto bucket = dyn_cast<AllReduceGradsOp>(op))
+            if (hasKind(func, "optimizer") && bucket.getGroup() == kDataAxis)
+              buckets.push_back(bucket);
+        });
     if (buckets.empty())
       return;
 
-    SymbolTable symbols(module);
-    for (auto backward : llvm::to_vector(module.getOps<func::FuncOp>())) {
-      if (!hasKind(backward, "backward") || backward.isExternal() ||
-          backward->hasAttr(kLastMicrobatchAttr) ||
-          backward->hasAttr(kLastMicrobatchOfAttr))
-        continue;
-      // The buckets this backward completes, after the op that completes
-      // them, in bucket order.
-      llvm::DenseMap<Operation *, SmallVector<AllReduceGradsOp>> startsAfter;
-      SmallVector<AllReduceGradsOp> rest;
-      for (AllReduceGradsOp bucket : buckets) {
-        if (Operation *done = completionOf(bucket, backward.getBody().front()))
-          startsAfter[done].push_back(bucket);
-        else
-          rest.push_back(bucket);
-      }
-      if (startsAfter.empty())
-        continue;
-      buckets = std::move(rest);
-
-      // The copy keeps every op's attributes, the planned offsets included:
-      // it runs in the original's storage.
-      auto variant = cast<func::FuncOp>(backward->clone());
-      variant.setName((backward.getName() + "_last_microbatch").str());
-      symbols.insert(variant, std::next(Block::iterator(backward)));
-      variant->setAttr(kLastMicrobatchOfAttr,
-                       FlatSymbolRefAttr::get(backward.getNameAttr()));
-      backward->setAttr(kLastMicrobatchAttr,
-                        FlatSymbolRefAttr::get(variant.getNameAttr()));
-
-      // The two bodies op for op, taken before the starts go in.
-      auto originals =
-          llvm::to_vector(llvm::make_pointer_range(backward.getBody().front()));
-      auto copies =
-          llvm::to_vector(llvm::make_pointer_range(variant.getBody().front()));
-      for (auto [original, copy] : llvm::zip(originals, copies)) {
-        auto it = startsAfter.find(original);
-        if (it == startsAfter.end())
+    for (ModuleOp module : modules) {
+      SymbolTable symbols(module);
+      for (auto backward : llvm::to_vector(module.getOps<func::FuncOp>())) {
+        if (!hasKind(backward, "backward") || backward.isExternal() ||
+            backward->hasAttr(kLastMicrobatchAttr) ||
+            backward->hasAttr(kLastMicrobatchOfAttr))
           continue;
-        OpBuilder b(copy->getContext());
-        b.setInsertionPointAfter(copy);
-        for (AllReduceGradsOp bucket : it->second) {
-          int64_t event = nextEvent++;
-          b.create<AllReduceGradsStartOp>(
-              bucket.getLoc(), bucket.getParams(), event, bucket.getGroup(),
-              bucket.getReduce());
-          OpBuilder(bucket).create<WaitGradsOp>(bucket.getLoc(), event);
-          bucket.erase();
+        // The buckets this backward completes, after the op that completes
+        // them, in bucket order.
+        llvm::DenseMap<Operation *, SmallVector<AllReduceGradsOp>> startsAfter;
+        SmallVector<AllReduceGradsOp> rest;
+        for (AllReduceGradsOp bucket : buckets) {
+          if (Operation *done =
+                  completionOf(bucket, backward.getBody().front()))
+            startsAfter[done].push_back(bucket);
+          else
+            rest.push_back(bucket);
+        }
+        if (startsAfter.empty())
+          continue;
+        buckets = std::move(rest);
+
+        // The copy keeps every op's attributes, the planned offsets
+        // included: it runs in the original's storage.
+        auto variant = cast<func::FuncOp>(backward->clone());
+        variant.setName((backward.getName() + "_last_microbatch").str());
+        symbols.insert(variant, std::next(Block::iterator(backward)));
+        variant->setAttr(kLastMicrobatchOfAttr,
+                         FlatSymbolRefAttr::get(backward.getNameAttr()));
+        backward->setAttr(kLastMicrobatchAttr,
+                          FlatSymbolRefAttr::get(variant.getNameAttr()));
+
+        // The two bodies op for op, taken before the starts go in.
+        auto originals = llvm::to_vector(
+            llvm::make_pointer_range(backward.getBody().front()));
+        auto copies = llvm::to_vector(
+            llvm::make_pointer_range(variant.getBody().front()));
+        for (auto [original, copy] : llvm::zip(originals, copies)) {
+          auto it = startsAfter.find(original);
+          if (it == startsAfter.end())
+            continue;
+          OpBuilder b(copy->getContext());
+          b.setInsertionPointAfter(copy);
+          for (AllReduceGradsOp bucket : it->second) {
+            int64_t event = nextEvent++;
+            b.create<AllReduceGradsStartOp>(
+                bucket.getLoc(), bucket.getParams(), event, bucket.getGroup(),
+                bucket.getReduce());
+            OpBuilder(bucket).create<WaitGradsOp>(bucket.getLoc(), event);
+            bucket.erase();
+          }
         }
       }
     }

@@ -589,8 +589,12 @@ def OverlapGradients : Pass<"cleave-overlap-gradients", "ModuleOp"> {
 
     Run it after cleave-memory-plan: the copy is the same computation in
     the same storage, so its ops keep their original's planned offsets
-    (the start and wait allocate nothing). A pipeline runs it on each
-    stage module. cleave-emit-program runs the copy for the last
+    (the start and wait allocate nothing). On a pipeline it runs on the
+    top-level module and takes each pipeline rank's stage modules together
+    (stage k on rank k mod the mesh's `pipeline` size): with virtual
+    stages the rank's one optimizer (cleave-merge-chunk-optimizers) waits
+    for buckets that another of its stages' backward starts, and events
+    are numbered per rank. cleave-emit-program runs the copy for the last
     microbatch's step.
 
     ```mlir

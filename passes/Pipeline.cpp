@@ -124,11 +124,10 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
   // its gradients are complete, instead of at the optimizer. After the
   // memory plan (the last-microbatch copy of a backward runs in the
   // storage planned for the original) and the stage transfers (the copy
-  // sends and receives as the original does). (A new nest: `stage` runs
-  // before the schedule.)
+  // sends and receives as the original does). On the top-level module: a
+  // pipeline rank's stages share their events.
   if (options.train && options.dataDegree > 1)
-    (stages > 1 ? pm.nest<ModuleOp>() : pm)
-        .addPass(createOverlapGradients());
+    pm.addPass(createOverlapGradients());
   // The phase contract of the per-rank form: local shapes, every crossing
   // an op, every send with its receive; a broken one fails here, naming
   // the stages, instead of hanging a job.

@@ -29,7 +29,7 @@ func.func @optimizer() attributes {cleave.kind = "optimizer"} {
 cleave.parameter @w : tensor<4xf32>
 func.func @backward(%dw: tensor<4xf32>) attributes {cleave.kind = "backward"} {
   cleave.accumulate_grad @w, %dw : tensor<4xf32>
-  // expected-error @+1 {{event 1 is started 2 and waited for 1 times in the module; each event is started once and waited for once}}
+  // expected-error @+1 {{event 1 is started 2 and waited for 1 times on the rank; each event is started once and waited for once}}
   cleave.all_reduce_grads_start [@w] event 1 {group = "data"}
   cleave.all_reduce_grads_start [@w] event 1 {group = "data"}
   return
