@@ -184,7 +184,6 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
   llvm::StringMap<int> paramTensor, gradTensor;
   llvm::DenseSet<int> activationTensors;
   int64_t microbatchSize = 0, seqLen = 0;
-  int integerArgs = 0;
 
   // Pipeline emission: the buffer (one per stage held), the slot whose
   // copy of the per-microbatch values is being emitted.
@@ -297,7 +296,6 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
                                         std::pair<int, int> tensors,
                                         const std::string &name) {
     int inputs = program.inputs_size(), outputs = program.outputs_size();
-    int integers = integerArgs;
     replayNext = tensors.first;
     replayEnd = tensors.second;
     LogicalResult emitted = emitFunction(copy);
@@ -314,7 +312,6 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
                                              program.inputs_size() - inputs);
     program.mutable_outputs()->DeleteSubrange(outputs,
                                               program.outputs_size() - outputs);
-    integerArgs = integers;
     int index = program.functions_size() - 1;
     program.mutable_functions(index)->set_name(name);
     return index;
@@ -589,7 +586,7 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
       return success();
     }
     if (role && (role.getValue() == "tokens" || role.getValue() == "targets")) {
-      // A pipeline stage's model inputs, named by the partition.
+      // The model's inputs, named by cleave-input-roles.
       binding->set_role(role.getValue() == "tokens" ? pb::TOKENS : pb::TARGETS);
       microbatchSize = type.getDimSize(0);
       seqLen = type.getDimSize(1);
@@ -601,24 +598,9 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
       binding->set_role(pb::STEP);
       return success();
     }
-    bool tokenLike = type.getElementType().isa<IntegerType>() &&
-                     !type.getElementType().isInteger(1) &&
-                     type.getRank() == 2 && type.getNumElements() > 0;
-    if (!tokenLike || integerArgs >= 2) {
-      binding->set_role(pb::OTHER);
-      return success();
-    }
-    binding->set_role(integerArgs == 0 ? pb::TOKENS : pb::TARGETS);
-    if (integerArgs == 0) {
-      microbatchSize = type.getDimSize(0);
-      seqLen = type.getDimSize(1);
-    } else if (type.getShape() != ArrayRef<int64_t>{microbatchSize, seqLen}) {
-      return func.emitError()
-             << "the targets '" << argName << "' have shape " << type
-             << ", but the token ids are [" << microbatchSize << ", "
-             << seqLen << "]";
-    }
-    ++integerArgs;
+    // Token ids and targets are marked by cleave-input-roles; any other
+    // input is the user's.
+    binding->set_role(pb::OTHER);
     return success();
   }
 

@@ -41,6 +41,25 @@ def VerifyImported : Pass<"cleave-verify-imported", "ModuleOp"> {
   ];
 }
 
+def InputRoles : Pass<"cleave-input-roles", "ModuleOp"> {
+  let summary = "names the model's token ids and targets (cleave.role)";
+  let description = [{
+    The runtime feeds each microbatch's token ids and targets to the
+    arguments marked `cleave.role = "tokens"` and `cleave.role = "targets"`.
+    They are the forward function's first two integer `[batch, seq]`
+    arguments (DESIGN.md); this pass marks them once, so the partition
+    (whose stages keep the marks of the arguments they read), the plan and
+    the emitter read the role instead of guessing again. An argument that
+    already has a role keeps it. The targets must have the token ids'
+    shape.
+
+    ```mlir
+    func.func @forward(%ids: tensor<4x64xi64> {cleave.role = "tokens"},
+                       %labels: tensor<4x64xi64> {cleave.role = "targets"}) -> tensor<f32>
+    ```
+  }];
+}
+
 def PlaceRanks : Pass<"cleave-place-ranks", "ModuleOp"> {
   let summary = "declares the device mesh: which rank holds which coordinates";
   let description = [{

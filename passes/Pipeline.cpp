@@ -22,6 +22,9 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
   VerifyImportedOptions verify;
   verify.requireLoss = options.train;
   pm.addPass(createVerifyImported(verify));
+  // The token ids and targets named once: the partition carries the names
+  // to the stages that read them, and the emitter binds by them.
+  pm.addPass(createInputRoles());
   // The mesh first: placement is decided once, and every later pass
   // (the partition's stage count, the data-parallel and tied-parameter
   // groups, the transfers' peers) reads ranks and groups off it.

@@ -322,18 +322,6 @@ struct PipelinePartition
             list.push_back(stageOf(i));
         }
 
-    // The token ids and targets: the first two integer [batch, seq]
-    // arguments (DESIGN.md), named so each stage binds what it reads.
-    llvm::DenseMap<unsigned, std::string> inputRoles;
-    for (BlockArgument arg : body.getArguments()) {
-      auto type = arg.getType().dyn_cast<RankedTensorType>();
-      if (inputRoles.size() < 2 && type && type.getRank() == 2 &&
-          type.getElementType().isa<IntegerType>() &&
-          !type.getElementType().isInteger(1))
-        inputRoles[arg.getArgNumber()] =
-            inputRoles.empty() ? "tokens" : "targets";
-    }
-
     OpBuilder top = OpBuilder::atBlockEnd(module.getBody());
     for (int64_t k = 0; k < s; ++k) {
       int64_t from = bounds[k], to = bounds[k + 1];
@@ -389,10 +377,8 @@ struct PipelinePartition
           return mapped;
         if (auto arg = v.dyn_cast<BlockArgument>()) {
           Value a = entry->addArgument(v.getType(), v.getLoc());
+          // Its attributes, cleave.role (cleave-input-roles) included.
           NamedAttrList attrs(forward.getArgAttrDict(arg.getArgNumber()));
-          if (auto role = inputRoles.find(arg.getArgNumber());
-              role != inputRoles.end())
-            attrs.set("cleave.role", b.getStringAttr(role->second));
           argAttrs.push_back(attrs.getDictionary(ctx));
           map.map(v, a);
           return a;

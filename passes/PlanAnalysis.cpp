@@ -187,9 +187,8 @@ StagePlan planStage(ModuleOp m, int64_t index, int64_t pipelineRanks,
   return s;
 }
 
-/// The microbatch's [size, seq]: a pipeline names its token inputs
-/// cleave.role; a one-stage module's first integer [batch, seq] argument
-/// is the token ids (as the emitter binds them).
+/// The microbatch's [size, seq]: the shape of the arguments
+/// cleave-input-roles names the token ids and targets.
 std::pair<int64_t, int64_t> microbatchShape(ArrayRef<ModuleOp> stages) {
   for (ModuleOp m : stages)
     for (auto func : m.getOps<func::FuncOp>())
@@ -199,18 +198,6 @@ std::pair<int64_t, int64_t> microbatchShape(ArrayRef<ModuleOp> stages) {
             auto type = func.getArgumentTypes()[i].cast<RankedTensorType>();
             return {type.getDimSize(0), type.getDimSize(1)};
           }
-  for (ModuleOp m : stages)
-    for (auto func : m.getOps<func::FuncOp>()) {
-      if (kindOf(func) != FunctionKind::Forward)
-        continue;
-      for (Type t : func.getArgumentTypes()) {
-        auto type = t.dyn_cast<RankedTensorType>();
-        if (type && type.hasStaticShape() && type.getRank() == 2 &&
-            type.getElementType().isa<IntegerType>() &&
-            !type.getElementType().isInteger(1) && type.getNumElements() > 0)
-          return {type.getDimSize(0), type.getDimSize(1)};
-      }
-    }
   return {0, 0};
 }
 

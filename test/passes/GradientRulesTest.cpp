@@ -332,6 +332,7 @@ private:
       dir_ = dir.str().str();
     }
     mlir::PassManager pm(&context);
+    pm.addPass(mlir::cleave::createInputRoles());
     mlir::cleave::AutodiffOptions autodiff;
     autodiff.microbatches = 1;
     pm.addPass(mlir::cleave::createAutodiff(autodiff));

@@ -6,13 +6,13 @@
 // RUN: cleave-opt %s --cleave-autodiff --cleave-optimizer --cleave-data-parallel="degree=2 bucket-bytes=100" | FileCheck %s
 // RUN: cleave-opt %s --cleave-autodiff --cleave-optimizer --cleave-data-parallel=degree=1 | FileCheck %s --check-prefix=ONE
 // RUN: not cleave-opt %s --cleave-autodiff --cleave-data-parallel=degree=2 2>&1 | FileCheck %s --check-prefix=NOOPT
-// RUN: rm -rf %t && cleave-opt %s --cleave-place-ranks=data=2 --cleave-autodiff=microbatches=2 --cleave-optimizer --cleave-data-parallel=degree=2 --cleave-memory-plan --cleave-overlap-gradients --cleave-emit-program="output-dir=%t microbatches=2 data-degree=2" -o /dev/null
+// RUN: rm -rf %t && cleave-opt %s --cleave-input-roles --cleave-place-ranks=data=2 --cleave-autodiff=microbatches=2 --cleave-optimizer --cleave-data-parallel=degree=2 --cleave-memory-plan --cleave-overlap-gradients --cleave-emit-program="output-dir=%t microbatches=2 data-degree=2" -o /dev/null
 // RUN: protoc --decode=cleave.program.Program -I %src_root/runtime %src_root/runtime/program.proto < %t/rank-1.pb | FileCheck %s --check-prefix=RANK1
-// RUN: rm -rf %t.b && cleave-opt %s --cleave-place-ranks=data=2 --cleave-autodiff=microbatches=2 --cleave-optimizer "--cleave-data-parallel=degree=2 bucket-bytes=1" --cleave-memory-plan --cleave-overlap-gradients --cleave-emit-program="output-dir=%t.b microbatches=2 data-degree=2" -o /dev/null
+// RUN: rm -rf %t.b && cleave-opt %s --cleave-input-roles --cleave-place-ranks=data=2 --cleave-autodiff=microbatches=2 --cleave-optimizer "--cleave-data-parallel=degree=2 bucket-bytes=1" --cleave-memory-plan --cleave-overlap-gradients --cleave-emit-program="output-dir=%t.b microbatches=2 data-degree=2" -o /dev/null
 // RUN: protoc --decode=cleave.program.Program -I %src_root/runtime %src_root/runtime/program.proto < %t.b/rank-0.pb | FileCheck %s --check-prefix=OVERLAP
-// RUN: rm -rf %t.c && cleave-opt %s --cleave-place-ranks=data=2 --cleave-autodiff --cleave-optimizer --cleave-data-parallel=degree=2 --cleave-memory-plan --cleave-overlap-gradients --cleave-emit-program="output-dir=%t.c microbatches=1 data-degree=2" -o /dev/null
+// RUN: rm -rf %t.c && cleave-opt %s --cleave-input-roles --cleave-place-ranks=data=2 --cleave-autodiff --cleave-optimizer --cleave-data-parallel=degree=2 --cleave-memory-plan --cleave-overlap-gradients --cleave-emit-program="output-dir=%t.c microbatches=1 data-degree=2" -o /dev/null
 // RUN: protoc --decode=cleave.program.Program -I %src_root/runtime %src_root/runtime/program.proto < %t.c/rank-0.pb | FileCheck %s --check-prefix=ONEMB
-// RUN: rm -rf %t.d && not cleave-opt %s --cleave-place-ranks=data=2 --cleave-autodiff=microbatches=2 --cleave-optimizer --cleave-data-parallel=degree=2 --cleave-overlap-gradients --cleave-memory-plan --cleave-emit-program="output-dir=%t.d microbatches=2 data-degree=2" -o /dev/null 2>&1 | FileCheck %s --check-prefix=ORDER
+// RUN: rm -rf %t.d && not cleave-opt %s --cleave-input-roles --cleave-place-ranks=data=2 --cleave-autodiff=microbatches=2 --cleave-optimizer --cleave-data-parallel=degree=2 --cleave-overlap-gradients --cleave-memory-plan --cleave-emit-program="output-dir=%t.d microbatches=2 data-degree=2" -o /dev/null 2>&1 | FileCheck %s --check-prefix=ORDER
 
 cleave.parameter @w {init = "normal:0.02"} : tensor<4x8xf32>
 cleave.parameter @b {init = "zeros"} : tensor<8xf32>

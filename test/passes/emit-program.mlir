@@ -1,6 +1,6 @@
 // Tests of --cleave-emit-program: the planned module becomes rank-0.pb (read
 // back here with protoc --decode), params.bin and plan.json.
-// RUN: rm -rf %t && cleave-opt %s --cleave-memory-plan --cleave-emit-program="output-dir=%t microbatches=2" -o /dev/null
+// RUN: rm -rf %t && cleave-opt %s --cleave-input-roles --cleave-memory-plan --cleave-emit-program="output-dir=%t microbatches=2" -o /dev/null
 // RUN: protoc --decode=cleave.program.Program -I %src_root/runtime %src_root/runtime/program.proto < %t/rank-0.pb | FileCheck %s
 // RUN: od -A d -t f4 %t/params.bin | FileCheck %s --check-prefix=PARAMS
 // RUN: FileCheck %s --check-prefix=PLAN < %t/plan.json

@@ -2,15 +2,15 @@
 // small model with a tied embedding and head split into stage modules
 // (cost-based, at named nodes, by memory), the errors, and the programs the
 // emitter writes for each pipeline rank (receives, sends, groups, schedule).
-// RUN: cleave-opt %s "--cleave-pipeline-partition=stages=2 rates=%inputs/rates-flops.json" | FileCheck %s
-// RUN: cleave-opt %s "--cleave-pipeline-partition=stages=3 split-points=/l2/MatMul,/head/MatMul" | FileCheck %s --check-prefix=SPLIT
-// RUN: cleave-opt %s "--cleave-pipeline-partition=stages=2 optimize=memory memory-weight=1.0 rates=%inputs/rates-flops.json" | FileCheck %s --check-prefix=MEM
+// RUN: cleave-opt %s --cleave-input-roles "--cleave-pipeline-partition=stages=2 rates=%inputs/rates-flops.json" | FileCheck %s
+// RUN: cleave-opt %s --cleave-input-roles "--cleave-pipeline-partition=stages=3 split-points=/l2/MatMul,/head/MatMul" | FileCheck %s --check-prefix=SPLIT
+// RUN: cleave-opt %s --cleave-input-roles "--cleave-pipeline-partition=stages=2 optimize=memory memory-weight=1.0 rates=%inputs/rates-flops.json" | FileCheck %s --check-prefix=MEM
 // RUN: not cleave-opt %s --cleave-pipeline-partition=stages=5 2>&1 | FileCheck %s --check-prefix=MANY
 // RUN: not cleave-opt %s "--cleave-pipeline-partition=stages=2 split-points=/nope" 2>&1 | FileCheck %s --check-prefix=NAME
 // RUN: not cleave-opt %s "--cleave-pipeline-partition=stages=3 split-points=/head/MatMul,/l2/MatMul" 2>&1 | FileCheck %s --check-prefix=ORDER
-// RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-pipeline-partition{stages=2 rates=%inputs/rates-flops.json},builtin.module(cleave-autodiff{microbatches=4},cleave-optimizer{grad-clip=1.0}),cleave-pipeline-schedule{ranks=2 microbatches=4 kind=simple},builtin.module(cleave-memory-plan))' | FileCheck %s --check-prefix=SCHED
-// RUN: not cleave-opt %s --pass-pipeline='builtin.module(cleave-pipeline-partition{stages=4},builtin.module(cleave-autodiff{microbatches=3}),cleave-pipeline-schedule{ranks=2 microbatches=3 kind=interleaved_virtual})' 2>&1 | FileCheck %s --check-prefix=VIRTUAL
-// RUN: rm -rf %t && cleave-opt %s --pass-pipeline='builtin.module(cleave-place-ranks{pipeline=2},cleave-pipeline-partition{stages=2 rates=%inputs/rates-flops.json},builtin.module(cleave-autodiff{microbatches=2},cleave-optimizer{grad-clip=1.0}),cleave-pipeline-schedule{ranks=2 microbatches=2},builtin.module(cleave-memory-plan),cleave-stage-transfers,cleave-emit-program{output-dir=%t microbatches=2})' -o /dev/null
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-input-roles,cleave-pipeline-partition{stages=2 rates=%inputs/rates-flops.json},builtin.module(cleave-autodiff{microbatches=4},cleave-optimizer{grad-clip=1.0}),cleave-pipeline-schedule{ranks=2 microbatches=4 kind=simple},builtin.module(cleave-memory-plan))' | FileCheck %s --check-prefix=SCHED
+// RUN: not cleave-opt %s --pass-pipeline='builtin.module(cleave-input-roles,cleave-pipeline-partition{stages=4},builtin.module(cleave-autodiff{microbatches=3}),cleave-pipeline-schedule{ranks=2 microbatches=3 kind=interleaved_virtual})' 2>&1 | FileCheck %s --check-prefix=VIRTUAL
+// RUN: rm -rf %t && cleave-opt %s --pass-pipeline='builtin.module(cleave-input-roles,cleave-place-ranks{pipeline=2},cleave-pipeline-partition{stages=2 rates=%inputs/rates-flops.json},builtin.module(cleave-autodiff{microbatches=2},cleave-optimizer{grad-clip=1.0}),cleave-pipeline-schedule{ranks=2 microbatches=2},builtin.module(cleave-memory-plan),cleave-stage-transfers,cleave-emit-program{output-dir=%t microbatches=2})' -o /dev/null
 // RUN: protoc --decode=cleave.program.Program -I %src_root/runtime %src_root/runtime/program.proto < %t/rank-0.pb | FileCheck %s --check-prefix=RANK0
 // RUN: protoc --decode=cleave.program.Program -I %src_root/runtime %src_root/runtime/program.proto < %t/rank-1.pb | FileCheck %s --check-prefix=RANK1
 // RUN: FileCheck %s --check-prefix=PLAN < %t/plan.json

@@ -2,15 +2,15 @@
 // become cleave.recv at the top of a function and cleave.send before its
 // return, with the peer's pipeline coordinate and the tag pairing them;
 // the saved results the backward reads are renumbered past the sent ones.
-// RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-place-ranks{data=2 pipeline=2},cleave-pipeline-partition{stages=2 split-points=/l2/MatMul},builtin.module(cleave-autodiff{microbatches=2},cleave-optimizer),cleave-pipeline-schedule{ranks=2 microbatches=2},builtin.module(cleave-memory-plan),cleave-stage-transfers)' | FileCheck %s
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-input-roles,cleave-place-ranks{data=2 pipeline=2},cleave-pipeline-partition{stages=2 split-points=/l2/MatMul},builtin.module(cleave-autodiff{microbatches=2},cleave-optimizer),cleave-pipeline-schedule{ranks=2 microbatches=2},builtin.module(cleave-memory-plan),cleave-stage-transfers)' | FileCheck %s
 // With four stages on two ranks (interleaved), stage 1 (rank 1) receives
 // from rank 0 and sends to rank 0 again (stage 2).
-// RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-place-ranks{pipeline=2},cleave-pipeline-partition{stages=4 split-points=/l1/MatMul,/l2/MatMul,/head/MatMul},builtin.module(cleave-autodiff{microbatches=2}),cleave-pipeline-schedule{ranks=2 microbatches=2 kind=interleaved_virtual},builtin.module(cleave-memory-plan),cleave-stage-transfers)' | FileCheck %s --check-prefix=VIRTUAL
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-input-roles,cleave-place-ranks{pipeline=2},cleave-pipeline-partition{stages=4 split-points=/l1/MatMul,/l2/MatMul,/head/MatMul},builtin.module(cleave-autodiff{microbatches=2}),cleave-pipeline-schedule{ranks=2 microbatches=2 kind=interleaved_virtual},builtin.module(cleave-memory-plan),cleave-stage-transfers)' | FileCheck %s --check-prefix=VIRTUAL
 // Without a mesh the peers cannot be named.
 // RUN: not cleave-opt %s --pass-pipeline='builtin.module(cleave-pipeline-partition{stages=2 split-points=/l2/MatMul},builtin.module(cleave-autodiff{microbatches=2}),cleave-pipeline-schedule{ranks=2 microbatches=2},builtin.module(cleave-memory-plan),cleave-stage-transfers)' 2>&1 | FileCheck %s --check-prefix=NOMESH
 // A parameter tied across two stages of the same pipeline rank cannot sum
 // its gradient over ranks: refused when the optimizer is built.
-// RUN: not cleave-opt %s --pass-pipeline='builtin.module(cleave-place-ranks{pipeline=1},cleave-pipeline-partition{stages=3 split-points=/l2/MatMul,/head/MatMul},builtin.module(cleave-autodiff{microbatches=2},cleave-optimizer))' 2>&1 | FileCheck %s --check-prefix=SAMERANK
+// RUN: not cleave-opt %s --pass-pipeline='builtin.module(cleave-input-roles,cleave-place-ranks{pipeline=1},cleave-pipeline-partition{stages=3 split-points=/l2/MatMul,/head/MatMul},builtin.module(cleave-autodiff{microbatches=2},cleave-optimizer))' 2>&1 | FileCheck %s --check-prefix=SAMERANK
 
 cleave.parameter @emb {init = "normal:0.02"} : tensor<16x8xf32>
 cleave.parameter @w1 {init = "normal:0.02"} : tensor<8x8xf32>
