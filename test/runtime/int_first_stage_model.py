@@ -4,9 +4,17 @@ embedding Gather, so a pipeline split at "/emb/Gather" gives stage 0 no op
 that carries a gradient.
 
     /usr/bin/python3 test/runtime/int_first_stage_model.py OUT.onnx \
-        [--batch 8] [--seq 32] [--vocab 256]
+        [--seq 32] [--vocab 256] [--width 16] \
+        [--reference DIR --data TOKENS --batch B --steps N]
+
+With --reference, also trains the exported model in PyTorch as
+models/reference.py does (AdamW, lr 1e-3, betas (0.9, 0.95), weight decay
+0.1, clipping at 1.0, the batches cleave-run reads from TOKENS) and writes
+DIR/losses.json and DIR/params_final.safetensors.
 """
 import argparse
+import os
+import sys
 import warnings
 
 import torch
@@ -14,6 +22,8 @@ from torch import nn
 from torch.nn import functional as F
 
 warnings.filterwarnings("ignore")  # torch.onnx.export's tracer warnings
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "models"))
 
 
 class IntFirst(nn.Module):
@@ -41,6 +51,9 @@ def main():
     ap.add_argument("--seq", type=int, default=32)
     ap.add_argument("--vocab", type=int, default=256)
     ap.add_argument("--width", type=int, default=16)
+    ap.add_argument("--reference")
+    ap.add_argument("--data")
+    ap.add_argument("--steps", type=int, default=10)
     args = ap.parse_args()
     torch.manual_seed(0)
     model = IntFirst(args.vocab, args.width)
@@ -52,6 +65,14 @@ def main():
                       dynamic_axes={"idx": {0: "batch"}, "targets": {0: "batch"}},
                       opset_version=17, do_constant_folding=False,
                       training=torch.onnx.TrainingMode.PRESERVE)
+    if args.reference:
+        import onnx
+        import reference
+        from tokenizer import read_tokens
+        inits = [t.name for t in onnx.load(args.out).graph.initializer]
+        reference.write_training_reference(
+            model, read_tokens(args.data), args.batch, args.seq, args.steps,
+            reference.DEFAULT_OPTIMIZER, inits, args.reference)
 
 
 if __name__ == "__main__":
