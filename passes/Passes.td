@@ -405,7 +405,11 @@ def PipelineSchedule : Pass<"cleave-pipeline-schedule", "ModuleOp"> {
     `cleave.slots` (microbatches in flight there, each with its own copy of
     the activations kept for backward) and its predicted
     `cleave.forward_seconds` / `cleave.backward_seconds` per microbatch from
-    the cost model.
+    the cost model. A stage that autodiff gave no backward (nothing
+    differentiable flows through it, e.g. one that only slices the token
+    ids or targets) gets only forwards, one slot and no backward time; such
+    stages must come before every stage with a backward (an error names
+    the pair otherwise).
   }];
   let options = [
     Option<"kind", "kind", "std::string", /*default=*/"\"interleaved\"",

@@ -45,6 +45,9 @@ std::string checkCounts(const Options &options) {
   if (v < 1)
     return "virtual_pipeline_degree must be at least 1, got " +
            std::to_string(v);
+  if (options.forwardOnlyStages < 0 || options.forwardOnlyStages > p * v)
+    return "forward-only stages must be in [0, " + std::to_string(p * v) +
+           "], got " + std::to_string(options.forwardOnlyStages);
   return "";
 }
 
@@ -147,9 +150,10 @@ std::vector<Action> interleavedVirtualOrder(int rank, int p, int m, int v) {
 }
 
 /// Gives each forward the lowest slot its stage has free and each backward
-/// the slot of its forward; returns the slots each stage needs.
+/// the slot of its forward (a forward-only stage's forward gives its slot
+/// back at once); returns the slots each stage needs.
 std::vector<int> assignSlots(std::vector<std::vector<Action>> &perRank,
-                             int stages, int microbatches) {
+                             int stages, int microbatches, int forwardOnly) {
   std::vector<int> slotsPerStage(stages, 0);
   std::vector<std::vector<bool>> used(stages);
   std::vector<int> slotOf(static_cast<size_t>(stages) * microbatches, -1);
@@ -169,7 +173,7 @@ std::vector<int> assignSlots(std::vector<std::vector<Action>> &perRank,
           stageUsed.begin());
       if (slot == static_cast<int>(stageUsed.size()))
         stageUsed.push_back(false);
-      stageUsed[slot] = true;
+      stageUsed[slot] = action.stage >= forwardOnly;
       action.slot = slot;
       slotsPerStage[action.stage] =
           std::max(slotsPerStage[action.stage], slot + 1);
@@ -248,8 +252,9 @@ private:
   std::vector<bool> forwardDone, backwardDone;
 };
 
-/// Every action in range, on its stage's rank, and each of the 2*S*m
-/// actions present exactly once; fills `where` for each.
+/// Every action in range, on its stage's rank, and each forward and each
+/// backward of a stage that has one present exactly once; fills `where`
+/// for each.
 bool checkStructure(const Schedule &schedule, const Options &options,
                     std::vector<Placement> &where, std::string &error) {
   const int p = options.ranks, m = options.microbatches,
@@ -286,6 +291,11 @@ bool checkStructure(const Schedule &schedule, const Options &options,
                 std::to_string(action.stage % p);
         return false;
       }
+      if (action.backward && action.stage < options.forwardOnlyStages) {
+        error = at() + "is " + describe(action) + ", but stage " +
+                std::to_string(action.stage) + " has no backward";
+        return false;
+      }
       Placement &place =
           where[(static_cast<size_t>(action.backward) * stages + action.stage) *
                     m +
@@ -299,7 +309,8 @@ bool checkStructure(const Schedule &schedule, const Options &options,
     }
   }
   for (int isBackward = 0; isBackward < 2; ++isBackward)
-    for (int stage = 0; stage < stages; ++stage)
+    for (int stage = isBackward ? options.forwardOnlyStages : 0;
+         stage < stages; ++stage)
       for (int mb = 0; mb < m; ++mb)
         if (where[(static_cast<size_t>(isBackward) * stages + stage) * m + mb]
                 .rank < 0) {
@@ -352,8 +363,10 @@ bool checkSlots(const Schedule &schedule, const Options &options,
                 std::to_string(slots[action.slot]);
         return false;
       }
-      slots[action.slot] = action.microbatch;
       forwardSlot = action.slot;
+      if (action.stage < options.forwardOnlyStages)
+        continue; // no backward will need what it saved
+      slots[action.slot] = action.microbatch;
       if (active > 0 && ++inFlight[action.stage] > active) {
         error = "rank " + std::to_string(rank) + ": " + describe(action) +
                 " makes " + std::to_string(inFlight[action.stage]) +
@@ -408,7 +421,17 @@ std::optional<Schedule> build(const Options &options, std::string &error) {
       break;
     }
   }
-  schedule.slotsPerStage = assignSlots(schedule.perRank, p * v, m);
+  // A forward-only stage's backwards are left out; the orders of the others
+  // are kept (a rank's forward-only stage runs its forwards as they come).
+  for (std::vector<Action> &order : schedule.perRank)
+    order.erase(std::remove_if(order.begin(), order.end(),
+                               [&](const Action &action) {
+                                 return action.backward &&
+                                        action.stage < options.forwardOnlyStages;
+                               }),
+                order.end());
+  schedule.slotsPerStage =
+      assignSlots(schedule.perRank, p * v, m, options.forwardOnlyStages);
 
   // Megatron's warmup is what makes its order work, so it cannot shrink to
   // honour a cap; a cap the schedule already meets is fine.

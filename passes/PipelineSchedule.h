@@ -40,6 +40,13 @@ struct Options {
                               // microbatches in flight (forward done,
                               // backward not yet) per stage; 0 = the
                               // schedule's natural number
+  int forwardOnlyStages = 0; // the first this-many stages have no backward:
+                             // nothing differentiable flows through them
+                             // (e.g. a stage that only slices the token ids
+                             // or targets), so they receive no gradient and
+                             // send none; their forwards free their slot
+                             // at once. A prefix, because a stage with a
+                             // backward needs its successor's gradient.
 };
 
 /// Stages are numbered 0..p*v-1 in model order; stage s lives on rank s % p
@@ -60,6 +67,7 @@ struct Schedule {
                                   // (= slots needed)
 };
 
+/// Leaves out the backwards of the first forwardOnlyStages stages.
 /// nullopt and a message saying what to change (naming the spec key:
 /// pipeline_parallel_degree, microbatches, pipeline, virtual_pipeline_degree,
 /// active_microbatches) when the options are invalid.
@@ -70,7 +78,8 @@ std::optional<Schedule> build(const Options &options, std::string &error);
 /// forward(s-1, mb) done (s > 0); backward(s, mb) needs forward(s, mb) done
 /// on this rank and backward(s+1, mb) done (s < S-1). Also checks every
 /// (stage, microbatch) forward and backward appears exactly once, on the
-/// right rank, and that slots never collide. false + a message naming the
+/// right rank (no backward for the forward-only stages), and that slots
+/// never collide. false + a message naming the
 /// rank(s) that would wait forever otherwise.
 bool verify(const Schedule &schedule, const Options &options,
             std::string &error);

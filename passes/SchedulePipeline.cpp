@@ -54,7 +54,31 @@ struct SchedulePipeline
              << "cleave-pipeline-schedule: " << s
              << " stages do not divide evenly over "
              << static_cast<int64_t>(ranks) << " pipeline ranks";
+    // A stage that autodiff gave no backward (nothing differentiable flows
+    // through it, e.g. one that only slices the token ids or targets) runs
+    // forwards only: its boundary values are not floats, so the next stage
+    // sends it no gradient (cleave-stage-transfers) and it has none to
+    // send. Such stages must come first: a stage with a backward after one
+    // without would wait for a gradient that is never sent.
+    int64_t forwardOnly = 0;
+    for (auto [index, stage] : llvm::enumerate(stageModules)) {
+      bool hasBackward = false;
+      stage.walk([&](func::FuncOp func) {
+        auto kind = func->getAttrOfType<StringAttr>("cleave.kind");
+        hasBackward |= kind && kind.getValue() == "backward";
+      });
+      if (!hasBackward && forwardOnly == (int64_t)index)
+        ++forwardOnly;
+      else if (!hasBackward)
+        return stage.emitError()
+               << "stage " << index << " has no backward (no gradient flows "
+               << "through it to the loss) but stage " << index - 1
+               << " before it has one, which would wait for a gradient stage "
+               << index << " never sends; choose other partition points so "
+               << "that the stages without gradients come first";
+    }
     pipeline::Options options;
+    options.forwardOnlyStages = forwardOnly;
     options.kind = *k;
     options.ranks = ranks;
     options.microbatches = microbatches;
@@ -93,7 +117,9 @@ struct SchedulePipeline
                      b.getI64IntegerAttr(built->slotsPerStage[index]));
       stage->setAttr("cleave.forward_seconds", b.getF64FloatAttr(forward));
       stage->setAttr("cleave.backward_seconds",
-                     b.getF64FloatAttr(forward * kBackwardFactor));
+                     b.getF64FloatAttr((int64_t)index < forwardOnly
+                                           ? 0.0
+                                           : forward * kBackwardFactor));
     }
     SmallVector<Attribute> perRank;
     for (const std::vector<pipeline::Action> &actions : built->perRank) {

@@ -532,5 +532,68 @@ TEST(PipelineScheduleTest, RejectsCollidingSlots) {
             "flight on its stage, more than active_microbatches 1");
 }
 
+// Stages that autodiff gave no backward (they only slice the token ids or
+// targets) come first and run forwards only: every kind, with any number
+// of such stages, drops just their backwards, keeps the others' order,
+// verifies, and gives each of them one slot (its forward frees it).
+TEST(PipelineScheduleTest, ForwardOnlyStagesRunNoBackward) {
+  int verified = 0;
+  for (Kind kind :
+       {Kind::Simple, Kind::Interleaved, Kind::InterleavedVirtual}) {
+    const bool isVirtual = kind == Kind::InterleavedVirtual;
+    for (int p = 2; p <= 4; ++p)
+      for (int m = p; m <= 8; m += p)
+        for (int v = isVirtual ? 2 : 1; v <= (isVirtual ? 3 : 1); ++v)
+          for (int a : {0, 1})
+            for (int none = 0; none <= p * v; ++none) {
+              if (isVirtual && a > 0)
+                continue;
+              Options options = makeOptions(kind, p, m, v, a);
+              const Schedule full = buildOrDie(options);
+              options.forwardOnlyStages = none;
+              SCOPED_TRACE(describeOptions(options) +
+                           " forward-only=" + std::to_string(none));
+              std::string error;
+              std::optional<Schedule> schedule = build(options, error);
+              ASSERT_TRUE(schedule) << error;
+              ASSERT_TRUE(verify(*schedule, options, error)) << error;
+              ++verified;
+              for (int rank = 0; rank < p; ++rank) {
+                std::vector<Action> kept;
+                for (const Action &action : full.perRank[rank])
+                  if (!action.backward || action.stage >= none)
+                    kept.push_back(action);
+                ASSERT_EQ(kept.size(), schedule->perRank[rank].size());
+                for (size_t i = 0; i < kept.size(); ++i) {
+                  EXPECT_EQ(kept[i].backward,
+                            schedule->perRank[rank][i].backward);
+                  EXPECT_EQ(kept[i].stage, schedule->perRank[rank][i].stage);
+                  EXPECT_EQ(kept[i].microbatch,
+                            schedule->perRank[rank][i].microbatch);
+                }
+              }
+              for (int s = 0; s < p * v; ++s)
+                EXPECT_EQ(schedule->slotsPerStage[s],
+                          s < none ? 1 : full.slotsPerStage[s]);
+              // Putting back one backward of a forward-only stage is refused.
+              if (none > 0) {
+                Schedule extra = *schedule;
+                extra.perRank[0].push_back({true, 0, 0, 0});
+                EXPECT_FALSE(verify(extra, options, error));
+                EXPECT_NE(error.find("backward of stage 0 microbatch 0, but "
+                                     "stage 0 has no backward"),
+                          std::string::npos)
+                    << error;
+              }
+            }
+  }
+  EXPECT_GT(verified, 100);
+  Options options = makeOptions(Kind::Interleaved, 2, 2);
+  options.forwardOnlyStages = 3;
+  std::string error;
+  EXPECT_FALSE(build(options, error));
+  EXPECT_EQ(error, "forward-only stages must be in [0, 2], got 3");
+}
+
 } // namespace
 } // namespace cleave::pipeline

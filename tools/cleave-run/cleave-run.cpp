@@ -300,7 +300,10 @@ Status start(const Communicator &comm, Startup &s) {
     hasLoss |= b.role() == pb::LOSS;
   for (const pb::Binding &b : s.program.inputs())
     readsTokens |= b.role() == pb::TOKENS || b.role() == pb::TARGETS;
-  if (!hasBackward && !flags.forwardOnly)
+  // In a pipeline a rank whose stages carry no gradient (they only slice
+  // the token ids or targets) runs forwards only while the others train.
+  if (!hasBackward && !flags.forwardOnly &&
+      s.program.mesh().pipeline_degree() <= 1)
     return Status::error(
         s.programPath + " has no backward function: it can only run "
                         "forward; pass --forward-only");
