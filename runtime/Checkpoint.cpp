@@ -443,7 +443,7 @@ Status Runtime::readRankCheckpoint(const std::string &folder,
     return Status::error(manifestPath + ": the layout is missing or "
                                         "incomplete");
   auto describe = [](int64_t w, int64_t d, int64_t p, int64_t t) {
-    return str(w) + " ranks (data " + str(d) + ", pipeline " + str(p) +
+    return str(w) + (w == 1 ? " rank" : " ranks") + " (data " + str(d) + ", pipeline " + str(p) +
            ", tensor " + str(t) + ")";
   };
   if (world != mesh.world_size() || dataDegree != mesh.data_degree() ||

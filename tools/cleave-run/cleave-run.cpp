@@ -475,6 +475,10 @@ Status train(Startup &s, Communicator &comm, int &stoppedBy) {
   RunOptions options;
   options.forwardOnly = flags.forwardOnly;
   options.trace = !flags.trace.empty();
+  // From before the (possibly long) initialization: a signal then stops the
+  // run after its first step, with a checkpoint.
+  if (!flags.checkpointDir.empty())
+    catchStopSignals();
   Runtime runtime(s.program, directoryOf(s.programPath), comm, options,
                   std::move(s.backend));
   CLEAVE_CHECK(runtime.initialize());
@@ -503,8 +507,6 @@ Status train(Startup &s, Communicator &comm, int &stoppedBy) {
     }
   }
   bool checkpointing = !flags.checkpointDir.empty();
-  if (checkpointing)
-    catchStopSignals();
   stoppedBy = 0;
   for (int64_t step = first; step < flags.steps; ++step) {
     StepResult r;
