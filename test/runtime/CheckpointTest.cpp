@@ -132,3 +132,23 @@ TEST(Checkpoint, FindAndKeep) {
   EXPECT_TRUE(exists(root + "/step-8")); // a save that may still be running
   std::system(("rm -rf " + root).c_str());
 }
+
+// The SHA-extension rounds equal the portable ones, for every length
+// around the block boundaries and for a large buffer.
+TEST(Sha256, HardwareEqualsPortable) {
+  if (!Sha256::hardwareAvailable())
+    GTEST_SKIP() << "no SHA instructions on this CPU";
+  std::string text;
+  uint32_t x = 12345;
+  for (int i = 0; i < (1 << 20) + 77; ++i) {
+    x = x * 1664525u + 1013904223u;
+    text += char(x >> 24);
+  }
+  for (size_t n : std::initializer_list<size_t>{0, 1, 55, 56, 63, 64, 65, 127, 128, 129, 1000, 4096,
+                   (1 << 20) + 77}) {
+    Sha256 fast, slow(/*allowHardware=*/false);
+    fast.update(text.data(), n);
+    slow.update(text.data(), n);
+    EXPECT_EQ(fast.hexDigest(), slow.hexDigest()) << n << " bytes";
+  }
+}
