@@ -55,8 +55,8 @@ bool exists(const std::string &path) {
 
 Status makeFolder(const std::string &path) {
   if (mkdir(path.c_str(), 0755) != 0 && errno != EEXIST)
-    return Status::error(path + ": cannot create the checkpoint folder: " +
-                         errnoText());
+    return Status::error(
+        path + ": cannot create the checkpoint folder: " + errnoText());
   return Status::ok();
 }
 
@@ -98,8 +98,8 @@ Status writeAtomically(const std::string &folder, const std::string &name,
   if (close(fd) != 0 && status)
     status = Status::error(temp + ": close failed: " + errnoText());
   if (status && rename(temp.c_str(), path.c_str()) != 0)
-    status = Status::error(temp + ": cannot rename to " + path + ": " +
-                           errnoText());
+    status =
+        Status::error(temp + ": cannot rename to " + path + ": " + errnoText());
   if (!status) {
     unlink(temp.c_str());
     return status;
@@ -237,10 +237,11 @@ Status cleave::runtime::findCheckpoint(const std::string &path,
       folder = checkpointFolder(p, it->first);
       return Status::ok();
     }
-  return Status::error(p + ": no complete checkpoint in it (a step-S folder "
-                           "with a manifest.json)" +
-                       (steps.empty() ? std::string()
-                                      : "; only unfinished saves"));
+  return Status::error(
+      p +
+      ": no complete checkpoint in it (a step-S folder "
+      "with a manifest.json)" +
+      (steps.empty() ? std::string() : "; only unfinished saves"));
 }
 
 Status cleave::runtime::removeOldCheckpoints(const std::string &root,
@@ -297,8 +298,7 @@ std::vector<Runtime::StateTensor> Runtime::stateTensors() const {
         auto it = paramByName.find(s.name.substr(0, dot));
         if (it != paramByName.end() &&
             std::vector<int64_t>(it->second->slice_size().begin(),
-                                 it->second->slice_size().end()) ==
-                s.sliceSize)
+                                 it->second->slice_size().end()) == s.sliceSize)
           param = it->second;
       }
     }
@@ -353,9 +353,9 @@ Status Runtime::writeRankCheckpoint(const std::string &folder,
           ", \"tensor_rank\": " + str(mesh.tensor_rank()) +
           ",\n      \"file\": " + jsonQuote(file) +
           ", \"bytes\": " + str(offset) + ", \"sha256\": \"" +
-          hash.hexDigest() + "\",\n      \"optimizer_steps\": " +
-          str(optimizerSteps_) + ", \"loss_scaler\": {\"scale\": " +
-          jsonNumber(scaler.scale) +
+          hash.hexDigest() +
+          "\",\n      \"optimizer_steps\": " + str(optimizerSteps_) +
+          ", \"loss_scaler\": {\"scale\": " + jsonNumber(scaler.scale) +
           ", \"hysteresis\": " + str(scaler.hysteresis) +
           ", \"good_steps\": " + str(scaler.goodSteps) +
           "},\n      \"tensors\": [" + tensors + "]}";
@@ -372,8 +372,8 @@ Status Runtime::saveCheckpoint(const std::string &root, int64_t steps,
     status = makeFolder(folder);
   // Resumed at this very step: the checkpoint is there already.
   bool complete = false;
-  CLEAVE_CHECK(comm_.agree(status && exists(folder + "/manifest.json"),
-                           complete));
+  CLEAVE_CHECK(
+      comm_.agree(status && exists(folder + "/manifest.json"), complete));
   if (complete)
     return Status::ok();
   std::string entry;
@@ -443,15 +443,14 @@ Status Runtime::readRankCheckpoint(const std::string &folder,
     return Status::error(manifestPath + ": the layout is missing or "
                                         "incomplete");
   auto describe = [](int64_t w, int64_t d, int64_t p, int64_t t) {
-    return str(w) + (w == 1 ? " rank" : " ranks") + " (data " + str(d) + ", pipeline " + str(p) +
-           ", tensor " + str(t) + ")";
+    return str(w) + (w == 1 ? " rank" : " ranks") + " (data " + str(d) +
+           ", pipeline " + str(p) + ", tensor " + str(t) + ")";
   };
   if (world != mesh.world_size() || dataDegree != mesh.data_degree() ||
       pipeline != mesh.pipeline_degree() || tensor != mesh.tensor_degree())
     return Status::error(
         manifestPath + ": the checkpoint was written by a layout of " +
-        describe(world, dataDegree, pipeline, tensor) +
-        ", this program's is " +
+        describe(world, dataDegree, pipeline, tensor) + ", this program's is " +
         describe(mesh.world_size(), mesh.data_degree(), mesh.pipeline_degree(),
                  mesh.tensor_degree()) +
         "; loading into another layout is not supported yet: resume with "
@@ -519,26 +518,25 @@ Status Runtime::readRankCheckpoint(const std::string &folder,
     std::string dtype = stringMember(t, "dtype");
     if (!intsMember(t, "shape", shape) ||
         !intsMember(t, "slice_start", start) ||
-        !intsMember(t, "slice_size", size) ||
-        !intMember(t, "offset", offset) || !intMember(t, "bytes", bytes))
-      return Status::error(manifestPath + ": tensor '" + s.name +
-                           "' of rank " + str(comm_.rank()) +
-                           " is malformed");
+        !intsMember(t, "slice_size", size) || !intMember(t, "offset", offset) ||
+        !intMember(t, "bytes", bytes))
+      return Status::error(manifestPath + ": tensor '" + s.name + "' of rank " +
+                           str(comm_.rank()) + " is malformed");
     if (dtype != dtypeText(s.dtype) || shape != s.fullShape ||
         start != s.sliceStart || size != s.sliceSize)
       return Status::error(
           path + ": tensor '" + s.name + "' is " + dtype + " " + ints(shape) +
           " (slice at " + ints(start) + " of size " + ints(size) +
           ") in the checkpoint, but " + dtypeText(s.dtype) + " " +
-          ints(s.fullShape) + " (slice at " + ints(s.sliceStart) +
-          " of size " + ints(s.sliceSize) +
+          ints(s.fullShape) + " (slice at " + ints(s.sliceStart) + " of size " +
+          ints(s.sliceSize) +
           ") in this program: the checkpoint was written for another model "
           "or layout");
     if (uint64_t(bytes) != s.bytes || offset < 0 ||
         uint64_t(offset) + s.bytes > file.size())
-      return Status::error(path + ": tensor '" + s.name +
-                           "': its bytes [" + str(offset) + ", " +
-                           str(offset + bytes) + ") do not fit the file");
+      return Status::error(path + ": tensor '" + s.name + "': its bytes [" +
+                           str(offset) + ", " + str(offset + bytes) +
+                           ") do not fit the file");
     byName.erase(it);
   }
   if (!byName.empty())
@@ -559,8 +557,8 @@ Status Runtime::readRankCheckpoint(const std::string &folder,
   return Status::ok();
 }
 
-Status Runtime::loadCheckpoint(const std::string &folder,
-                               const TokenData *data, int64_t &steps) {
+Status Runtime::loadCheckpoint(const std::string &folder, const TokenData *data,
+                               int64_t &steps) {
   if (!initialized_)
     return Status::error("the runtime is not initialized");
   std::string manifestPath = folder + "/manifest.json";

@@ -41,10 +41,10 @@ hardwareBlocks(uint32_t state[8], const uint8_t *data, size_t count) {
   __m128i tmp = _mm_loadu_si128(reinterpret_cast<const __m128i *>(state));
   __m128i state1 =
       _mm_loadu_si128(reinterpret_cast<const __m128i *>(state + 4));
-  tmp = _mm_shuffle_epi32(tmp, 0xB1);          // CDAB
-  state1 = _mm_shuffle_epi32(state1, 0x1B);    // EFGH
+  tmp = _mm_shuffle_epi32(tmp, 0xB1);               // CDAB
+  state1 = _mm_shuffle_epi32(state1, 0x1B);         // EFGH
   __m128i state0 = _mm_alignr_epi8(tmp, state1, 8); // ABEF
-  state1 = _mm_blend_epi16(state1, tmp, 0xF0);       // CDGH
+  state1 = _mm_blend_epi16(state1, tmp, 0xF0);      // CDGH
   for (; count; --count, data += 64) {
     __m128i saved0 = state0, saved1 = state1;
     __m128i m[4];
@@ -60,11 +60,12 @@ hardwareBlocks(uint32_t state[8], const uint8_t *data, size_t count) {
       state1 = _mm_sha256rnds2_epu32(state1, state0, msg);
       if (g >= 3 && g <= 14) {
         __m128i &next = m[(g + 1) % 4];
-        next = _mm_add_epi32(next, _mm_alignr_epi8(m[g % 4], m[(g + 3) % 4], 4));
+        next =
+            _mm_add_epi32(next, _mm_alignr_epi8(m[g % 4], m[(g + 3) % 4], 4));
         next = _mm_sha256msg2_epu32(next, m[g % 4]);
       }
-      state0 = _mm_sha256rnds2_epu32(state0, state1,
-                                     _mm_shuffle_epi32(msg, 0x0E));
+      state0 =
+          _mm_sha256rnds2_epu32(state0, state1, _mm_shuffle_epi32(msg, 0x0E));
       if (g >= 1 && g <= 12)
         m[(g + 3) % 4] = _mm_sha256msg1_epu32(m[(g + 3) % 4], m[g % 4]);
     }
@@ -89,16 +90,15 @@ bool Sha256::hardwareAvailable() {
     return false;
   // SSSE3 and SSE4.1 (leaf 1, ecx bits 9 and 19), which every CPU with SHA
   // has, checked all the same.
-  return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 9)) &&
-         (c & (1u << 19));
+  return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 9)) && (c & (1u << 19));
 #else
   return false;
 #endif
 }
 
 Sha256::Sha256(bool allowHardware)
-    : state_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f,
-             0x9b05688c, 0x1f83d9ab, 0x5be0cd19} {
+    : state_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+             0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19} {
   static const bool available = hardwareAvailable();
   hardware_ = allowHardware && available;
 }

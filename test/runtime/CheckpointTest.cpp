@@ -1,4 +1,5 @@
-//===- CheckpointTest.cpp - checkpoint pieces: SHA-256, JSON, folders ------===//
+//===- CheckpointTest.cpp - checkpoint pieces: SHA-256, JSON, folders
+//------===//
 
 #include "runtime/Checkpoint.h"
 #include "runtime/Json.h"
@@ -144,8 +145,9 @@ TEST(Sha256, HardwareEqualsPortable) {
     x = x * 1664525u + 1013904223u;
     text += char(x >> 24);
   }
-  for (size_t n : std::initializer_list<size_t>{0, 1, 55, 56, 63, 64, 65, 127, 128, 129, 1000, 4096,
-                   (1 << 20) + 77}) {
+  for (size_t n :
+       std::initializer_list<size_t>{0, 1, 55, 56, 63, 64, 65, 127, 128, 129,
+                                     1000, 4096, (1 << 20) + 77}) {
     Sha256 fast, slow(/*allowHardware=*/false);
     fast.update(text.data(), n);
     slow.update(text.data(), n);

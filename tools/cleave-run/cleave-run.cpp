@@ -30,8 +30,8 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -160,9 +160,8 @@ Status parseFlags(int argc, char **argv, Flags &flags) {
     } else if (arg == "--checkpoint-every" || arg == "--keep") {
       std::string text;
       CLEAVE_CHECK(takeValue(text));
-      CLEAVE_CHECK(parseCount(arg, text, 1,
-                              arg == "--keep" ? flags.keep
-                                              : flags.checkpointEvery));
+      CLEAVE_CHECK(parseCount(
+          arg, text, 1, arg == "--keep" ? flags.keep : flags.checkpointEvery));
     } else if (arg == "--trace") {
       CLEAVE_CHECK(takeValue(flags.trace));
     } else if (arg == "--device") {
@@ -209,8 +208,9 @@ Status parseFlags(int argc, char **argv, Flags &flags) {
   if (flags.steps < 0)
     return Status::error("--steps is required");
   if (flags.checkpointDir.empty() && (flags.checkpointEvery || flags.keep))
-    return Status::error(std::string(flags.keep ? "--keep" : "--checkpoint-every") +
-                         " needs --checkpoint-dir DIR");
+    return Status::error(
+        std::string(flags.keep ? "--keep" : "--checkpoint-every") +
+        " needs --checkpoint-dir DIR");
   if ((!flags.checkpointDir.empty() || !flags.resume.empty()) &&
       flags.forwardOnly)
     return Status::error("--forward-only trains nothing: it takes no "
