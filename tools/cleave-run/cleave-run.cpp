@@ -457,9 +457,9 @@ Status saveCheckpoint(Runtime &runtime, const Communicator &comm,
   if (s.flags.keep > 0 && comm.rank() == 0)
     CLEAVE_CHECK(removeOldCheckpoints(s.flags.checkpointDir, s.flags.keep));
   if (comm.rank() == 0) {
-    double seconds = std::chrono::duration<double>(
-                         std::chrono::steady_clock::now() - began)
-                         .count();
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - began)
+            .count();
     std::printf("checkpoint %s saved in %s\n",
                 checkpointFolder(s.flags.checkpointDir, steps).c_str(),
                 milliseconds(seconds).c_str());
@@ -494,8 +494,8 @@ Status train(Startup &s, Communicator &comm, int &stoppedBy) {
     if (!allFound)
       return Status::error(flags.resume + ": another rank found no "
                                           "checkpoint (its message says why)");
-    CLEAVE_CHECK(runtime.loadCheckpoint(folder, s.hasData ? &s.data : nullptr,
-                                        first));
+    CLEAVE_CHECK(
+        runtime.loadCheckpoint(folder, s.hasData ? &s.data : nullptr, first));
     if (first > flags.steps)
       return Status::error(folder + " is at step " + std::to_string(first) +
                            ", beyond --steps " + std::to_string(flags.steps) +
