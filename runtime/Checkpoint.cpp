@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <vector>
@@ -178,7 +179,9 @@ const char *dtypeText(DType dtype) { return safetensorsDType(dtype); }
 /// Integer member `key` of `v`, or an error naming where.
 bool intMember(const JsonValue &v, const char *key, int64_t &out) {
   const JsonValue *m = v.find(key);
-  if (!m || m->kind != JsonValue::Kind::Number)
+  // Range first: converting a double out of int64's range is undefined.
+  if (!m || m->kind != JsonValue::Kind::Number ||
+      !(std::fabs(m->number) < 9.2e18))
     return false;
   out = int64_t(m->number);
   return double(out) == m->number;
@@ -191,7 +194,7 @@ bool intsMember(const JsonValue &v, const char *key,
     return false;
   out.clear();
   for (const JsonValue &x : m->array) {
-    if (x.kind != JsonValue::Kind::Number)
+    if (x.kind != JsonValue::Kind::Number || !(std::fabs(x.number) < 9.2e18))
       return false;
     out.push_back(int64_t(x.number));
   }

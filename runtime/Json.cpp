@@ -25,7 +25,7 @@ struct Parser {
     return false;
   }
   void skipSpace() {
-    while (at < text.size() && std::strchr(" \t\r\n", text[at]))
+    while (at < text.size() && text[at] && std::strchr(" \t\r\n", text[at]))
       ++at;
   }
   bool literal(const char *word) {
@@ -72,8 +72,17 @@ struct Parser {
       case 'u': {
         if (at + 4 > text.size())
           return fail("a short \\u escape");
-        unsigned code = std::stoul(text.substr(at, 4), nullptr, 16);
-        at += 4;
+        unsigned code = 0;
+        for (int i = 0; i < 4; ++i, ++at) {
+          char h = text[at];
+          int digit = h >= '0' && h <= '9'   ? h - '0'
+                      : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                      : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                             : -1;
+          if (digit < 0)
+            return fail("a bad \\u escape");
+          code = code * 16 + unsigned(digit);
+        }
         if (code < 0x80) {
           out += char(code);
         } else if (code < 0x800) {

@@ -154,3 +154,14 @@ TEST(Sha256, HardwareEqualsPortable) {
     EXPECT_EQ(fast.hexDigest(), slow.hexDigest()) << n << " bytes";
   }
 }
+
+TEST(Json, BadEscapesAndNumbersAreErrors) {
+  JsonValue v;
+  std::string error;
+  EXPECT_FALSE(parseJson("\"\\uZZZZ\"", v, error));
+  EXPECT_EQ(error, "a bad \\u escape at byte 3");
+  EXPECT_FALSE(parseJson("[1, -]", v, error));
+  EXPECT_EQ(error, "expected a value at byte 4");
+  ASSERT_TRUE(parseJson("\"\\u00e9\"", v, error)) << error;
+  EXPECT_EQ(v.string, "\xc3\xa9");
+}
