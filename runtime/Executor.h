@@ -60,6 +60,7 @@
 
 #include "runtime/Backend.h"
 #include "runtime/Communicator.h"
+#include "runtime/Json.h"
 #include "runtime/LossScaler.h"
 #include "runtime/Trace.h"
 #include "runtime/Safetensors.h"
@@ -137,6 +138,20 @@ public:
   /// gatherParameters, then rank 0 writes them to `path` as safetensors.
   Status saveParameters(const std::string &path);
 
+  /// Writes the checkpoint of `steps` training steps done to
+  /// checkpointFolder(root, steps) (Checkpoint.h): every rank its state,
+  /// rank 0 the manifest last. `data` (may be null) is the token file the
+  /// run reads. Collective; a checkpoint already complete there is kept.
+  Status saveCheckpoint(const std::string &root, int64_t steps,
+                        const TokenData *data);
+  /// Restores the state saved in checkpoint folder `folder` (a step-S) and
+  /// sets `steps` to its step. Every rank checks its file (size, SHA-256,
+  /// every tensor's name, dtype, shape and slice) before any rank changes
+  /// anything: a checkpoint that does not fit is an error, never a partial
+  /// load. Collective.
+  Status loadCheckpoint(const std::string &folder, const TokenData *data,
+                        int64_t &steps);
+
   /// A view of tensor `id` (valid after initialize()): backend memory,
   /// host memory only on a backend with hostMemory().
   TensorRef tensor(int id) const;
@@ -159,6 +174,17 @@ private:
   struct Op;
   struct Function;
   struct StagedReduce;
+  struct StateTensor;
+
+  /// What a checkpoint holds of this rank, in file order.
+  std::vector<StateTensor> stateTensors() const;
+  /// This rank's checkpoint entry (JSON) after writing its file.
+  Status writeRankCheckpoint(const std::string &folder, std::string &entry);
+  /// Checks this rank's entry and file in `manifest`; its bytes into `file`.
+  Status readRankCheckpoint(const std::string &folder,
+                            const JsonValue &manifest,
+                            const TokenData *data, std::string &file,
+                            const JsonValue *&entry);
 
   Status allocateArenas();
   Status initializeParameter(const program::Parameter &param);

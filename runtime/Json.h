@@ -1,8 +1,9 @@
 //===- Json.h - the little JSON the runtime writes -------------*- C++ -*-===//
 //
-// cleave-run writes JSON in two places, the metrics lines and the header of
-// a safetensors file; both need only strings and numbers, so this is all
-// there is (the runtime does not link LLVM).
+// cleave-run writes JSON in three places, the metrics lines, the header of
+// a safetensors file and a checkpoint's manifest, and reads one: the
+// manifest, on --resume. Strings, numbers, arrays and objects are all these
+// need, so that is all there is (the runtime does not link LLVM).
 //
 //===----------------------------------------------------------------------===//
 #ifndef CLEAVE_RUNTIME_JSON_H
@@ -11,7 +12,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <string>
+#include <vector>
 
 namespace cleave::runtime {
 
@@ -56,6 +59,30 @@ inline std::string jsonNumber(double v) {
   }
   return buf;
 }
+
+/// A parsed JSON value. Numbers are doubles (what jsonNumber writes reads
+/// back exactly); `null`, `true` and `false` are kept as their kinds.
+struct JsonValue {
+  enum class Kind { Null, Bool, Number, String, Array, Object };
+  Kind kind = Kind::Null;
+  bool boolean = false;
+  double number = 0;
+  std::string string;
+  std::vector<JsonValue> array;
+  std::map<std::string, JsonValue> object;
+
+  /// The member `key` of an object, or null when absent or not an object.
+  const JsonValue *find(const std::string &key) const {
+    if (kind != Kind::Object)
+      return nullptr;
+    auto it = object.find(key);
+    return it == object.end() ? nullptr : &it->second;
+  }
+};
+
+/// Parses `text` as one JSON value. On failure returns false with `error`
+/// saying what was expected at which byte offset.
+bool parseJson(const std::string &text, JsonValue &value, std::string &error);
 
 } // namespace cleave::runtime
 

@@ -24,6 +24,20 @@ public:
 
   double scale() const { return scale_; }
 
+  /// What changes from step to step: a checkpoint saves it, a resume
+  /// restores it (the configuration comes from the program).
+  struct State {
+    double scale = 1;
+    int64_t hysteresis = 1;
+    int64_t goodSteps = 0;
+  };
+  State state() const { return {scale_, hysteresis_, goodSteps_}; }
+  void restore(const State &s) {
+    scale_ = s.scale;
+    hysteresis_ = s.hysteresis;
+    goodSteps_ = s.goodSteps;
+  }
+
   /// After a step: `overflow` says whether any gradient was not finite.
   void update(bool overflow) {
     if (overflow) {

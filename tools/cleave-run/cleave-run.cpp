@@ -3,17 +3,22 @@
 //   [mpirun -np N] cleave-run OUT/ --data tokens.bin --steps S
 //       [--metrics m.jsonl] [--forward-only] [--threads N] [--save-params F]
 //       [--trace trace.json] [--device cpu|cuda|cpu-staged]
+//       [--checkpoint-dir DIR [--checkpoint-every N] [--keep K]]
+//       [--resume DIR]
 //
 // Each rank runs OUT/rank-<rank>.pb. Without mpirun (no OMPI_COMM_WORLD_SIZE
 // in the environment) MPI is never initialized and the world is this one
 // process. Failures before the first step are agreed on by all ranks, which
 // then exit non-zero together; a failure later calls MPI_Abort, so no rank
 // waits forever on one that is gone. Only this file decides to end the job
-// (STYLE.md rule 8); everything below it returns a Status.
+// (STYLE.md rule 8); everything below it returns a Status. With
+// --checkpoint-dir, SIGTERM and SIGINT only set a flag: the ranks agree on
+// it at the next step boundary, save a checkpoint and exit.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/Backend.h"
+#include "runtime/Checkpoint.h"
 #include "runtime/CommunicationCheck.h"
 #include "runtime/Communicator.h"
 #include "runtime/Executor.h"
@@ -26,6 +31,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -59,6 +66,19 @@ const char *kUsage =
     "                      Open MPI's local rank; ranks may share one), or\n"
     "                      cpu-staged (the CPU kernels on memory reached only\n"
     "                      by copies, as on a GPU: checks that path anywhere)\n"
+    "  --checkpoint-dir DIR  save checkpoints to DIR/step-S/ (S: steps\n"
+    "                      done): every rank its state, rank 0 a\n"
+    "                      manifest.json, last (docs/checkpoint-format.md);\n"
+    "                      at the end of the run, every --checkpoint-every\n"
+    "                      steps, and on SIGTERM or SIGINT at the next step\n"
+    "                      boundary, before exiting\n"
+    "  --checkpoint-every N  also save every N steps\n"
+    "  --keep K            keep only the K newest complete checkpoints\n"
+    "  --resume PATH       continue from the newest complete checkpoint in\n"
+    "                      PATH, or from PATH itself when it is a\n"
+    "                      DIR/step-S: --steps stays the total, the metrics\n"
+    "                      continue its numbering; the program must have\n"
+    "                      the checkpoint's layout\n"
     "  --list-devices      the backends and GPUs this cleave-run can use\n"
     "  --check             read every rank's program in OUT/ and prove that\n"
     "                      their collectives, sends and receives match and\n"
@@ -76,6 +96,10 @@ struct Flags {
   std::string saveParams;
   std::string trace;
   std::string device; // empty: the program's
+  std::string checkpointDir;
+  int64_t checkpointEvery = 0; // 0: only at the end and on a signal
+  int64_t keep = 0;            // 0: keep all
+  std::string resume;
   bool help = false;
   bool listDevices = false;
   bool check = false;
@@ -129,6 +153,15 @@ Status parseFlags(int argc, char **argv, Flags &flags) {
       CLEAVE_CHECK(takeValue(flags.metrics));
     } else if (arg == "--save-params") {
       CLEAVE_CHECK(takeValue(flags.saveParams));
+    } else if (arg == "--checkpoint-dir") {
+      CLEAVE_CHECK(takeValue(flags.checkpointDir));
+    } else if (arg == "--resume") {
+      CLEAVE_CHECK(takeValue(flags.resume));
+    } else if (arg == "--checkpoint-every" || arg == "--keep") {
+      std::string text;
+      CLEAVE_CHECK(takeValue(text));
+      CLEAVE_CHECK(parseCount(
+          arg, text, 1, arg == "--keep" ? flags.keep : flags.checkpointEvery));
     } else if (arg == "--trace") {
       CLEAVE_CHECK(takeValue(flags.trace));
     } else if (arg == "--device") {
@@ -174,6 +207,14 @@ Status parseFlags(int argc, char **argv, Flags &flags) {
     return Status::ok();
   if (flags.steps < 0)
     return Status::error("--steps is required");
+  if (flags.checkpointDir.empty() && (flags.checkpointEvery || flags.keep))
+    return Status::error(
+        std::string(flags.keep ? "--keep" : "--checkpoint-every") +
+        " needs --checkpoint-dir DIR");
+  if ((!flags.checkpointDir.empty() || !flags.resume.empty()) &&
+      flags.forwardOnly)
+    return Status::error("--forward-only trains nothing: it takes no "
+                         "--checkpoint-dir or --resume");
   return Status::ok();
 }
 
@@ -348,66 +389,161 @@ Status start(const Communicator &comm, Startup &s) {
   return Status::ok();
 }
 
+/// Rank 0's progress line and metrics line of step `step`.
+Status reportStep(Startup &s, const Runtime &runtime, int64_t step,
+                  const StepResult &r, double tokensPerStep) {
+  const Flags &flags = s.flags;
+  StepMetrics m;
+  m.step = step;
+  m.hasLoss = r.hasLoss;
+  m.loss = r.loss;
+  m.tokensPerSecond = r.seconds > 0 ? tokensPerStep / r.seconds : 0;
+  m.tflops = r.seconds > 0 ? r.flops / r.seconds / 1e12 : 0;
+  m.peakBytes = r.peakBytes;
+  m.predictedPeakBytes = r.predictedPeakBytes;
+  m.rssPeakBytes = r.rssPeakBytes;
+  m.lossScaled = r.lossScaled;
+  m.lossScale = r.lossScale;
+  m.skipped = r.skipped;
+  char loss[32] = "n/a";
+  if (r.hasLoss)
+    std::snprintf(loss, sizeof loss, "%.4f", r.loss);
+  std::string line = "step " + std::to_string(step + 1) + "/" +
+                     std::to_string(flags.steps) + " | loss " + loss + " | " +
+                     milliseconds(r.seconds);
+  if (r.flops > 0 && r.seconds > 0)
+    line += " | " + humanFlops(r.flops / r.seconds);
+  line += " | " + humanRate(m.tokensPerSecond) + " tok/s | peak " +
+          humanBytes(double(r.peakBytes)) + " (plan " +
+          humanBytes(double(r.predictedPeakBytes)) + ")";
+  if (r.skipped) {
+    char note[128];
+    std::snprintf(note, sizeof note,
+                  " | skipped: gradients overflowed at loss scale %g, "
+                  "now %g",
+                  r.lossScale, runtime.lossScale());
+    line += note;
+  }
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+  if (s.metrics.isOpen())
+    CLEAVE_CHECK(s.metrics.write(m));
+  return Status::ok();
+}
+
+/// The signal that asked the run to stop (SIGTERM, SIGINT), 0 while none
+/// did. A handler can only reach a static; it is set there and read at step
+/// boundaries, where the ranks agree on it (Communicator::maxAll).
+volatile std::sig_atomic_t stopSignal = 0;
+
+extern "C" void requestStop(int signal) { stopSignal = signal; }
+
+/// From now on SIGTERM and SIGINT ask for a checkpoint and a clean stop; a
+/// second one ends the process as usual (SA_RESETHAND).
+void catchStopSignals() {
+  struct sigaction action;
+  std::memset(&action, 0, sizeof action);
+  action.sa_handler = requestStop;
+  action.sa_flags = SA_RESETHAND | SA_RESTART;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGINT, &action, nullptr);
+}
+
+/// Saves the checkpoint of `steps` steps done; rank 0 says where and how long
+/// it took.
+Status saveCheckpoint(Runtime &runtime, const Communicator &comm,
+                      const Startup &s, int64_t steps) {
+  auto began = std::chrono::steady_clock::now();
+  CLEAVE_CHECK(runtime.saveCheckpoint(s.flags.checkpointDir, steps,
+                                      s.hasData ? &s.data : nullptr));
+  if (s.flags.keep > 0 && comm.rank() == 0)
+    CLEAVE_CHECK(removeOldCheckpoints(s.flags.checkpointDir, s.flags.keep));
+  if (comm.rank() == 0) {
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - began)
+            .count();
+    std::printf("checkpoint %s saved in %s\n",
+                checkpointFolder(s.flags.checkpointDir, steps).c_str(),
+                milliseconds(seconds).c_str());
+    std::fflush(stdout);
+  }
+  return Status::ok();
+}
+
 /// The training loop; on rank 0, a progress line and a metrics line per
-/// step.
-Status train(Startup &s, Communicator &comm) {
+/// step. `stoppedBy` is the signal that stopped it early, else 0.
+Status train(Startup &s, Communicator &comm, int &stoppedBy) {
   const Flags &flags = s.flags;
   RunOptions options;
   options.forwardOnly = flags.forwardOnly;
   options.trace = !flags.trace.empty();
+  // From before the (possibly long) initialization: a signal then stops the
+  // run after its first step, with a checkpoint.
+  if (!flags.checkpointDir.empty())
+    catchStopSignals();
   Runtime runtime(s.program, directoryOf(s.programPath), comm, options,
                   std::move(s.backend));
   CLEAVE_CHECK(runtime.initialize());
   const pb::Batch &batch = s.program.batch();
   double tokensPerStep = double(batch.global_batch()) * double(batch.seq_len());
-  for (int64_t step = 0; step < flags.steps; ++step) {
+  int64_t first = 0;
+  if (!flags.resume.empty()) {
+    std::string folder;
+    Status found = findCheckpoint(flags.resume, folder);
+    bool allFound = false;
+    CLEAVE_CHECK(comm.agree(found.isOk(), allFound));
+    CLEAVE_CHECK(found);
+    if (!allFound)
+      return Status::error(flags.resume + ": another rank found no "
+                                          "checkpoint (its message says why)");
+    CLEAVE_CHECK(
+        runtime.loadCheckpoint(folder, s.hasData ? &s.data : nullptr, first));
+    if (first > flags.steps)
+      return Status::error(folder + " is at step " + std::to_string(first) +
+                           ", beyond --steps " + std::to_string(flags.steps) +
+                           " (the total, not the steps still to run)");
+    if (comm.rank() == 0) {
+      std::printf("resumed from %s at step %s\n", folder.c_str(),
+                  std::to_string(first).c_str());
+      std::fflush(stdout);
+    }
+  }
+  bool checkpointing = !flags.checkpointDir.empty();
+  stoppedBy = 0;
+  for (int64_t step = first; step < flags.steps; ++step) {
     StepResult r;
     CLEAVE_CHECK(runtime.runStep(step, s.hasData ? &s.data : nullptr, r));
-    if (comm.rank() != 0)
+    if (comm.rank() == 0)
+      CLEAVE_CHECK(reportStep(s, runtime, step, r, tokensPerStep));
+    if (!checkpointing)
       continue;
-    StepMetrics m;
-    m.step = step;
-    m.hasLoss = r.hasLoss;
-    m.loss = r.loss;
-    m.tokensPerSecond = r.seconds > 0 ? tokensPerStep / r.seconds : 0;
-    m.tflops = r.seconds > 0 ? r.flops / r.seconds / 1e12 : 0;
-    m.peakBytes = r.peakBytes;
-    m.predictedPeakBytes = r.predictedPeakBytes;
-    m.rssPeakBytes = r.rssPeakBytes;
-    m.lossScaled = r.lossScaled;
-    m.lossScale = r.lossScale;
-    m.skipped = r.skipped;
-    char loss[32] = "n/a";
-    if (r.hasLoss)
-      std::snprintf(loss, sizeof loss, "%.4f", r.loss);
-    std::string line = "step " + std::to_string(step + 1) + "/" +
-                       std::to_string(flags.steps) + " | loss " + loss + " | " +
-                       milliseconds(r.seconds);
-    if (r.flops > 0 && r.seconds > 0)
-      line += " | " + humanFlops(r.flops / r.seconds);
-    line += " | " + humanRate(m.tokensPerSecond) + " tok/s | peak " +
-            humanBytes(double(r.peakBytes)) + " (plan " +
-            humanBytes(double(r.predictedPeakBytes)) + ")";
-    if (r.skipped) {
-      char note[128];
-      std::snprintf(note, sizeof note,
-                    " | skipped: gradients overflowed at loss scale %g, "
-                    "now %g",
-                    r.lossScale, runtime.lossScale());
-      line += note;
+    // A signal reaches the ranks at different moments; they stop together,
+    // after the same step.
+    std::vector<uint64_t> stop = {uint64_t(stopSignal)};
+    CLEAVE_CHECK(comm.maxAll(stop));
+    int64_t done = step + 1;
+    if (stop[0] || done == flags.steps ||
+        (flags.checkpointEvery && done % flags.checkpointEvery == 0))
+      CLEAVE_CHECK(saveCheckpoint(runtime, comm, s, done));
+    if (stop[0]) {
+      stoppedBy = int(stop[0]);
+      if (comm.rank() == 0)
+        std::printf("stopped by signal %d after step %s\n", stoppedBy,
+                    std::to_string(done).c_str());
+      break;
     }
-    std::printf("%s\n", line.c_str());
-    std::fflush(stdout);
-    if (s.metrics.isOpen())
-      CLEAVE_CHECK(s.metrics.write(m));
   }
   CLEAVE_CHECK(s.metrics.close());
+  if (stoppedBy)
+    return Status::ok();
   if (!flags.saveParams.empty())
     CLEAVE_CHECK(runtime.saveParameters(flags.saveParams));
   if (!flags.trace.empty())
     CLEAVE_CHECK(runtime.writeTrace(flags.trace));
   return Status::ok();
 }
+
 
 void report(const Communicator &comm, const Status &status) {
   std::string prefix = "cleave-run: ";
@@ -487,14 +623,16 @@ int run(int argc, char **argv, Communicator &comm) {
         std::printf("%s\n", line.c_str());
     return 0;
   }
-  status = train(s, comm);
+  int stoppedBy = 0;
+  status = train(s, comm, stoppedBy);
   if (!status) {
     report(comm, status);
     if (comm.usesMpi() && comm.size() > 1)
       MPI_Abort(MPI_COMM_WORLD, 1);
     return 1;
   }
-  return 0;
+  // As a shell reports a process its signal ended: the run did not finish.
+  return stoppedBy ? 128 + stoppedBy : 0;
 }
 
 } // namespace

@@ -1,0 +1,57 @@
+"""Damages a cleave-run checkpoint the ways the bad-checkpoint test needs.
+
+    /usr/bin/python3 test/runtime/damage_checkpoint.py STEP_DIR ACTION [ARG...]
+
+  flip FILE OFFSET         xor one byte of STEP_DIR/FILE with 0x01
+  truncate FILE BYTES      cut STEP_DIR/FILE short by BYTES
+  rename TENSOR NEW        rank 0's TENSOR is called NEW in the manifest
+  reshape TENSOR D0,D1..   rank 0's TENSOR has full shape (and slice) D0,D1..
+  version V                the manifest says version V
+"""
+import json
+import os
+import sys
+
+
+def edit_manifest(step_dir, change):
+    path = os.path.join(step_dir, "manifest.json")
+    with open(path) as f:
+        manifest = json.load(f)
+    change(manifest)
+    with open(path, "w") as f:
+        json.dump(manifest, f)
+
+
+def tensor(manifest, name):
+    for t in manifest["ranks"][0]["tensors"]:
+        if t["name"] == name:
+            return t
+    sys.exit("no tensor %r in rank 0's entry" % name)
+
+
+def main():
+    step_dir, action, args = sys.argv[1], sys.argv[2], sys.argv[3:]
+    if action == "flip":
+        path = os.path.join(step_dir, args[0])
+        with open(path, "r+b") as f:
+            f.seek(int(args[1]))
+            b = f.read(1)
+            f.seek(int(args[1]))
+            f.write(bytes([b[0] ^ 1]))
+    elif action == "truncate":
+        path = os.path.join(step_dir, args[0])
+        os.truncate(path, os.path.getsize(path) - int(args[1]))
+    elif action == "rename":
+        edit_manifest(step_dir, lambda m: tensor(m, args[0]).update(name=args[1]))
+    elif action == "reshape":
+        shape = [int(d) for d in args[1].split(",")]
+        edit_manifest(step_dir, lambda m: tensor(m, args[0]).update(
+            shape=shape, slice_size=shape))
+    elif action == "version":
+        edit_manifest(step_dir, lambda m: m.update(version=int(args[0])))
+    else:
+        sys.exit("unknown action %r" % action)
+
+
+if __name__ == "__main__":
+    main()
