@@ -2,7 +2,7 @@
 // stage 0 sends a float activation, so its backward waits for a gradient,
 // but stage 1 turns that activation into integers and has no backward to
 // send one. --cleave-pipeline-schedule refuses it, naming both stages.
-// RUN: not cleave-opt %s --pass-pipeline='builtin.module(cleave-place-ranks{pipeline=3},cleave-pipeline-partition{stages=3 split-points=/mid/Cast,/emb2/Gather},builtin.module(cleave-autodiff{microbatches=2},cleave-optimizer),cleave-pipeline-schedule{ranks=3 microbatches=2})' 2>&1 | FileCheck %s
+// RUN: not cleave-opt %s --pass-pipeline='builtin.module(cleave-input-roles,cleave-place-ranks{pipeline=3},cleave-pipeline-partition{stages=3 split-points=/mid/Cast,/emb2/Gather},builtin.module(cleave-autodiff{microbatches=2},cleave-optimizer),cleave-pipeline-schedule{ranks=3 microbatches=2})' 2>&1 | FileCheck %s
 // CHECK: error: stage 1 has no backward (no gradient flows through it to the loss) but stage 0 before it has one, which would wait for a gradient stage 1 never sends; choose other partition points so that the stages without gradients come first
 
 cleave.parameter @emb {init = "normal:0.02"} : tensor<16x8xf32>

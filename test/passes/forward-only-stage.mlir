@@ -3,12 +3,12 @@
 // so --cleave-pipeline-schedule schedules only its forwards (one slot,
 // freed by each forward), the next stage sends it no gradient
 // (--cleave-stage-transfers) and the emitter writes every rank's program.
-// RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-place-ranks{pipeline=2},cleave-pipeline-partition{stages=2 split-points=/emb/Gather},builtin.module(cleave-autodiff{microbatches=2},cleave-optimizer),cleave-pipeline-schedule{ranks=2 microbatches=2},builtin.module(cleave-memory-plan),cleave-stage-transfers)' | FileCheck %s
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-input-roles,cleave-place-ranks{pipeline=2},cleave-pipeline-partition{stages=2 split-points=/emb/Gather},builtin.module(cleave-autodiff{microbatches=2},cleave-optimizer),cleave-pipeline-schedule{ranks=2 microbatches=2},builtin.module(cleave-memory-plan),cleave-stage-transfers)' | FileCheck %s
 // With four stages on two ranks (interleaved_virtual), rank 0 holds the
 // forward-only stage 0 and stage 2, which has a backward.
-// RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-place-ranks{pipeline=2},cleave-pipeline-partition{stages=4 split-points=/emb/Gather,/head/MatMul,/loss},builtin.module(cleave-autodiff{microbatches=2},cleave-optimizer),cleave-pipeline-schedule{ranks=2 microbatches=2 kind=interleaved_virtual})' | FileCheck %s --check-prefix=VIRTUAL
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-input-roles,cleave-place-ranks{pipeline=2},cleave-pipeline-partition{stages=4 split-points=/emb/Gather,/head/MatMul,/loss},builtin.module(cleave-autodiff{microbatches=2},cleave-optimizer),cleave-pipeline-schedule{ranks=2 microbatches=2 kind=interleaved_virtual})' | FileCheck %s --check-prefix=VIRTUAL
 // The emitter writes both ranks' programs; rank 0 runs stage 0's forwards.
-// RUN: rm -rf %t && cleave-opt %s --pass-pipeline='builtin.module(cleave-place-ranks{pipeline=2},cleave-pipeline-partition{stages=2 split-points=/emb/Gather},builtin.module(cleave-autodiff{microbatches=2},cleave-optimizer),cleave-pipeline-schedule{ranks=2 microbatches=2},builtin.module(cleave-memory-plan),cleave-stage-transfers,cleave-emit-program{output-dir=%t microbatches=2})' -o /dev/null
+// RUN: rm -rf %t && cleave-opt %s --pass-pipeline='builtin.module(cleave-input-roles,cleave-place-ranks{pipeline=2},cleave-pipeline-partition{stages=2 split-points=/emb/Gather},builtin.module(cleave-autodiff{microbatches=2},cleave-optimizer),cleave-pipeline-schedule{ranks=2 microbatches=2},builtin.module(cleave-memory-plan),cleave-stage-transfers,cleave-emit-program{output-dir=%t microbatches=2})' -o /dev/null
 // RUN: protoc --decode=cleave.program.Program -I %src_root/runtime %src_root/runtime/program.proto < %t/rank-0.pb | FileCheck %s --check-prefix=RANK0
 // RUN: protoc --decode=cleave.program.Program -I %src_root/runtime %src_root/runtime/program.proto < %t/rank-1.pb | FileCheck %s --check-prefix=RANK1
 
