@@ -317,6 +317,37 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
     return index;
   }
 
+  /// The microbatch's [size, seq]: the shape of the arguments named the
+  /// token ids or targets (cleave-input-roles); {0, 0} without them.
+  static std::pair<int64_t, int64_t> microbatchShape(ArrayRef<ModuleOp> modules) {
+    std::pair<int64_t, int64_t> shape{0, 0};
+    for (ModuleOp m : modules)
+      m.walk([&](func::FuncOp func) {
+        for (unsigned i = 0; i < func.getNumArguments(); ++i)
+          if (auto role = func.getArgAttrOfType<StringAttr>(i, kRoleAttr))
+            if (role.getValue() == "tokens" || role.getValue() == "targets") {
+              auto type = func.getArgumentTypes()[i].cast<RankedTensorType>();
+              shape = {type.getDimSize(0), type.getDimSize(1)};
+            }
+      });
+    return shape;
+  }
+
+  /// The step's global batch: the option's, which must be the data ranks'
+  /// microbatches of `mbSize` samples, or that product. Checked before
+  /// anything is written.
+  FailureOr<int64_t> globalBatchOf(Location loc, int64_t mbSize) {
+    int64_t perRank = mbSize * microbatches;
+    int64_t global = globalBatch ? globalBatch : perRank * dataRanks;
+    if (global != perRank * dataRanks)
+      return mlir::emitError(loc)
+             << "global batch " << global << " is not " << dataRanks
+             << " data-parallel rank(s) x "
+             << static_cast<int64_t>(microbatches) << " microbatches of "
+             << mbSize << " samples";
+    return global;
+  }
+
   LogicalResult emit() {
     ModuleOp module = getOperation();
     if (outputDir.empty())
@@ -389,6 +420,10 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
       ls->set_min_scale(real("min_scale"));
       ls->set_delayed_shift(intFrom(scaling, "delayed_shift"));
     }
+    FailureOr<int64_t> global =
+        globalBatchOf(module.getLoc(), microbatchShape({module}).first);
+    if (failed(global))
+      return failure();
     if (failed(emitParameters(module)))
       return failure();
     for (func::FuncOp func : funcs)
@@ -413,14 +448,7 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
     batch->set_seq_len(seqLen);
     batch->set_first_sample(0);
     int64_t perRank = microbatchSize * microbatches;
-    int64_t global = globalBatch ? globalBatch : perRank * dataRanks;
-    if (global != perRank * dataRanks)
-      return module.emitError()
-             << "global batch " << global << " is not "
-             << static_cast<int64_t>(dataRanks) << " data-parallel rank(s) x "
-             << static_cast<int64_t>(microbatches) << " microbatches of "
-             << microbatchSize << " samples";
-    batch->set_global_batch(global);
+    batch->set_global_batch(*global);
 
     // The schedule: each microbatch's forward and its backward, then the
     // optimizer once per step.
@@ -1055,36 +1083,22 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
       if (!m->getAttrOfType<DictionaryAttr>("cleave.memory"))
         return m.emitError() << "stage module has no memory plan; run "
                                 "cleave-memory-plan on each stage";
+    // The microbatch's shape, from whichever stages read the model inputs.
+    auto [mbSize, seq] = microbatchShape(stages);
+    if (mbSize < 1)
+      return mlir::emitError(top.getLoc())
+             << "no stage reads the token ids: cleave-input-roles marks them "
+                "cleave.role = \"tokens\"";
+    FailureOr<int64_t> global = globalBatchOf(top.getLoc(), mbSize);
+    if (failed(global))
+      return failure();
     if (failed(writeParamsFile(stages)))
       return failure();
-    // The microbatch's shape, from whichever stages read the model inputs.
-    int64_t mbSize = 0, seq = 0;
-    for (ModuleOp m : stages)
-      m.walk([&](func::FuncOp func) {
-        for (unsigned i = 0; i < func.getNumArguments(); ++i)
-          if (auto role = func.getArgAttrOfType<StringAttr>(i, "cleave.role"))
-            if (role.getValue() == "tokens" || role.getValue() == "targets") {
-              auto type = func.getArgumentTypes()[i].cast<RankedTensorType>();
-              mbSize = type.getDimSize(0);
-              seq = type.getDimSize(1);
-            }
-      });
-    if (mbSize < 1)
-      return mlir::emitError(top.getLoc()) << "no stage reads the token ids: the partition "
-                                "marks them cleave.role = \"tokens\"";
-    int64_t perRank = mbSize * microbatches;
-    int64_t global = globalBatch ? globalBatch : perRank * dataRanks;
-    if (global != perRank * dataRanks)
-      return mlir::emitError(top.getLoc())
-             << "global batch " << global << " is not "
-             << static_cast<int64_t>(dataRanks) << " data-parallel rank(s) x "
-             << static_cast<int64_t>(microbatches) << " microbatches of "
-             << mbSize << " samples";
 
     for (int64_t d = 0; d < dataRanks; ++d)
       for (int64_t p = 0; p < pipelineRanks; ++p) {
         if (failed(emitPipelineRank(top, stages, schedule, d, p, mbSize, seq,
-                                    global)))
+                                    *global)))
           return failure();
       }
     return writePlanFiles(top);

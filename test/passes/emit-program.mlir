@@ -6,6 +6,11 @@
 // RUN: FileCheck %s --check-prefix=PLAN < %t/plan.json
 // RUN: not cleave-opt %s --cleave-emit-program=output-dir=%t 2>&1 | FileCheck %s --check-prefix=UNPLANNED
 // RUN: not cleave-opt %s --cleave-memory-plan --cleave-emit-program 2>&1 | FileCheck %s --check-prefix=NODIR
+// A global batch the microbatches do not make is refused before anything
+// is written.
+// RUN: rm -rf %t.batch && not cleave-opt %s --cleave-input-roles --cleave-memory-plan --cleave-emit-program="output-dir=%t.batch microbatches=2 global-batch=3" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BATCH
+// RUN: not ls %t.batch
+// BATCH: error: global batch 3 is not 1 data-parallel rank(s) x 2 microbatches of 3 samples
 
 cleave.parameter @w : tensor<2x2xf32> = dense<[[1.0, 2.0], [3.0, 4.0]]> : tensor<2x2xf32>
 cleave.parameter @emb {init = "normal:0.02"} : tensor<8x2xf32>
