@@ -317,22 +317,6 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
     return index;
   }
 
-  /// The microbatch's [size, seq]: the shape of the arguments named the
-  /// token ids or targets (cleave-input-roles); {0, 0} without them.
-  static std::pair<int64_t, int64_t> microbatchShape(ArrayRef<ModuleOp> modules) {
-    std::pair<int64_t, int64_t> shape{0, 0};
-    for (ModuleOp m : modules)
-      m.walk([&](func::FuncOp func) {
-        for (unsigned i = 0; i < func.getNumArguments(); ++i)
-          if (auto role = func.getArgAttrOfType<StringAttr>(i, kRoleAttr))
-            if (role.getValue() == "tokens" || role.getValue() == "targets") {
-              auto type = func.getArgumentTypes()[i].cast<RankedTensorType>();
-              shape = {type.getDimSize(0), type.getDimSize(1)};
-            }
-      });
-    return shape;
-  }
-
   /// The step's global batch: the option's, which must be the data ranks'
   /// microbatches of `mbSize` samples, or that product. Checked before
   /// anything is written.

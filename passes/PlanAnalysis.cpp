@@ -187,20 +187,6 @@ StagePlan planStage(ModuleOp m, int64_t index, int64_t pipelineRanks,
   return s;
 }
 
-/// The microbatch's [size, seq]: the shape of the arguments
-/// cleave-input-roles names the token ids and targets.
-std::pair<int64_t, int64_t> microbatchShape(ArrayRef<ModuleOp> stages) {
-  for (ModuleOp m : stages)
-    for (auto func : m.getOps<func::FuncOp>())
-      for (unsigned i = 0; i < func.getNumArguments(); ++i)
-        if (auto role = func.getArgAttrOfType<StringAttr>(i, "cleave.role"))
-          if (role.getValue() == "tokens" || role.getValue() == "targets") {
-            auto type = func.getArgumentTypes()[i].cast<RankedTensorType>();
-            return {type.getDimSize(0), type.getDimSize(1)};
-          }
-  return {0, 0};
-}
-
 std::vector<PlanNote> specNotes(ModuleOp module) {
   std::vector<PlanNote> notes;
   auto list = module->getAttrOfType<ArrayAttr>("cleave.spec_notes");
@@ -492,6 +478,19 @@ const RankPlan &Plan::worstRank() const {
     if (r.memory.peakBytes > worst->memory.peakBytes)
       worst = &r;
   return *worst;
+}
+
+std::pair<int64_t, int64_t>
+mlir::cleave::microbatchShape(ArrayRef<ModuleOp> stages) {
+  for (ModuleOp m : stages)
+    for (auto func : m.getOps<func::FuncOp>())
+      for (unsigned i = 0; i < func.getNumArguments(); ++i)
+        if (auto role = func.getArgAttrOfType<StringAttr>(i, "cleave.role"))
+          if (role.getValue() == "tokens" || role.getValue() == "targets") {
+            auto type = func.getArgumentTypes()[i].cast<RankedTensorType>();
+            return {type.getDimSize(0), type.getDimSize(1)};
+          }
+  return {0, 0};
 }
 
 llvm::json::Value mlir::cleave::toJSON(const Plan &plan) {

@@ -24,6 +24,7 @@
 #include <array>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mlir::cleave {
@@ -133,6 +134,11 @@ struct Plan {
 
 /// plan.json: the one shape of every layout.
 llvm::json::Value toJSON(const Plan &plan);
+
+/// The microbatch's [size, seq]: the shape of the arguments that
+/// cleave-input-roles names the token ids and targets, in `modules` (the
+/// stage modules, or the one module); {0, 0} without them.
+std::pair<int64_t, int64_t> microbatchShape(ArrayRef<ModuleOp> modules);
 
 /// The plan of a planned top-level module (after cleave-memory-plan, and
 /// for a pipeline cleave-pipeline-schedule). Computed on first use; use it
