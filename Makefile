@@ -20,14 +20,16 @@ build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
 check: build
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	(cd $(BUILD) && ctest --output-on-failure -j $(JOBS)) || \
+	  { scripts/failed-tests.sh $(BUILD); exit 1; }
 	$(MAKE) asan
 
 # The bad-input tests once more under AddressSanitizer and UBSan.
 asan: deps
 	@test -f build-asan/build.ninja || cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCLEAVE_ASAN=ON -DCLEAVE_CUDA=OFF
 	cmake --build build-asan -j $(JOBS) --target cleave-compile cleave-opt cleave-run
-	cd build-asan && ctest --output-on-failure -L bad-input
+	(cd build-asan && ctest --output-on-failure -L bad-input) || \
+	  { scripts/failed-tests.sh build-asan; exit 1; }
 
 demo: build
 	scripts/demo.sh $(BUILD)
