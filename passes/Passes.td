@@ -410,6 +410,10 @@ def PipelineSchedule : Pass<"cleave-pipeline-schedule", "ModuleOp"> {
     ids or targets) gets only forwards, one slot and no backward time; such
     stages must come before every stage with a backward (an error names
     the pair otherwise).
+
+    A module that is not split (no stage modules) is one stage on one
+    pipeline rank: it gets `cleave.schedule` with each microbatch's forward
+    then its backward, stage 0 slot 0, and nothing else; `ranks` must be 1.
   }];
   let options = [
     Option<"kind", "kind", "std::string", /*default=*/"\"interleaved\"",

@@ -104,16 +104,20 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
     // clipping uses the whole model's norm; before the memory plan, which
     // then places the merged updates' state.
     pm.addPass(createMergeChunkOptimizers());
-    // Each pipeline rank's order of (stage, forward/backward, microbatch)
-    // work, and the activation slots each stage needs for it.
-    PipelineScheduleOptions schedule;
-    schedule.kind = options.schedule;
-    schedule.ranks = options.pipelineDegree;
-    schedule.microbatches = options.microbatches;
-    schedule.activeMicrobatches = options.activeMicrobatches;
-    schedule.backend = options.backend;
-    schedule.ratesFile = options.ratesFile;
-    pm.addPass(createPipelineSchedule(schedule));
+  }
+  // Each pipeline rank's order of (stage, forward/backward, microbatch)
+  // work, and the activation slots each stage needs for it. A module that
+  // is not split gets the one-stage order, so that the emitter translates
+  // one kind of schedule.
+  PipelineScheduleOptions schedule;
+  schedule.kind = options.schedule;
+  schedule.ranks = options.pipelineDegree;
+  schedule.microbatches = options.microbatches;
+  schedule.activeMicrobatches = options.activeMicrobatches;
+  schedule.backend = options.backend;
+  schedule.ratesFile = options.ratesFile;
+  pm.addPass(createPipelineSchedule(schedule));
+  if (stages > 1) {
     // Offsets last: every value that will exist is known, the slots too.
     pm.nest<ModuleOp>().addPass(createMemoryPlan());
     // Each crossing between stages becomes a send and a receive with its

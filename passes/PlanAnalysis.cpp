@@ -299,9 +299,15 @@ LogicalResult computePlan(ModuleOp top, const PlanLayout &layout, Plan &plan) {
   if (auto file = top.getLoc().dyn_cast<FileLineColLoc>())
     plan.model = file.getFilename().str();
   std::tie(plan.microbatchSize, plan.seqLen) = microbatchShape(stages);
-  plan.globalBatch = layout.globalBatch
-                         ? layout.globalBatch
-                         : plan.microbatchSize * plan.microbatches * plan.data;
+  // The step's global batch: the layout's, which must be the data ranks'
+  // microbatches, or that product.
+  int64_t perStep = plan.microbatchSize * plan.microbatches * plan.data;
+  plan.globalBatch = layout.globalBatch ? layout.globalBatch : perStep;
+  if (plan.globalBatch != perStep)
+    return mlir::emitError(top.getLoc())
+           << "global batch " << plan.globalBatch << " is not " << plan.data
+           << " data-parallel rank(s) x " << plan.microbatches
+           << " microbatches of " << plan.microbatchSize << " samples";
   plan.notes = specNotes(top);
 
   llvm::Expected<Rates> rates = layout.ratesFile.empty()

@@ -34,6 +34,34 @@ struct SchedulePipeline
       signalPassFailure();
   }
 
+  /// A module that is not split runs as a pipeline of one stage on one
+  /// pipeline rank: each microbatch's forward, then its backward (if
+  /// autodiff made one). The emitter then has one path for every layout.
+  LogicalResult scheduleOneStage(ModuleOp module) {
+    if (ranks != 1)
+      return mlir::emitError(module.getLoc())
+             << "cleave-pipeline-schedule: the module has no stage modules, "
+                "but ranks = "
+             << static_cast<int64_t>(ranks)
+             << "; run cleave-pipeline-partition first";
+    if (microbatches < 1)
+      return mlir::emitError(module.getLoc())
+             << "cleave-pipeline-schedule: microbatches must be at least 1";
+    bool hasBackward = false;
+    for (auto func : module.getOps<func::FuncOp>()) {
+      auto kind = func->getAttrOfType<StringAttr>("cleave.kind");
+      hasBackward |= kind && kind.getValue() == "backward";
+    }
+    SmallVector<int64_t> flat;
+    for (int64_t mb = 0; mb < microbatches; ++mb)
+      for (int64_t backward = 0; backward <= int64_t(hasBackward); ++backward)
+        flat.append({0, backward, mb, 0});
+    Builder b(module.getContext());
+    module->setAttr("cleave.schedule",
+                    b.getArrayAttr({b.getDenseI64ArrayAttr(flat)}));
+    return success();
+  }
+
   LogicalResult schedule() {
     ModuleOp module = getOperation();
     SmallVector<ModuleOp> stageModules;
@@ -41,7 +69,7 @@ struct SchedulePipeline
       if (stage->hasAttr("cleave.stage"))
         stageModules.push_back(stage);
     if (stageModules.empty())
-      return success(); // one stage: the emitter's own order
+      return scheduleOneStage(module);
     std::optional<pipeline::Kind> k = pipeline::parseKind(kind);
     if (!k)
       return mlir::emitError(module.getLoc()) << "cleave-pipeline-schedule: kind must be "

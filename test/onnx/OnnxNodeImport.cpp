@@ -213,6 +213,7 @@ std::string compileAndRun(mlir::ModuleOp module, StringRef testDir,
   auto cleanup = llvm::make_scope_exit([&] { sys::fs::remove_directories(dir); });
   mlir::PassManager pm(module.getContext());
   pm.addPass(mlir::cleave::createMemoryPlan());
+  pm.addPass(mlir::cleave::createPipelineSchedule());
   mlir::cleave::EmitProgramOptions emit;
   emit.outputDir = dir.str().str();
   pm.addPass(mlir::cleave::createEmitProgram(emit));

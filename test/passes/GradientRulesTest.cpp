@@ -337,6 +337,7 @@ private:
     autodiff.microbatches = 1;
     pm.addPass(mlir::cleave::createAutodiff(autodiff));
     pm.addPass(mlir::cleave::createMemoryPlan());
+    pm.addPass(mlir::cleave::createPipelineSchedule());
     mlir::cleave::EmitProgramOptions emit;
     emit.outputDir = dir_;
     pm.addPass(mlir::cleave::createEmitProgram(emit));

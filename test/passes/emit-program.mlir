@@ -1,15 +1,24 @@
 // Tests of --cleave-emit-program: the planned module becomes rank-0.pb (read
 // back here with protoc --decode), params.bin and plan.json.
-// RUN: rm -rf %t && cleave-opt %s --cleave-input-roles --cleave-memory-plan --cleave-emit-program="output-dir=%t microbatches=2" -o /dev/null
+// RUN: rm -rf %t && cleave-opt %s --cleave-input-roles --cleave-memory-plan --cleave-pipeline-schedule=microbatches=2 --cleave-emit-program="output-dir=%t microbatches=2" -o /dev/null
 // RUN: protoc --decode=cleave.program.Program -I %src_root/runtime %src_root/runtime/program.proto < %t/rank-0.pb | FileCheck %s
 // RUN: od -A d -t f4 %t/params.bin | FileCheck %s --check-prefix=PARAMS
 // RUN: FileCheck %s --check-prefix=PLAN < %t/plan.json
-// RUN: not cleave-opt %s --cleave-emit-program=output-dir=%t 2>&1 | FileCheck %s --check-prefix=UNPLANNED
-// RUN: not cleave-opt %s --cleave-memory-plan --cleave-emit-program 2>&1 | FileCheck %s --check-prefix=NODIR
+// RUN: not cleave-opt %s --cleave-pipeline-schedule=microbatches=1 --cleave-emit-program=output-dir=%t 2>&1 | FileCheck %s --check-prefix=UNPLANNED
+// RUN: not cleave-opt %s --cleave-memory-plan --cleave-pipeline-schedule=microbatches=1 --cleave-emit-program 2>&1 | FileCheck %s --check-prefix=NODIR
 // A global batch the microbatches do not make is refused before anything
 // is written.
-// RUN: rm -rf %t.batch && not cleave-opt %s --cleave-input-roles --cleave-memory-plan --cleave-emit-program="output-dir=%t.batch microbatches=2 global-batch=3" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BATCH
+// RUN: rm -rf %t.batch && not cleave-opt %s --cleave-input-roles --cleave-memory-plan --cleave-pipeline-schedule=microbatches=2 --cleave-emit-program="output-dir=%t.batch microbatches=2 global-batch=3" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BATCH
 // RUN: not ls %t.batch
+// The emitter translates the schedule cleave-pipeline-schedule writes; for
+// a module that is not split it is each microbatch's forward, then its
+// backward, on one pipeline rank.
+// RUN: not cleave-opt %s --cleave-memory-plan --cleave-emit-program=output-dir=%t.nosched 2>&1 | FileCheck %s --check-prefix=NOSCHED
+// NOSCHED: error: the module has no schedule; run cleave-pipeline-schedule first
+// RUN: cleave-opt %s --cleave-pipeline-schedule=microbatches=2 | FileCheck %s --check-prefix=ONESTAGE
+// ONESTAGE: module attributes {cleave.schedule = [array<i64: 0, 0, 0, 0, 0, 0, 1, 0>]}
+// RUN: not cleave-opt %s "--cleave-pipeline-schedule=microbatches=2 ranks=2" 2>&1 | FileCheck %s --check-prefix=RANKS
+// RANKS: error: cleave-pipeline-schedule: the module has no stage modules, but ranks = 2; run cleave-pipeline-partition first
 // BATCH: error: global batch 3 is not 1 data-parallel rank(s) x 2 microbatches of 3 samples
 
 cleave.parameter @w : tensor<2x2xf32> = dense<[[1.0, 2.0], [3.0, 4.0]]> : tensor<2x2xf32>

@@ -1,0 +1,442 @@
+//===- EmitFunction.cpp - a function's body as runtime instructions ------===//
+//
+// RankProgram::emitFunction (RankProgram.h): each op of a planned function
+// becomes a kernel, a collective, a send or receive, an event or a free
+// after a last use, reading tensors by their planned offsets. Inputs bind
+// by their cleave.role, outputs by their ONNX names.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/RankProgram.h"
+
+#include "ir/AttrNames.h"
+#include "passes/NodeName.h"
+
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/SmallPtrSet.h"
+
+using namespace mlir;
+using namespace mlir::cleave;
+
+LogicalResult RankProgram::emitFunction(func::FuncOp func) {
+  pb::FunctionKind kind = kindOf(func);
+  pb::Function *fn = program.add_functions();
+  fn->set_name(func.getName().str());
+  fn->set_kind(kind);
+  if (func.isExternal())
+    return func.emitError() << "cannot emit a function without a body";
+  Block &body = func.getBody().front();
+  // Stage boundaries are cleave.send and cleave.recv ops by now.
+  for (unsigned i = 0; i < func.getNumArguments(); ++i)
+    if (func.getArgAttr(i, kBoundaryAttr) ||
+        func.getArgAttr(i, "cleave.grad_of_result"))
+      return func.emitError()
+             << "argument " << i
+             << " is a pipeline stage boundary; run "
+                "cleave-stage-transfers to make it a cleave.recv";
+  for (unsigned i = 0; i < func.getNumResults(); ++i)
+    if (func.getResultAttr(i, kBoundaryAttr) ||
+        func.getResultAttr(i, "cleave.grad_of_arg"))
+      return func.emitError()
+             << "result " << i
+             << " is a pipeline stage boundary; run "
+                "cleave-stage-transfers to make it a cleave.send";
+
+  // What the function receives first, in order: the runtime posts these
+  // before binding the step's inputs.
+  Block::iterator rest = body.begin();
+  for (; rest != body.end() && isa<RecvOp>(*rest); ++rest)
+    if (failed(emitRecv(cast<RecvOp>(*rest), fn)))
+      return failure();
+
+  llvm::DenseSet<Value> freeable;
+  auto forwardName = func->getAttrOfType<FlatSymbolRefAttr>("cleave.forward");
+  for (BlockArgument arg : body.getArguments()) {
+    auto from = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
+                                                   "cleave.saved_from");
+    if (!from) {
+      if (failed(bindInput(func, arg)))
+        return failure();
+      continue;
+    }
+    auto forward = forwardName
+                       ? SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+                             func, forwardName)
+                       : func::FuncOp();
+    if (!forward || forward.isExternal() ||
+        from.getInt() >=
+            forward.getBody().front().getTerminator()->getNumOperands())
+      return func.emitError()
+             << "argument " << arg.getArgNumber() << " names no forward result";
+    Value source =
+        forward.getBody().front().getTerminator()->getOperand(from.getInt());
+    auto it = tensorOf.find(source);
+    if (it == tensorOf.end())
+      return func.emitError() << "the forward function " << forwardName
+                              << " must come before its backward";
+    int id = it->second; // tensorOf[arg] may rehash and move `it`
+    tensorOf[arg] = id;
+    if (activationTensors.contains(id))
+      freeable.insert(arg);
+  }
+
+  llvm::DenseMap<Value, Operation *> lastUser;
+  for (Operation &op : body)
+    for (Value operand : op.getOperands())
+      lastUser[operand] = &op;
+  for (Value arg : freeable)
+    if (!lastUser.count(arg))
+      fn->add_body()->mutable_free()->set_tensor(tensorOf.lookup(arg));
+
+  for (Operation &op : llvm::make_range(rest, body.end())) {
+    if (auto recv = dyn_cast<RecvOp>(op)) {
+      if (failed(emitRecv(recv, fn)))
+        return failure();
+      continue;
+    }
+    if (auto send = dyn_cast<SendOp>(op)) {
+      // No free after a send: the sent tensor stays in its slot until the
+      // receiver has it (the runtime's send does not wait).
+      pb::SendRecv *r = fn->add_body()->mutable_send_recv();
+      r->set_send(true);
+      r->set_peer(peerRank(send.getAxis(), send.getPeer()));
+      r->set_tensor(tensorOf.lookup(send.getInput()));
+      r->set_tag(send.getTag());
+      continue;
+    }
+    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      for (auto [index, v] : llvm::enumerate(ret.getOperands())) {
+        if (func.getResultAttr(index, "cleave.saved"))
+          continue;
+        pb::Binding *binding = program.add_outputs();
+        binding->set_tensor(tensorOf.lookup(v));
+        auto name =
+            func.getResultAttrOfType<StringAttr>(index, "cleave.onnx_name");
+        binding->set_name(name ? name.str() : "result");
+        auto type = v.getType().cast<RankedTensorType>();
+        bool loss =
+            type.getRank() == 0 && type.getElementType().isa<FloatType>();
+        binding->set_role(loss ? pb::LOSS : pb::OTHER);
+      }
+      continue;
+    }
+    if (auto get = dyn_cast<GetParamOp>(op)) {
+      auto it = paramTensor.find(get.getName());
+      if (it == paramTensor.end())
+        return get.emitError() << "no parameter @" << get.getName();
+      tensorOf[get.getResult()] = it->second;
+      continue;
+    }
+    if (auto get = dyn_cast<GetGradOp>(op)) {
+      auto it = gradTensor.find(get.getName());
+      if (it == gradTensor.end())
+        return get.emitError()
+               << "parameter @" << get.getName() << " has no planned gradient";
+      tensorOf[get.getResult()] = it->second;
+      continue;
+    }
+    std::string name = onnxNodeName(op.getLoc());
+    if (auto acc = dyn_cast<AccumulateGradOp>(op)) {
+      auto it = gradTensor.find(acc.getName());
+      if (it == gradTensor.end())
+        return acc.emitError()
+               << "parameter @" << acc.getName() << " has no planned gradient";
+      pb::Kernel *kernel = fn->add_body()->mutable_kernel();
+      kernel->set_op("accumulate_grad");
+      kernel->set_location(name);
+      kernel->add_inputs(tensorOf.lookup(acc.getGrad()));
+      kernel->add_outputs(it->second);
+      addFrees(op, fn, freeable, lastUser);
+      continue;
+    }
+    if (auto reduce = dyn_cast<AllReduceGradsOp>(op)) {
+      std::optional<ArrayRef<int64_t>> members;
+      if (auto m = reduce.getMembers())
+        members = *m;
+      if (failed(emitBucket(fn->add_body()->mutable_collective(),
+                            reduce.getParams(), reduce.getGroup(), members,
+                            reduce.getReduce(), &op)))
+        return failure();
+      continue;
+    }
+    if (auto start = dyn_cast<AllReduceGradsStartOp>(op)) {
+      FailureOr<int> event = programEvent(&op, start.getEvent());
+      pb::Instruction inst;
+      if (failed(event) ||
+          failed(emitBucket(inst.mutable_collective(), start.getParams(),
+                            start.getGroup(), std::nullopt, start.getReduce(),
+                            &op)))
+        return failure();
+      inst.mutable_collective()->set_event(*event);
+      // Right after the kernel before it, ahead of that kernel's frees:
+      // the reduction starts as soon as its gradients are final.
+      int at = fn->body_size();
+      while (at > 0 && fn->body(at - 1).has_free())
+        --at;
+      *fn->add_body() = std::move(inst);
+      for (int i = fn->body_size() - 1; i > at; --i)
+        fn->mutable_body()->SwapElements(i, i - 1);
+      continue;
+    }
+    if (auto wait = dyn_cast<WaitGradsOp>(op)) {
+      FailureOr<int> event = programEvent(&op, wait.getEvent());
+      if (failed(event))
+        return failure();
+      pb::Event *e = fn->add_body()->mutable_event();
+      e->set_id(*event);
+      e->set_wait(true);
+      continue;
+    }
+    if (auto reduce = dyn_cast<AllReduceOp>(op)) {
+      auto offsets = op.getAttrOfType<DenseI64ArrayAttr>("cleave.offsets");
+      if (!offsets || offsets.size() != 1)
+        return op.emitError() << "op has no planned offsets; run "
+                                 "cleave-memory-plan first";
+      auto id =
+          addTensor(reduce.getType(), offsets[0], pb::ACTIVATIONS, name, &op);
+      if (failed(id))
+        return failure();
+      FailureOr<int> group = groupIndex(reduce.getGroup(), std::nullopt, &op);
+      if (failed(group))
+        return failure();
+      pb::Collective *c = fn->add_body()->mutable_collective();
+      c->set_kind(pb::ALL_REDUCE);
+      c->set_group(*group);
+      c->set_reduce(reduce.getReduce() == "sum"    ? pb::SUM
+                    : reduce.getReduce() == "mean" ? pb::MEAN
+                                                   : pb::MAX);
+      c->add_inputs(tensorOf.lookup(reduce.getInput()));
+      c->add_outputs(*id);
+      tensorOf[reduce.getResult()] = *id;
+      freeable.insert(reduce.getResult());
+      addFrees(op, fn, freeable, lastUser);
+      continue;
+    }
+    if (isa<AdamWOp, SgdOp>(op)) {
+      if (failed(emitUpdate(op, fn)))
+        return failure();
+      addFrees(op, fn, freeable, lastUser);
+      continue;
+    }
+    auto offsets = op.getAttrOfType<DenseI64ArrayAttr>("cleave.offsets");
+    if (!offsets || (int64_t)offsets.size() != op.getNumResults())
+      return op.emitError() << "op has no planned offsets; run "
+                               "cleave-memory-plan first";
+    if (auto constant = dyn_cast<ConstantOp>(op)) {
+      auto id =
+          addTensor(constant.getType(), offsets[0], pb::CONSTANTS, name, &op);
+      if (failed(id))
+        return failure();
+      auto bytes = bytesOf(constant.getValue().cast<ElementsAttr>(), &op);
+      if (failed(bytes))
+        return failure();
+      program.mutable_tensors(*id)->set_data(std::move(*bytes));
+      tensorOf[constant.getResult()] = *id;
+      continue;
+    }
+    if (!isa<CleaveDialect>(op.getDialect()))
+      return op.emitError()
+             << "op '" << op.getName() << "' has no runtime kernel";
+
+    // An operand whose space a result takes over (the fused loss writes
+    // the logits' gradient over the logits) is dead before the kernel.
+    if (isa<SoftmaxCrossEntropyFusedOp>(op))
+      for (Value v : op.getOperands())
+        if (freeable.contains(v) && lastUser.lookup(v) == &op &&
+            llvm::is_contained(offsets.asArrayRef(),
+                               program.tensors(tensorOf.lookup(v)).offset())) {
+          fn->add_body()->mutable_free()->set_tensor(tensorOf.lookup(v));
+          freeable.erase(v);
+        }
+
+    pb::Kernel *kernel = fn->add_body()->mutable_kernel();
+    kernel->set_op(op.getName().stripDialect().str());
+    kernel->set_location(name);
+    auto segments =
+        op.getAttrOfType<DenseI32ArrayAttr>("operand_segment_sizes");
+    unsigned operand = 0;
+    if (segments) {
+      // Optional operands that are absent are -1, so operand positions
+      // stay those of the op's definition.
+      for (int32_t size : segments.asArrayRef()) {
+        if (size == 0)
+          kernel->add_inputs(-1);
+        for (int32_t k = 0; k < size; ++k)
+          kernel->add_inputs(tensorOf.lookup(op.getOperand(operand++)));
+      }
+    } else {
+      for (Value v : op.getOperands())
+        kernel->add_inputs(tensorOf.lookup(v));
+      if (isa<AttentionOp>(op) && op.getNumOperands() == 3)
+        kernel->add_inputs(-1); // no mask
+    }
+    if (failed(addAttributes(op, kernel)))
+      return failure();
+    for (auto [result, offset] :
+         llvm::zip(op.getResults(), offsets.asArrayRef())) {
+      auto id = addTensor(result.getType(), offset, pb::ACTIVATIONS, name, &op);
+      if (failed(id))
+        return failure();
+      tensorOf[result] = *id;
+      kernel->add_outputs(*id);
+      freeable.insert(result);
+    }
+    addFrees(op, fn, freeable, lastUser);
+  }
+  return success();
+}
+
+/// A forward function's arguments: the step's inputs. The first two
+/// integer [batch, seq] arguments are the token ids and the targets.
+LogicalResult RankProgram::bindInput(func::FuncOp func, BlockArgument arg) {
+  auto offset =
+      func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), "cleave.offset");
+  if (!offset)
+    return func.emitError()
+           << "argument " << arg.getArgNumber() << " has no planned offset";
+  auto name =
+      func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "cleave.onnx_name");
+  auto role =
+      func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "cleave.role");
+  std::string argName =
+      name ? name.str()
+           : (role ? role.str() : "arg" + std::to_string(arg.getArgNumber()));
+  auto id = addTensor(arg.getType(), offset.getInt(), pb::IO, argName, func);
+  if (failed(id))
+    return failure();
+  tensorOf[arg] = *id;
+  pb::Binding *binding = program.add_inputs();
+  binding->set_name(argName);
+  binding->set_tensor(*id);
+  auto type = arg.getType().cast<RankedTensorType>();
+  if (role && role.getValue() == "loss_scale") {
+    if (type.getRank() != 0 || !type.getElementType().isF32())
+      return func.emitError() << "the loss scale argument must be tensor<f32>";
+    binding->set_role(pb::LOSS_SCALE);
+    return success();
+  }
+  if (role && (role.getValue() == "tokens" || role.getValue() == "targets")) {
+    // The model's inputs, named by cleave-input-roles.
+    binding->set_role(role.getValue() == "tokens" ? pb::TOKENS : pb::TARGETS);
+    return success();
+  }
+  if (role && role.getValue() == "step") {
+    if (type.getRank() != 0 || !type.getElementType().isInteger(64))
+      return func.emitError() << "the step argument must be tensor<i64>";
+    binding->set_role(pb::STEP);
+    return success();
+  }
+  // Token ids and targets are marked by cleave-input-roles; any other
+  // input is the user's.
+  binding->set_role(pb::OTHER);
+  return success();
+}
+
+/// The op's attributes, without the plan's and the symbol it updates.
+LogicalResult RankProgram::addAttributes(Operation &op, pb::Kernel *kernel) {
+  for (NamedAttribute attr : op.getAttrs()) {
+    StringRef key = attr.getName().getValue();
+    if (key == "operand_segment_sizes" || key.startswith("cleave.") ||
+        attr.getValue().isa<SymbolRefAttr>())
+      continue;
+    pb::Attribute converted;
+    if (failed(convertAttribute(attr.getValue(), converted)))
+      return op.emitError()
+             << "attribute '" << key
+             << "' has a kind the runtime cannot read: " << attr.getValue();
+    (*kernel->mutable_attributes())[key.str()] = converted;
+  }
+  return success();
+}
+
+/// A receive: its tensor in the planned (slot) offset, then the runtime's
+/// blocking receive into it.
+LogicalResult RankProgram::emitRecv(RecvOp recv, pb::Function *fn) {
+  auto offsets = recv->getAttrOfType<DenseI64ArrayAttr>("cleave.offsets");
+  if (!offsets || offsets.size() != 1)
+    return recv.emitError() << "op has no planned offsets; run "
+                               "cleave-memory-plan first";
+  bool gradient = recv.getResult().getParentBlock()->getParentOp()->hasAttr(
+      "cleave.forward");
+  auto id =
+      addTensor(recv.getType(), offsets[0], pb::ACTIVATIONS,
+                gradient ? "received gradient" : "received activation", recv);
+  if (failed(id))
+    return failure();
+  tensorOf[recv.getResult()] = *id;
+  pb::SendRecv *r = fn->add_body()->mutable_send_recv();
+  r->set_send(false);
+  r->set_peer(peerRank(recv.getAxis(), recv.getPeer()));
+  r->set_tensor(*id);
+  r->set_tag(recv.getTag());
+  return success();
+}
+
+/// An optimizer update: inputs (grad, step, sum of squares or -1),
+/// outputs (the parameter, then its state tensors), all updated in place.
+LogicalResult RankProgram::emitUpdate(Operation &op, pb::Function *fn) {
+  auto symbol = op.getAttrOfType<FlatSymbolRefAttr>("name");
+  auto param = paramTensor.find(symbol.getValue());
+  if (param == paramTensor.end())
+    return op.emitError() << "no parameter " << symbol;
+  pb::Kernel *kernel = fn->add_body()->mutable_kernel();
+  kernel->set_op(op.getName().stripDialect().str());
+  kernel->set_location(onnxNodeName(op.getLoc()));
+  kernel->add_inputs(tensorOf.lookup(op.getOperand(0)));
+  kernel->add_inputs(tensorOf.lookup(op.getOperand(1)));
+  kernel->add_inputs(op.getNumOperands() > 2 ? tensorOf.lookup(op.getOperand(2))
+                                             : -1);
+  kernel->add_outputs(param->second);
+  auto states = op.getAttrOfType<DenseI64ArrayAttr>("cleave.state_offsets");
+  const char *names[] = {".exp_avg", ".exp_avg_sq"};
+  int64_t k = 0;
+  for (int64_t offset : states ? states.asArrayRef() : ArrayRef<int64_t>{}) {
+    std::string stateName =
+        symbol.getValue().str() +
+        (isa<SgdOp>(op) ? ".momentum_buffer" : names[std::min<int64_t>(k, 1)]);
+    auto id = addTensor(op.getOperand(0).getType(), offset, pb::OPTIMIZER_STATE,
+                        stateName, &op);
+    if (failed(id))
+      return failure();
+    kernel->add_outputs(*id);
+    ++k;
+  }
+  return addAttributes(op, kernel);
+}
+
+/// A bucket's gradient all-reduce (cleave.all_reduce_grads and its start)
+/// into `c`: in place on the parameters' gradient tensors.
+LogicalResult RankProgram::emitBucket(pb::Collective *c, ArrayAttr params,
+                                      StringRef groupName,
+                                      std::optional<ArrayRef<int64_t>> members,
+                                      StringRef reduce, Operation *op) {
+  c->set_kind(pb::ALL_REDUCE);
+  FailureOr<int> group = groupIndex(groupName, members, op);
+  if (failed(group))
+    return failure();
+  c->set_group(*group);
+  c->set_reduce(reduce == "sum" ? pb::SUM : pb::MEAN);
+  for (Attribute name : params) {
+    auto it = gradTensor.find(name.cast<FlatSymbolRefAttr>().getValue());
+    if (it == gradTensor.end())
+      return op->emitError()
+             << "parameter " << name << " has no planned gradient";
+    c->add_inputs(it->second);
+    c->add_outputs(it->second);
+  }
+  return success();
+}
+
+/// Free what `op` read last, and its results nobody reads.
+void RankProgram::addFrees(Operation &op, pb::Function *fn,
+                           const llvm::DenseSet<Value> &freeable,
+                           llvm::DenseMap<Value, Operation *> &lastUser) {
+  llvm::SmallPtrSet<Value, 4> done;
+  for (Value v : op.getOperands())
+    if (freeable.contains(v) && lastUser.lookup(v) == &op &&
+        done.insert(v).second)
+      fn->add_body()->mutable_free()->set_tensor(tensorOf.lookup(v));
+  for (Value result : op.getResults())
+    if (!lastUser.count(result))
+      fn->add_body()->mutable_free()->set_tensor(tensorOf.lookup(result));
+}

@@ -1,0 +1,185 @@
+//===- RankProgram.cpp - one rank's tensors, parameters and groups -------===//
+//
+// The parts of RankProgram (RankProgram.h) besides function bodies:
+// tensors at their planned offsets, parameters, the replay of a
+// last-microbatch copy in its original's storage, events, peers and
+// communicator groups from the mesh.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/RankProgram.h"
+
+#include "ir/AttrNames.h"
+
+using namespace mlir;
+using namespace mlir::cleave;
+
+FailureOr<int> RankProgram::addTensor(Type type, int64_t offset,
+                                      pb::Category category, StringRef name,
+                                      Operation *where) {
+  auto tensor = type.dyn_cast<RankedTensorType>();
+  if (!tensor || !tensor.hasStaticShape())
+    return where->emitError()
+           << "cannot emit " << type << ": not a static tensor";
+  auto dtype = dtypeOf(tensor.getElementType(), where);
+  if (failed(dtype))
+    return failure();
+  if (offset >= slotBase && offset < slotBase + slotBytes)
+    offset += currentSlot * slotBytes;
+  if (replayNext >= 0)
+    return replayTensor(tensor, offset, *dtype, category, name, where);
+  pb::Tensor *t = program.add_tensors();
+  t->set_buffer(currentBuffer);
+  t->set_offset(offset);
+  for (int64_t d : tensor.getShape())
+    t->add_shape(d);
+  t->set_dtype(*dtype);
+  t->set_category(category);
+  t->set_name(name.str());
+  if (category == pb::ACTIVATIONS)
+    activationTensors.insert(program.tensors_size() - 1);
+  return program.tensors_size() - 1;
+}
+
+/// Numbers the events that `copy` starts, after those already numbered:
+/// called in the order the rank's schedule runs them.
+void RankProgram::numberGradientEvents(func::FuncOp copy) {
+  copy.walk([&](AllReduceGradsStartOp start) {
+    int id = int(gradientEvents.size()) + 1;
+    gradientEvents.try_emplace(int64_t(start.getEvent()), id);
+  });
+}
+
+FailureOr<int> RankProgram::programEvent(Operation *op, int64_t event) {
+  auto it = gradientEvents.find(event);
+  if (it == gradientEvents.end())
+    return op->emitError() << "event " << event
+                           << " is not started by a "
+                              "copy of a backward that this rank's "
+                              "schedule runs for the last microbatch";
+  return it->second;
+}
+
+/// The tensor a last-microbatch copy asks for: its original's next.
+FailureOr<int> RankProgram::replayTensor(RankedTensorType type, int64_t offset,
+                                         pb::DType dtype, pb::Category category,
+                                         StringRef name, Operation *where) {
+  if (replayNext < replayEnd) {
+    const pb::Tensor &t = program.tensors(replayNext);
+    if (t.buffer() == currentBuffer && int64_t(t.offset()) == offset &&
+        t.dtype() == dtype && t.category() == category && t.name() == name &&
+        llvm::equal(t.shape(), type.getShape()))
+      return replayNext++;
+  }
+  return where->emitError()
+         << "the last-microbatch copy of a backward differs from it at " << type
+         << " (offset " << offset
+         << "); run cleave-overlap-gradients after cleave-memory-plan";
+}
+
+/// Emits `copy`, the last-microbatch copy of a function whose emission
+/// added the tensors [tensors.first, tensors.second), as function `name`
+/// at the program's end. It runs in its original's storage: it uses those
+/// tensors, in order, and binds no inputs or outputs of its own.
+FailureOr<int> RankProgram::emitLastMicrobatchCopy(func::FuncOp copy,
+                                                   std::pair<int, int> tensors,
+                                                   const std::string &name) {
+  int inputs = program.inputs_size(), outputs = program.outputs_size();
+  replayNext = tensors.first;
+  replayEnd = tensors.second;
+  LogicalResult emitted = emitFunction(copy);
+  bool complete = replayNext == replayEnd;
+  replayNext = replayEnd = -1;
+  if (failed(emitted))
+    return failure();
+  if (!complete)
+    return copy.emitError() << "the last-microbatch copy of a backward has "
+                               "fewer values than it; run "
+                               "cleave-overlap-gradients after "
+                               "cleave-memory-plan";
+  program.mutable_inputs()->DeleteSubrange(inputs,
+                                           program.inputs_size() - inputs);
+  program.mutable_outputs()->DeleteSubrange(outputs,
+                                            program.outputs_size() - outputs);
+  int index = program.functions_size() - 1;
+  program.mutable_functions(index)->set_name(name);
+  return index;
+}
+
+/// The module's parameters (and gradient buffers) as tensors of the
+/// current buffer, with where their initial values come from.
+LogicalResult RankProgram::addParameters(ModuleOp module) {
+  for (auto param : module.getOps<ParameterOp>()) {
+    auto offset = param->getAttrOfType<IntegerAttr>("cleave.offset");
+    if (!offset)
+      return param.emitError() << "parameter has no planned offset";
+    auto id = addTensor(param.getType(), offset.getInt(), pb::PARAMETERS,
+                        param.getSymName(), param);
+    if (failed(id))
+      return failure();
+    paramTensor[param.getSymName()] = *id;
+    if (auto grad = param->getAttrOfType<IntegerAttr>("cleave.grad_offset")) {
+      auto g = addTensor(param.getType(), grad.getInt(), pb::GRADIENTS,
+                         (param.getSymName() + ".grad").str(), param);
+      if (failed(g))
+        return failure();
+      gradTensor[param.getSymName()] = *g;
+    }
+    pb::Parameter *p = program.add_parameters();
+    p->set_name(param.getSymName().str());
+    p->set_tensor(*id);
+    for (int64_t d : param.getType().cast<RankedTensorType>().getShape()) {
+      p->add_full_shape(d);
+      p->add_slice_start(0);
+      p->add_slice_size(d);
+    }
+    p->set_seed(seed);
+    if (auto it = paramFile.find(param.getSymName()); it != paramFile.end()) {
+      pb::FileData *file = p->mutable_file();
+      file->set_path("params.bin");
+      file->set_offset(it->second.first);
+      file->set_size_bytes(it->second.second);
+    } else if (auto init = param.getInitAttr()) {
+      p->set_generator(init.getValue().str());
+    } else {
+      return param.emitError()
+             << "parameter '" << param.getSymName()
+             << "' has neither data nor an initializer (init = "
+                "\"normal:STD\", \"zeros\" or \"ones\")";
+    }
+  }
+  return success();
+}
+
+/// The world rank at coordinate `peer` of mesh axis `axis`, this rank's
+/// other coordinates.
+int RankProgram::peerRank(StringRef axis, int64_t peer) const {
+  return int(mesh ? mesh.withCoordinate(rank, axis, peer) : peer);
+}
+
+/// The program's group for a collective over mesh axis `axis`, among the
+/// ranks at coordinates `members` of it when given (all otherwise).
+FailureOr<int> RankProgram::groupIndex(StringRef axis,
+                                       std::optional<ArrayRef<int64_t>> members,
+                                       Operation *where) {
+  std::string name = axis.str();
+  if (members) {
+    name = "tied";
+    for (auto [i, m] : llvm::enumerate(*members))
+      name += (i ? "," : ":") + std::to_string(m);
+  }
+  pb::Mesh *programMesh = program.mutable_mesh();
+  for (int g = 0; g < programMesh->groups_size(); ++g)
+    if (programMesh->groups(g).name() == name)
+      return g;
+  if (!members)
+    return where->emitError() << "no mesh group named '" << axis << "'";
+  if (!mesh || !mesh.getAxisSize(axis))
+    return where->emitError() << "mesh axis '" << axis << "' is not in the "
+                              << "mesh";
+  pb::Group *group = programMesh->add_groups();
+  group->set_name(name);
+  for (int64_t m : *members)
+    group->add_ranks(peerRank(axis, m));
+  return programMesh->groups_size() - 1;
+}

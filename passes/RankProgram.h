@@ -1,0 +1,124 @@
+//===- RankProgram.h - one rank's program under construction ---*- C++ -*-===//
+//
+// The emitter's translation of IR into one rank's runtime/program.proto
+// Program: tensors at their planned offsets (per buffer and activation
+// slot), parameters, and each function's instructions (kernels, frees
+// after last uses, collectives, sends and receives). It decides nothing:
+// offsets come from cleave-memory-plan, peers and groups from the mesh and
+// the collective ops, events from cleave-overlap-gradients. EmitProgram.cpp
+// assembles the ranks' programs from it; EmitFunction.cpp translates a
+// function's body.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_PASSES_RANKPROGRAM_H
+#define CLEAVE_PASSES_RANKPROGRAM_H
+
+#include "ir/CleaveOps.h"
+#include "ir/DistributionOps.h"
+#include "passes/ProgramEncoding.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <map>
+#include <optional>
+#include <utility>
+
+namespace mlir::cleave {
+
+/// Where each parameter's initial bytes lie in params.bin: (offset, size)
+/// by name.
+using ParamFile = llvm::StringMap<std::pair<uint64_t, uint64_t>>;
+
+class RankProgram {
+public:
+  RankProgram(MeshAttr mesh, int64_t rank, const ParamFile &paramFile,
+              int64_t seed)
+      : mesh(mesh), rank(rank), paramFile(paramFile), seed(seed) {}
+
+  pb::Program program;
+
+  /// Later functions' tensors go to `buffer`, whose plan puts the values
+  /// of one microbatch in [slotBase, slotBase + slotBytes); slot 0.
+  void setBuffer(int buffer, int64_t slotBase, int64_t slotBytes) {
+    currentBuffer = buffer;
+    this->slotBase = slotBase;
+    this->slotBytes = slotBytes;
+    setSlot(0);
+  }
+  /// Later functions are emitted for copy `slot` of the per-microbatch
+  /// region. Their values bind afresh: a function emitted again for
+  /// another slot has the same IR values.
+  void setSlot(int64_t slot) {
+    currentSlot = slot;
+    tensorOf.clear();
+  }
+
+  /// The module's parameters (and gradient buffers) as tensors of the
+  /// current buffer, with where their initial values come from.
+  LogicalResult addParameters(ModuleOp module);
+
+  /// Appends `func` as a function of the program, named after it.
+  LogicalResult emitFunction(func::FuncOp func);
+
+  /// Numbers the events that `copy` (a last-microbatch copy of a backward)
+  /// starts, after those already numbered: called in the order the rank's
+  /// schedule runs them.
+  void numberGradientEvents(func::FuncOp copy);
+
+  /// Emits `copy`, the last-microbatch copy of a function whose emission
+  /// added the tensors [tensors.first, tensors.second), as function `name`
+  /// at the program's end. It runs in its original's storage: it uses those
+  /// tensors, in order, and binds no inputs or outputs of its own.
+  FailureOr<int> emitLastMicrobatchCopy(func::FuncOp copy,
+                                        std::pair<int, int> tensors,
+                                        const std::string &name);
+
+private:
+  FailureOr<int> addTensor(Type type, int64_t offset, pb::Category category,
+                           StringRef name, Operation *where);
+  FailureOr<int> replayTensor(RankedTensorType type, int64_t offset,
+                              pb::DType dtype, pb::Category category,
+                              StringRef name, Operation *where);
+  FailureOr<int> programEvent(Operation *op, int64_t event);
+  int peerRank(StringRef axis, int64_t peer) const;
+  FailureOr<int> groupIndex(StringRef axis,
+                            std::optional<ArrayRef<int64_t>> members,
+                            Operation *where);
+
+  // EmitFunction.cpp: the instructions of a function body.
+  LogicalResult bindInput(func::FuncOp func, BlockArgument arg);
+  LogicalResult addAttributes(Operation &op, pb::Kernel *kernel);
+  LogicalResult emitRecv(RecvOp recv, pb::Function *fn);
+  LogicalResult emitUpdate(Operation &op, pb::Function *fn);
+  LogicalResult emitBucket(pb::Collective *c, ArrayAttr params,
+                           StringRef groupName,
+                           std::optional<ArrayRef<int64_t>> members,
+                           StringRef reduce, Operation *op);
+  void addFrees(Operation &op, pb::Function *fn,
+                const llvm::DenseSet<Value> &freeable,
+                llvm::DenseMap<Value, Operation *> &lastUser);
+
+  MeshAttr mesh;
+  int64_t rank;
+  const ParamFile &paramFile;
+  int64_t seed;
+
+  llvm::DenseMap<Value, int> tensorOf;
+  llvm::StringMap<int> paramTensor, gradTensor;
+  llvm::DenseSet<int> activationTensors;
+  int currentBuffer = 0;
+  int64_t slotBase = 0, slotBytes = 0, currentSlot = 0;
+  // While a last-microbatch copy is emitted: the next of its original's
+  // tensors, which it uses instead of adding its own, and the end of them.
+  int replayNext = -1, replayEnd = -1;
+  // Program-wide ids of the started gradient all-reduces, by the IR's
+  // event (unique on a rank), in the order the rank's schedule starts them.
+  std::map<int64_t, int> gradientEvents;
+};
+
+} // namespace mlir::cleave
+
+#endif // CLEAVE_PASSES_RANKPROGRAM_H
