@@ -88,12 +88,13 @@ std::vector<int64_t> broadcastIndex(llvm::ArrayRef<int64_t> inShape,
   return index;
 }
 
-Expected<Shape> broadcast(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b) {
+Expected<Shape> broadcast(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b,
+                          int64_t limitBytes) {
   auto r = mlir::cleave::broadcastShapes(a, b);
   if (mlir::failed(r))
     return fail("shapes " + shapeToString(a) + " and " + shapeToString(b) +
                 " do not broadcast");
-  if (auto e = checkHostTensorSize(*r))
+  if (auto e = checkHostTensorSize(*r, limitBytes))
     return std::move(e);
   return Shape(r->begin(), r->end());
 }
@@ -178,8 +179,8 @@ Expected<int64_t> applyInt(Binary op, int64_t a, int64_t b) {
 }
 
 Expected<HostTensor> foldBinary(Binary op, const HostTensor &a,
-                                const HostTensor &b) {
-  auto shape = broadcast(a.shape(), b.shape());
+                                const HostTensor &b, int64_t limitBytes) {
+  auto shape = broadcast(a.shape(), b.shape(), limitBytes);
   if (!shape)
     return shape.takeError();
   bool floating = a.isFloating() || b.isFloating();
@@ -273,7 +274,8 @@ HostTensor foldSlice(const HostTensor &in, const SliceBounds &b) {
 }
 
 Expected<HostTensor> foldGather(const HostTensor &data,
-                                const HostTensor &indices, int64_t axisAttr) {
+                                const HostTensor &indices, int64_t axisAttr,
+                                int64_t limitBytes) {
   auto axis = normalizeAxis(axisAttr, data.rank());
   if (!axis)
     return axis.takeError();
@@ -281,7 +283,7 @@ Expected<HostTensor> foldGather(const HostTensor &data,
   Shape outShape(data.shape().take_front(*axis));
   outShape.append(indices.shape().begin(), indices.shape().end());
   outShape.append(data.shape().begin() + *axis + 1, data.shape().end());
-  if (auto e = checkHostTensorSize(outShape))
+  if (auto e = checkHostTensorSize(outShape, limitBytes))
     return std::move(e);
   int64_t outer = 1, inner = 1;
   for (int64_t d = 0; d < *axis; ++d)
@@ -305,7 +307,7 @@ Expected<HostTensor> foldGather(const HostTensor &data,
 }
 
 Expected<HostTensor> foldConcat(llvm::ArrayRef<const HostTensor *> inputs,
-                                int64_t axisAttr) {
+                                int64_t axisAttr, int64_t limitBytes) {
   if (inputs.empty())
     return fail("Concat has no inputs");
   const HostTensor &first = *inputs[0];
@@ -326,7 +328,7 @@ Expected<HostTensor> foldConcat(llvm::ArrayRef<const HostTensor *> inputs,
   int64_t outer = 1;
   for (int64_t d = 0; d < *axis; ++d)
     outer *= outShape[d];
-  if (auto e = checkHostTensorSize(outShape))
+  if (auto e = checkHostTensorSize(outShape, limitBytes))
     return std::move(e);
   HostTensor out(first.dtype(), outShape);
   int64_t k = 0;
@@ -395,7 +397,7 @@ bool cleave::isFoldable(llvm::StringRef op) {
 Expected<std::vector<HostTensor>>
 cleave::foldNode(const onnx::NodeProto &node,
                  llvm::ArrayRef<const HostTensor *> inputs, int64_t opset,
-                 llvm::StringRef modelDir) {
+                 llvm::StringRef modelDir, int64_t limitBytes) {
   llvm::StringRef op = node.op_type();
   auto in = [&](size_t i) -> const HostTensor * {
     return i < inputs.size() ? inputs[i] : nullptr;
@@ -421,7 +423,7 @@ cleave::foldNode(const onnx::NodeProto &node,
     for (int64_t d : dims)
       if (d < 0)
         return fail("ConstantOfShape with a negative dimension");
-    if (auto e = checkHostTensorSize(dims))
+    if (auto e = checkHostTensorSize(dims, limitBytes))
       return std::move(e);
     HostTensor fill(DType::F32, {});
     if (const auto *attr = findAttr(node, "value")) {
@@ -461,7 +463,7 @@ cleave::foldNode(const onnx::NodeProto &node,
     for (size_t i = 1; i < inputs.size(); ++i) {
       if (!in(i))
         return fail(llvm::formatv("{0} needs input {1}", op, i));
-      auto r = foldBinary(*b, acc, *in(i));
+      auto r = foldBinary(*b, acc, *in(i), limitBytes);
       if (!r)
         return r.takeError();
       acc = std::move(*r);
@@ -499,11 +501,11 @@ cleave::foldNode(const onnx::NodeProto &node,
     return std::vector<HostTensor>{x.reshaped(*shape)};
   }
   if (op == "Concat")
-    return one(foldConcat(inputs, intAttr(node, "axis", 0)));
+    return one(foldConcat(inputs, intAttr(node, "axis", 0), limitBytes));
   if (op == "Gather") {
     if (auto e = need(2))
       return std::move(e);
-    return one(foldGather(x, *in(1), intAttr(node, "axis", 0)));
+    return one(foldGather(x, *in(1), intAttr(node, "axis", 0), limitBytes));
   }
   if (op == "Transpose")
     return one(foldTranspose(x, intsAttr(node, "perm")));
@@ -555,7 +557,7 @@ cleave::foldNode(const onnx::NodeProto &node,
     if (auto e = need(2))
       return std::move(e);
     auto dims = in(1)->toInts();
-    auto shape = broadcast(x.shape(), dims);
+    auto shape = broadcast(x.shape(), dims, limitBytes);
     if (!shape)
       return shape.takeError();
     return std::vector<HostTensor>{
@@ -564,10 +566,10 @@ cleave::foldNode(const onnx::NodeProto &node,
   if (op == "Where") {
     if (auto e = need(3))
       return std::move(e);
-    auto s1 = broadcast(x.shape(), in(1)->shape());
+    auto s1 = broadcast(x.shape(), in(1)->shape(), limitBytes);
     if (!s1)
       return s1.takeError();
-    auto shape = broadcast(*s1, in(2)->shape());
+    auto shape = broadcast(*s1, in(2)->shape(), limitBytes);
     if (!shape)
       return shape.takeError();
     auto ic = broadcastIndex(x.shape(), *shape);
@@ -599,7 +601,7 @@ cleave::foldNode(const onnx::NodeProto &node,
                                 "elements",
                                 start, limit, delta));
     int64_t n = std::max<int64_t>(0, static_cast<int64_t>(count));
-    if (auto e = checkHostTensorSize({n}))
+    if (auto e = checkHostTensorSize({n}, limitBytes))
       return std::move(e);
     HostTensor out(x.dtype(), {n});
     for (int64_t i = 0; i < n; ++i) {

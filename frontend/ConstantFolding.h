@@ -26,7 +26,7 @@ bool isFoldable(llvm::StringRef opType);
 /// axes from.
 llvm::Expected<std::vector<HostTensor>>
 foldNode(const onnx::NodeProto &node, llvm::ArrayRef<const HostTensor *> inputs,
-         int64_t opset, llvm::StringRef modelDir);
+         int64_t opset, llvm::StringRef modelDir, int64_t limitBytes);
 
 /// Axes of Squeeze/Unsqueeze/Reduce*: an input from `sinceOpset` on (null
 /// when absent), an attribute before.

@@ -71,7 +71,8 @@ HostTensor HostTensor::ints(llvm::ArrayRef<int64_t> values, DType dtype) {
   return t;
 }
 
-llvm::Error cleave::checkHostTensorSize(llvm::ArrayRef<int64_t> shape) {
+llvm::Error cleave::checkHostTensorSize(llvm::ArrayRef<int64_t> shape,
+                                        int64_t limitBytes) {
   // value_too_large tells the importer to name the graph inputs the size
   // came from.
   auto tooLarge = [&](const llvm::Twine &why) {
@@ -79,26 +80,38 @@ llvm::Error cleave::checkHostTensorSize(llvm::ArrayRef<int64_t> shape) {
         std::make_error_code(std::errc::value_too_large),
         "a constant of shape " + shapeToString(shape) + " " + why);
   };
-  int64_t count = 1, bytes;
+  // The dimensions other than 0 too (checkShape in OnnxShapes.h): an empty
+  // constant's other dimensions still enter shape arithmetic.
+  int64_t count = 1, nonzero = 1, bytes;
   for (int64_t d : shape) {
     if (d < 0)
       return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                      "a constant of shape " +
                                          shapeToString(shape) +
                                          " has a negative dimension");
-    if (llvm::MulOverflow(count, d, count))
+    if (d > kMaxDimension)
+      return tooLarge("has a dimension above 2^40");
+    if (d != 0 && (llvm::MulOverflow(nonzero, d, nonzero) ||
+                   nonzero > (int64_t(1) << 62)))
       return tooLarge("has more elements than a 64-bit count holds");
+    count *= d;
   }
   int64_t pages = ::sysconf(_SC_PHYS_PAGES), pageSize = ::sysconf(_SC_PAGESIZE);
   int64_t memory = pages > 0 && pageSize > 0 ? pages * pageSize : INT64_MAX;
+  const char *whose = "this machine's";
+  if (limitBytes > 0 && limitBytes < memory) {
+    memory = limitBytes;
+    whose = "the import's limit of";
+  }
   // Folding holds four copies at its peak: the HostTensor (8 bytes an
   // element), the flat indices of its two broadcast operands (8 each) and
   // the IR constant made from it.
   if (llvm::MulOverflow<int64_t>(count, 4 * 8, bytes) || bytes > memory)
     return tooLarge(llvm::formatv(
         "({0} elements) is computed while importing, but needs {1:F1} GiB, "
-        "more than this machine's {2:F1} GiB of memory",
-        count, double(count) * 32 / (1 << 30), double(memory) / (1 << 30)));
+        "more than {3} {2:F1} GiB of memory",
+        count, double(count) * 32 / (1 << 30), double(memory) / (1 << 30),
+        whose));
   return llvm::Error::success();
 }
 

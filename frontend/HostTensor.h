@@ -82,10 +82,12 @@ private:
 /// Checks that a tensor of `shape` can be computed on the host: its element
 /// count fits in 64 bits and folding it (a HostTensor of 8 bytes an element,
 /// its operands' broadcast indices and the IR constant: 32 bytes an element)
-/// fits in this machine's physical memory. Shapes folded from a graph
-/// input's size (a causal mask of seq x seq) are checked with it before
-/// anything is allocated, so a huge dimension is an error, not an abort.
-llvm::Error checkHostTensorSize(llvm::ArrayRef<int64_t> shape);
+/// fits in `limitBytes`, or in this machine's physical memory when it is 0
+/// (ImportOptions::foldLimitBytes). Shapes folded from a graph input's size
+/// (a causal mask of seq x seq) are checked with it before anything is
+/// allocated, so a huge dimension is an error, not an abort.
+llvm::Error checkHostTensorSize(llvm::ArrayRef<int64_t> shape,
+                                int64_t limitBytes);
 
 /// Row-major strides of `shape`.
 llvm::SmallVector<int64_t, 4> stridesOf(llvm::ArrayRef<int64_t> shape);

@@ -210,7 +210,7 @@ struct Elementwise : NodeImport {
                              "model.eval() or p=0";
       r = *x;
       if (node.output_size() > 1 && !node.output(1).empty()) {
-        if (auto e = ::cleave::checkHostTensorSize(shape(0)))
+        if (auto e = ::cleave::checkHostTensorSize(shape(0), foldLimit))
           return foldError(std::move(e));
         HostTensor keep(DType::Bool, shape(0));
         for (int64_t i = 0; i < keep.numElements(); ++i)

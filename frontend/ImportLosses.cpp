@@ -102,7 +102,7 @@ struct Losses : NodeImport {
     oneHotShape[1] = classes;
     targetShape.insert(targetShape.begin() + 1, 1);
     Type idType = tType.getElementType();
-    if (auto e = ::cleave::checkHostTensorSize(oneHotShape))
+    if (auto e = ::cleave::checkHostTensorSize(oneHotShape, foldLimit))
       return foldError(std::move(e));
     HostTensor ids(dtypeOf(idType), oneHotShape);
     for (int64_t c = 0; c < classes; ++c)

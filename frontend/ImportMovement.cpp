@@ -240,13 +240,14 @@ struct Movement : NodeImport {
     if (failed(x))
       return failure();
     int64_t rows = shape(0)[type(0).getRank() - 2], cols = shape(0).back();
-    if (auto e = ::cleave::checkHostTensorSize({rows, cols}))
+    if (auto e = ::cleave::checkHostTensorSize({rows, cols}, foldLimit))
       return foldError(std::move(e));
     HostTensor ones(DType::Bool, {rows, cols});
     for (int64_t i = 0; i < ones.numElements(); ++i)
       ones.setInt(i, 1);
     SmallVector<const HostTensor *> maskInputs{&ones, constant(1)};
-    auto mask = ::cleave::foldNode(node, maskInputs, opset, modelDir);
+    auto mask =
+        ::cleave::foldNode(node, maskInputs, opset, modelDir, foldLimit);
     if (!mask)
       return report(mask.takeError());
     HostTensor zero(dtypeOf(type(0).getElementType()), {});
@@ -333,6 +334,15 @@ struct Movement : NodeImport {
       before[axis] = pads[i];
       after[axis] = pads[i + axes.size()];
     }
+    SmallVector<int64_t> padded(shape(0));
+    for (int64_t d = 0; d < rank; ++d)
+      if (llvm::AddOverflow(padded[d], before[d], padded[d]) ||
+          llvm::AddOverflow(padded[d], after[d], padded[d]) || padded[d] < 0)
+        return error(loc) << "Pad's pads " << before[d] << " and " << after[d]
+                          << " for axis " << d << " of " << type(0)
+                          << " give no valid size";
+    if (auto e = ::cleave::checkShape("Pad's result", padded))
+      return report(std::move(e));
     auto x = value(0);
     if (failed(x))
       return failure();
@@ -467,7 +477,11 @@ struct Movement : NodeImport {
       if (times < 0)
         return error(loc) << "Tile's repeats must not be negative, got "
                           << times << " for axis " << d;
-      tiled.push_back(times * n);
+      int64_t product;
+      if (llvm::MulOverflow(times, n, product))
+        return error(loc) << "Tile's repeats " << times << " for axis " << d
+                          << " of " << type(0) << " overflow 64 bits";
+      tiled.push_back(product);
       if (times != 1) {
         viewed.push_back(1);
         broadcast.push_back(times);
@@ -475,6 +489,8 @@ struct Movement : NodeImport {
       viewed.push_back(n);
       broadcast.push_back(n);
     }
+    if (auto e = ::cleave::checkShape("Tile's result", tiled))
+      return report(std::move(e));
     if (ArrayRef<int64_t>(tiled) == shape(0)) {
       out(*x);
       return success();

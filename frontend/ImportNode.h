@@ -56,6 +56,9 @@ public:
   int64_t opset;
   /// The model file's folder (external data of Constant nodes).
   std::string modelDir;
+  /// ImportOptions::foldLimitBytes: what a value computed while importing
+  /// may take (0: the machine's memory).
+  int64_t foldLimit;
 
   /// Whether optional input `i` is given.
   bool has(int i) const {

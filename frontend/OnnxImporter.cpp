@@ -344,7 +344,11 @@ FailureOr<Value> GraphImporter::valueOf(const Tensor &t, Location loc) {
     OpBuilder::InsertionGuard guard(builder);
     builder.setInsertionPointToEnd(module.getBody());
     ElementsAttr value;
-    if (*bytes) {
+    if (*bytes && (*bytes)->empty()) {
+      // No elements: no blob (copying from an empty buffer's null data is
+      // undefined behaviour).
+      value = DenseElementsAttr::getFromRawBuffer(t.type, ArrayRef<char>());
+    } else if (*bytes) {
       auto blob = HeapAsmResourceBlob::allocateAndCopyWithAlign(
           ArrayRef<char>(**bytes), alignof(double));
       auto &blobs = DenseResourceElementsHandle::getManagerInterface(&context);
@@ -875,7 +879,8 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node, int index) 
   }
 
   if (op == "Constant" || (allConstant && ::cleave::isFoldable(op))) {
-    auto outs = ::cleave::foldNode(node, constants, opset, modelDir);
+    auto outs = ::cleave::foldNode(node, constants, opset, modelDir,
+                                   options.foldLimitBytes);
     if (!outs)
       return foldError(loc, "node '" + name + "' (" + op + ")",
                        outs.takeError());
@@ -924,7 +929,7 @@ NodeImport::NodeImport(GraphImporter &graph, const onnx::NodeProto &node,
                        Location loc)
     : graph(graph), node(node), loc(loc), op(node.op_type()),
       builder(graph.builder), context(graph.context), opset(graph.opset),
-      modelDir(graph.modelDir) {}
+      modelDir(graph.modelDir), foldLimit(graph.options.foldLimitBytes) {}
 
 LogicalResult NodeImport::foldError(llvm::Error e) {
   return graph.foldError(loc, op, std::move(e));

@@ -46,6 +46,11 @@ struct ImportOptions {
   /// which autodiff does not differentiate. A pattern that matches no
   /// parameter is an error.
   std::vector<std::string> frozen;
+  /// Bytes that one value computed while importing (a folded constant, a
+  /// mask) may take with the importer's working copies (32 per element);
+  /// 0: the machine's physical memory. The fuzzer keeps it below its own
+  /// memory limit.
+  int64_t foldLimitBytes = 0;
 };
 
 /// The ONNX element type of an MLIR element type (Undefined if none).

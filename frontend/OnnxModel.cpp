@@ -191,6 +191,8 @@ cleave::readTensorBytes(const onnx::TensorProto &tensor,
                   ", more elements than a 64-bit count holds; export the model "
                   "again");
   }
+  if (auto e = checkShape("tensor '" + tensor.name() + "'", dims))
+    return std::move(e);
   int64_t size = dtypeSize(dtype);
   int64_t expected;
   if (llvm::MulOverflow(count, size, expected))

@@ -93,6 +93,8 @@ Expected<Shape> cleave::reshapeTarget(llvm::ArrayRef<int64_t> input,
                               "elements)",
                               shapeToString(input), count,
                               shapeToString(out), known));
+  if (auto e = checkShape("the reshaped value", out))
+    return std::move(e);
   return out;
 }
 
@@ -236,6 +238,29 @@ cleave::splitSizes(int64_t dim, llvm::ArrayRef<int64_t> split,
   return sizes;
 }
 
+llvm::Error cleave::checkShape(llvm::StringRef what,
+                               llvm::ArrayRef<int64_t> shape) {
+  int64_t product = 1;
+  for (auto [i, d] : llvm::enumerate(shape)) {
+    if (d < 0)
+      return fail(llvm::formatv("{0} has shape {1}: dimension {2} is "
+                                "negative",
+                                what, shapeToString(shape), i));
+    if (d > kMaxDimension)
+      return fail(llvm::formatv("{0} has shape {1}: dimension {2} ({3}) is "
+                                "more than the 2^40 a tensor may have; export "
+                                "it with a smaller dimension {2}",
+                                what, shapeToString(shape), i, d));
+    if (d != 0 && (llvm::MulOverflow(product, d, product) ||
+                   product > (int64_t(1) << 62)))
+      return fail(llvm::formatv("{0} has shape {1}: its dimensions multiply "
+                                "past 2^62 elements; export it with smaller "
+                                "dimensions",
+                                what, shapeToString(shape)));
+  }
+  return llvm::Error::success();
+}
+
 llvm::Error cleave::checkInputSize(llvm::StringRef name,
                                    llvm::ArrayRef<int64_t> shape,
                                    int64_t elementBytes) {
@@ -249,5 +274,5 @@ llvm::Error cleave::checkInputSize(llvm::StringRef name,
                         "memory plan can hold it; export it with a smaller "
                         "dimension {2}",
                         name, shapeToString(shape), i, d));
-  return llvm::Error::success();
+  return checkShape("graph input '" + name.str() + "'", shape);
 }

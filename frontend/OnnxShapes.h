@@ -72,6 +72,17 @@ llvm::Expected<std::vector<int64_t>> splitSizes(int64_t dim,
 llvm::Error checkInputSize(llvm::StringRef name, llvm::ArrayRef<int64_t> shape,
                            int64_t elementBytes);
 
+/// The largest dimension a tensor may have (2^40).
+constexpr int64_t kMaxDimension = int64_t(1) << 40;
+
+/// Checks the rule every shape the importer makes obeys: each dimension is
+/// in [0, kMaxDimension] and the dimensions other than 0 multiply to at
+/// most 2^62. A tensor with no elements can otherwise carry dimensions
+/// whose sums (Concat) or products (Flatten, Tile) overflow 64 bits; with
+/// it, shape arithmetic on any product of dimensions stays exact. The
+/// error names `what` and the shape.
+llvm::Error checkShape(llvm::StringRef what, llvm::ArrayRef<int64_t> shape);
+
 /// "2x8x64" ("scalar" for rank 0), for messages.
 std::string shapeToString(llvm::ArrayRef<int64_t> shape);
 

@@ -174,6 +174,27 @@ def main():
         del w.dims[:]
         w.dims.extend([2 ** 62, 4])
         write(model, out)
+    elif case == "empty-huge-concat":
+        # A float initializer with no elements whose other dimension is
+        # 2^62, concatenated with itself along that dimension: its sum
+        # overflowed 64 bits in the shape inference (found by fuzzing;
+        # so did copying an empty initializer's null data).
+        z = helper.make_tensor("z", TensorProto.FLOAT, [0, 2 ** 62], [])
+        node = helper.make_node("Concat", ["z", "z"], ["y"], axis=1,
+                                name="/cat/Concat")
+        y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+        graph = helper.make_graph([node], "cat", [], [y], [z])
+        write(helper.make_model(
+            graph, opset_imports=[helper.make_opsetid("", 17)]), out)
+    elif case == "empty-initializer":
+        # y = x + e, e a float initializer of shape [0, 4]: no elements.
+        e = helper.make_tensor("e", TensorProto.FLOAT, [0, 4], [])
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [0, 4])
+        y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+        node = helper.make_node("Add", ["x", "e"], ["y"], name="/add/Add")
+        graph = helper.make_graph([node], "empty", [x], [y], [e])
+        write(helper.make_model(
+            graph, opset_imports=[helper.make_opsetid("", 17)]), out)
     elif case in ("missing-input", "empty-input", "missing-output",
                   "folded-no-inputs"):
         # A node without the inputs or outputs its op requires (found by
