@@ -99,6 +99,16 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
       stage.addPass(createDataParallel(dp));
     }
   }
+  if (options.train && !options.remat.empty() && options.remat != "none") {
+    // Activation checkpointing once the backward exists and before the
+    // memory plan, which then sees the recomputed segments' short lives.
+    // On the whole module, not per stage: a layer prefix is checked
+    // against every stage's nodes.
+    RematOptions remat;
+    remat.strategy = options.remat;
+    remat.layers = options.rematLayers;
+    pm.addPass(createRemat(remat));
+  }
   if (stages > 1) {
     // One optimizer per pipeline rank over its virtual stages, so that
     // clipping uses the whole model's norm; before the memory plan, which
