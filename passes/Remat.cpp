@@ -86,13 +86,13 @@ struct Remat : mlir::cleave::impl::RematBase<Remat> {
       selective = true;
     } else if (s.consume_front("group_")) {
       if (s.getAsInteger(10, group) || group < 1) {
-        module.emitError() << "cleave-remat: strategy '" << strategy
+        mlir::emitError(module.getLoc()) << "cleave-remat: strategy '" << strategy
                            << "' needs a group size of at least 1 after "
                               "'group_' (e.g. group_2)";
         return signalPassFailure();
       }
     } else {
-      module.emitError() << "cleave-remat: unknown strategy '" << strategy
+      mlir::emitError(module.getLoc()) << "cleave-remat: unknown strategy '" << strategy
                          << "'; use each, group_<k>, contiguous, selective "
                             "or none";
       return signalPassFailure();
@@ -122,7 +122,7 @@ struct Remat : mlir::cleave::impl::RematBase<Remat> {
     // only some of the layers.
     for (const std::string &prefix : layers)
       if (prefixMatches[prefix] == 0) {
-        module.emitError() << "cleave-remat: layer prefix '" << prefix
+        mlir::emitError(module.getLoc()) << "cleave-remat: layer prefix '" << prefix
                            << "' (activation_checkpointing_layers) matches "
                               "no ONNX node name; give the prefix the "
                               "layer's nodes start with, such as '/h.0/'";
@@ -317,10 +317,12 @@ struct Remat : mlir::cleave::impl::RematBase<Remat> {
                  << " has no valid cleave.saved_from";
         argOf.insert({ret->getOperand(from.getInt()), arg});
       }
-    auto inSegment = [&](Value v, int64_t s) {
-      Operation *def = v.getDefiningOp();
-      auto it = def ? segmentOf.find(def) : segmentOf.end();
+    auto opInSegment = [&](Operation *op, int64_t s) {
+      auto it = op ? segmentOf.find(op) : segmentOf.end();
       return it != segmentOf.end() && it->second == s;
+    };
+    auto inSegment = [&](Value v, int64_t s) {
+      return opInSegment(v.getDefiningOp(), s);
     };
 
     // What segment `s` recomputes to give `dropped`, stopping at values
@@ -361,11 +363,20 @@ struct Remat : mlir::cleave::impl::RematBase<Remat> {
       return values;
     };
 
-    // A value one segment reads from another stays saved.
+    // A layer segment's outputs (what forward ops after it read) and what
+    // one segment reads from another stay saved: they are the checkpoints.
+    // Recomputing the last layer's output for the head's gradient would
+    // run the whole layer again to save one tensor for a moment. An
+    // attention core's output, the probabilities, is what it recomputes.
     llvm::DenseSet<Value> kept;
     for (int64_t s = 0; s < (int64_t)segments.size(); ++s) {
+      SmallVector<Value> values = candidates(s);
+      for (Value v : values)
+        for (Operation *user : v.getUsers())
+          if (!selective && user != ret && !opInSegment(user, s))
+            kept.insert(v);
       llvm::SetVector<Value> needs;
-      closure(s, candidates(s), {}, needs);
+      closure(s, values, {}, needs);
       kept.insert(needs.begin(), needs.end());
     }
 
