@@ -206,7 +206,10 @@ Error readActivationCheckpointing(Reader &r, const json::Object &object,
   std::string &strategy = spec.activationCheckpointing;
   StringRef s = strategy;
   int64_t group = 0;
-  if (s == "none") {
+  // "none" switches checkpointing off and leaves the layer list alone (a
+  // --set that turns it off for one run).
+  bool off = s == "none";
+  if (off) {
     strategy.clear();
   } else if (s.consume_front("group_")) {
     if (s.getAsInteger(10, group) || group < 1)
@@ -245,7 +248,9 @@ Error readActivationCheckpointing(Reader &r, const json::Object &object,
                        "expects a list of non-empty ONNX node-name prefixes");
       spec.activationCheckpointingLayers.push_back(prefix->str());
     }
-    if (strategy.empty() || strategy == "selective")
+    if (off)
+      spec.activationCheckpointingLayers.clear();
+    else if (strategy.empty() || strategy == "selective")
       return r.error("activation_checkpointing_layers",
                      "names the layers that activation_checkpointing "
                      "recomputes, but it is " +
