@@ -19,6 +19,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
@@ -60,6 +61,11 @@ std::string layerKey(StringRef name) {
   }
   return "";
 }
+
+/// Only ops without side effects are run again: a collective's or a
+/// transfer's result is kept (cheaper to keep than to communicate again,
+/// and a second all-reduce would need its peers to run it too).
+bool recomputable(Operation *op) { return op && isMemoryEffectFree(op); }
 
 /// Ops every function makes for itself: storage names, not work.
 bool isStorage(Operation *op) { return isa<ConstantOp, GetParamOp>(op); }
@@ -334,7 +340,7 @@ struct Remat : mlir::cleave::impl::RematBase<Remat> {
       llvm::SetVector<Operation *> ops;
       SmallVector<Operation *> stack;
       for (Value v : dropped)
-        stack.push_back(v.getDefiningOp());
+        stack.push_back(v.getDefiningOp()); // pure: candidates() checks
       while (!stack.empty()) {
         Operation *op = stack.pop_back_val();
         if (!ops.insert(op))
@@ -343,7 +349,7 @@ struct Remat : mlir::cleave::impl::RematBase<Remat> {
           Operation *def = u.getDefiningOp();
           if (def && isa<GetParamOp>(def))
             stack.push_back(def); // read again: a name, not storage
-          else if (!inSegment(u, s) || kept.contains(u))
+          else if (!inSegment(u, s) || kept.contains(u) || !recomputable(def))
             needs.insert(u);
           else
             stack.push_back(def);
@@ -358,7 +364,7 @@ struct Remat : mlir::cleave::impl::RematBase<Remat> {
     auto candidates = [&](int64_t s) {
       SmallVector<Value> values;
       for (auto &[v, arg] : argOf)
-        if (inSegment(v, s))
+        if (inSegment(v, s) && recomputable(v.getDefiningOp()))
           values.push_back(v);
       return values;
     };
