@@ -373,6 +373,9 @@ def PipelinePartition : Pass<"cleave-pipeline-partition", "ModuleOp"> {
            "whose checked-in rates the cost model uses (cpu, h100)">,
     Option<"ratesFile", "rates", "std::string", /*default=*/"\"\"",
            "a rates file written by cleave-calibrate, instead of the defaults">,
+    Option<"recompute", "recompute", "bool", /*default=*/"false",
+           "activation checkpointing recomputes the layers (between the "
+           "first and the last place): cost their forward twice">,
   ];
 }
 

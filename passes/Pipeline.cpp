@@ -59,6 +59,9 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
     partition.memoryWeight = options.memoryWeight;
     partition.backend = options.backend;
     partition.ratesFile = options.ratesFile;
+    partition.recompute = options.train && !options.remat.empty() &&
+                          options.remat != "none" &&
+                          options.remat != "selective";
     pm.addPass(createPipelinePartition(partition));
     // The phase contract: every op in one stage, every crossing value
     // through a stage's boundary; autodiff, the schedule and the emitter
