@@ -314,6 +314,7 @@ struct Remat : mlir::cleave::impl::RematBase<Remat> {
 
     // The backward argument of each saved forward value.
     llvm::MapVector<Value, BlockArgument> argOf;
+    SmallVector<unsigned> duplicates;
     for (BlockArgument arg : back.getArguments())
       if (auto from = backward.getArgAttrOfType<IntegerAttr>(
               arg.getArgNumber(), "cleave.saved_from")) {
@@ -321,7 +322,13 @@ struct Remat : mlir::cleave::impl::RematBase<Remat> {
           return backward.emitError()
                  << "argument " << arg.getArgNumber()
                  << " has no valid cleave.saved_from";
-        argOf.insert({ret->getOperand(from.getInt()), arg});
+        // A value saved twice is read through its first argument.
+        auto [it, inserted] =
+            argOf.insert({ret->getOperand(from.getInt()), arg});
+        if (!inserted) {
+          arg.replaceAllUsesWith(it->second);
+          duplicates.push_back(arg.getArgNumber());
+        }
       }
     auto opInSegment = [&](Operation *op, int64_t s) {
       auto it = op ? segmentOf.find(op) : segmentOf.end();
@@ -394,6 +401,7 @@ struct Remat : mlir::cleave::impl::RematBase<Remat> {
     for (BlockArgument arg : back.getArguments())
       if (backward.getArgAttr(arg.getArgNumber(), "cleave.saved_from"))
         insertAt = arg.getArgNumber() + 1;
+    const unsigned firstNew = insertAt;
     auto savedArg = [&](Value v) -> Value {
       if (auto it = argOf.find(v); it != argOf.end())
         return it->second;
@@ -441,7 +449,7 @@ struct Remat : mlir::cleave::impl::RematBase<Remat> {
       for (Value v : dropped)
         argOf.lookup(v).replaceAllUsesWith(map.lookupOrDefault(v));
     }
-    if (droppedAll.empty() && newlySaved.empty())
+    if (droppedAll.empty() && newlySaved.empty() && duplicates.empty())
       return success();
 
     // The forward returns what stays saved, then what is saved anew.
@@ -489,6 +497,10 @@ struct Remat : mlir::cleave::impl::RematBase<Remat> {
     for (auto &[v, arg] : newArgOf)
       backward.setArgAttr(arg.getArgNumber(), "cleave.saved_from",
                           b.getI64IntegerAttr(newIndex.lookup(v)));
+    // New arguments went in before the inputs after the saved ones: the
+    // duplicates' numbers moved with them.
+    for (unsigned number : duplicates)
+      erase.set(number < firstNew ? number : number + newArgOf.size());
     backward.eraseArguments(erase);
     return success();
   }
