@@ -198,6 +198,69 @@ Error nonNegativeInteger(Reader &r, const json::Object &object, StringRef key,
 
 /// The `optimizer` object: AdamW or SGD hyper-parameters, gradient clipping
 /// and the learning-rate schedule (linear warmup, then a cosine decay).
+/// activation_checkpointing (SMP's strategies), SMP v1's
+/// checkpoint_attentions (the attention core only: `selective`) and the
+/// layer prefixes for models whose layers cannot be found from the graph.
+Error readActivationCheckpointing(Reader &r, const json::Object &object,
+                                  Spec &spec) {
+  std::string &strategy = spec.activationCheckpointing;
+  StringRef s = strategy;
+  int64_t group = 0;
+  // "none" switches checkpointing off and leaves the layer list alone (a
+  // --set that turns it off for one run).
+  bool off = s == "none";
+  if (off) {
+    strategy.clear();
+  } else if (s.consume_front("group_")) {
+    if (s.getAsInteger(10, group) || group < 1)
+      return r.error("activation_checkpointing",
+                     "'" + strategy + "' needs a group size of at least 1 "
+                     "after 'group_' (e.g. \"group_2\": two consecutive "
+                     "layers a segment)");
+  } else if (!s.empty() && s != "each" && s != "contiguous" &&
+             s != "selective") {
+    return r.error("activation_checkpointing",
+                   "unknown strategy '" + strategy + "'; use \"each\", "
+                   "\"group_<k>\", \"contiguous\", \"selective\" or "
+                   "\"none\"");
+  }
+  bool attentions = false;
+  if (Error e = r.get("checkpoint_attentions", attentions))
+    return e;
+  if (attentions) {
+    if (!strategy.empty() && strategy != "selective")
+      return r.error("checkpoint_attentions",
+                     "recomputes the attention core (activation_checkpointing "
+                     "\"selective\"), but activation_checkpointing is \"" +
+                         strategy + "\"; keep one of the two");
+    strategy = "selective";
+  }
+  if (const json::Value *layers = object.get("activation_checkpointing_layers")) {
+    const json::Array *list = layers->getAsArray();
+    if (!list)
+      return r.error("activation_checkpointing_layers",
+                     "expects a list of ONNX node-name prefixes, one a "
+                     "layer, e.g. [\"/blocks.0/\", \"/blocks.1/\"]");
+    for (const json::Value &v : *list) {
+      auto prefix = v.getAsString();
+      if (!prefix || prefix->empty())
+        return r.error("activation_checkpointing_layers",
+                       "expects a list of non-empty ONNX node-name prefixes");
+      spec.activationCheckpointingLayers.push_back(prefix->str());
+    }
+    if (off)
+      spec.activationCheckpointingLayers.clear();
+    else if (strategy.empty() || strategy == "selective")
+      return r.error("activation_checkpointing_layers",
+                     "names the layers that activation_checkpointing "
+                     "recomputes, but it is " +
+                         Twine(strategy.empty() ? "not set" : "\"selective\"") +
+                         "; set it to \"each\", \"group_<k>\" or "
+                         "\"contiguous\"");
+  }
+  return Error::success();
+}
+
 Error readOptimizer(const json::Value &value, StringRef source,
                     cleave::OptimizerSpec &out) {
   const json::Object *object = value.getAsObject();
@@ -518,8 +581,6 @@ const KeyRule kRules[] = {
     {"_sharded_data_parallelism_config", KeyUse::DefaultOnly, KeyType::String,
      "null", kSdp},
     {"allow_empty_shards", KeyUse::DefaultOnly, KeyType::Bool, "false", kSdp},
-    {"checkpoint_attentions", KeyUse::DefaultOnly, KeyType::Bool, "false",
-     "is not implemented yet (activation checkpointing)"},
     {"_shard_offloaded_activations", KeyUse::DefaultOnly, KeyType::Bool,
      "true", "is not implemented yet (activation offloading)"},
     {"_fp32_grad_accumulation", KeyUse::DefaultOnly, KeyType::Bool, "false",
@@ -763,7 +824,8 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
       "delayed_parameter_initialization", "placement_strategy",
       "processes_per_host", "device", "device_memory_gib", "batch_size",
       "micro_batch_size", "prescaled_batch", "optimizer", "seed",
-      "world_size", "frozen_parameters"};
+      "world_size", "frozen_parameters", "checkpoint_attentions",
+      "activation_checkpointing_layers"};
   for (const KeyRule &rule : kRules)
     known.insert(rule.key);
   if (Error e = r.unknownKeys(known))
@@ -925,6 +987,9 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
     }
   }
 
+  if (Error e = readActivationCheckpointing(r, *object, spec))
+    return std::move(e);
+
   Expected<int64_t> stages =
       product(spec.pipelineParallelDegree, spec.virtualPipelineDegree,
               "spec keys '" + r.name("pipeline_parallel_degree") +
@@ -1004,7 +1069,6 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
   CLEAVE_SPEC_READ(r.notYet<int64_t>("tensor_parallel_degree", 1, parallel));
   CLEAVE_SPEC_READ(r.notYet<int64_t>("sharded_data_parallel_degree", 1, parallel));
   CLEAVE_SPEC_READ(r.notYet<bool>("shard_optimizer_state", false, parallel));
-  CLEAVE_SPEC_READ(r.notYet<std::string>("activation_checkpointing", "", "remat"));
   CLEAVE_SPEC_READ(r.notYet<bool>("offload_activations", false, "offload"));
   CLEAVE_SPEC_READ(r.notYet<bool>("delayed_parameter_initialization", false, parallel));
   // SMP's other documented keys: defaults only, or a note in the plan.

@@ -58,6 +58,8 @@ struct Spec {
   bool ddp = false;
   bool shardOptimizerState = false;
   std::string activationCheckpointing; // "" = none
+  /// ONNX node-name prefixes, one a layer (activation_checkpointing_layers).
+  std::vector<std::string> activationCheckpointingLayers;
   bool offloadActivations = false;
   bool bf16 = false, fp16 = false;
   /// fp16 dynamic loss scaling (SMP's DistributedOptimizer arguments).

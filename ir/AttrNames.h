@@ -72,6 +72,7 @@ inline constexpr llvm::StringLiteral kKnownAttrNames[] = {
     "cleave.offsets",
     "cleave.onnx_name",
     "cleave.pipeline",
+    "cleave.recompute",
     "cleave.role",
     "cleave.saved",
     "cleave.saved_from",

@@ -269,6 +269,61 @@ def FuseLossGrad : Pass<"cleave-fuse-loss-grad", "ModuleOp"> {
   ];
 }
 
+def Remat : Pass<"cleave-remat", "ModuleOp"> {
+  let summary = "activation checkpointing: the backward recomputes chosen segments of the forward";
+  let description = [{
+    After cleave-autodiff a forward function returns every value its
+    backward reads (`cleave.saved`). For each segment the strategy chooses,
+    this pass stops saving the values defined inside it and clones the
+    forward ops that compute them into the backward, just before the first
+    op that reads any of them; the clones read what stays saved (the
+    segment's inputs, saved again if they were not), parameters (read
+    again) and forward constants. The memory plan then sees the segment's
+    activations live for one backward segment instead of from the forward to
+    the backward; the clones run the same kernels on the same inputs, so a
+    step's results are bit-identical. Every clone is marked
+    `cleave.recompute`, which the cost model adds to the backward's time.
+
+    Segments are built from the layers of each forward function (each
+    pipeline stage's): with `layers`, the ops whose ONNX node names start
+    with each prefix; otherwise the pieces between the places where the
+    fewest activation bytes cross (the residual stream, as
+    cleave-pipeline-partition finds them), joined into one layer where their
+    node names share a numbered module (`/h.0/`, `/layers.3/`); pieces
+    without one (embedding, head) are no layer, and in a model without
+    numbered modules every piece but the first and the last is one.
+    `strategy`: `each` (a segment per layer), `group_<k>` (k consecutive
+    layers), `contiguous` (all layers of a stage), `selective` (the
+    attention core of every layer, from the scores' product to the
+    softmax, where it is not a fused `cleave.attention`, whose backward
+    already recomputes it), `none`.
+
+    ```mlir
+    // Before (strategy=each): the forward saves %h, the backward reads it.
+    func.func @forward(%x: tensor<4x8xf32>) -> (tensor<f32>, tensor<4x8xf32> {cleave.saved}, tensor<4x8xf32> {cleave.saved}) {
+      %h = cleave.tanh %x : tensor<4x8xf32>
+      ...
+      return %loss, %x, %h : ...
+    }
+    func.func @forward_backward(%x: tensor<4x8xf32> {cleave.saved_from = 1 : i64}, %h: tensor<4x8xf32> {cleave.saved_from = 2 : i64}) ...
+    // After: %h is computed again where the backward needs it.
+    func.func @forward(%x: tensor<4x8xf32>) -> (tensor<f32>, tensor<4x8xf32> {cleave.saved}) { ... }
+    func.func @forward_backward(%x: tensor<4x8xf32> {cleave.saved_from = 1 : i64}) {
+      ...
+      %h = cleave.tanh %x {cleave.recompute} : tensor<4x8xf32>
+      %dx = cleave.mul %dy, %h : tensor<4x8xf32>  // (the rule reads %h)
+    }
+    ```
+  }];
+  let options = [
+    Option<"strategy", "strategy", "std::string", /*default=*/"\"each\"",
+           "each, group_<k>, contiguous, selective or none">,
+    ListOption<"layers", "layers", "std::string",
+               "ONNX node-name prefixes, one a layer (instead of finding "
+               "the layers from the graph)">,
+  ];
+}
+
 def PipelinePartition : Pass<"cleave-pipeline-partition", "ModuleOp"> {
   let summary = "splits the forward function into contiguous pipeline stages";
   let description = [{
@@ -318,6 +373,9 @@ def PipelinePartition : Pass<"cleave-pipeline-partition", "ModuleOp"> {
            "whose checked-in rates the cost model uses (cpu, h100)">,
     Option<"ratesFile", "rates", "std::string", /*default=*/"\"\"",
            "a rates file written by cleave-calibrate, instead of the defaults">,
+    Option<"recompute", "recompute", "bool", /*default=*/"false",
+           "activation checkpointing recomputes the layers (between the "
+           "first and the last place): cost their forward twice">,
   ];
 }
 

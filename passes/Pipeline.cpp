@@ -59,6 +59,9 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
     partition.memoryWeight = options.memoryWeight;
     partition.backend = options.backend;
     partition.ratesFile = options.ratesFile;
+    partition.recompute = options.train && !options.remat.empty() &&
+                          options.remat != "none" &&
+                          options.remat != "selective";
     pm.addPass(createPipelinePartition(partition));
     // The phase contract: every op in one stage, every crossing value
     // through a stage's boundary; autodiff, the schedule and the emitter
@@ -98,6 +101,16 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
       dp.degree = options.dataDegree;
       stage.addPass(createDataParallel(dp));
     }
+  }
+  if (options.train && !options.remat.empty() && options.remat != "none") {
+    // Activation checkpointing once the backward exists and before the
+    // memory plan, which then sees the recomputed segments' short lives.
+    // On the whole module, not per stage: a layer prefix is checked
+    // against every stage's nodes.
+    RematOptions remat;
+    remat.strategy = options.remat;
+    remat.layers = options.rematLayers;
+    pm.addPass(createRemat(remat));
   }
   if (stages > 1) {
     // One optimizer per pipeline rank over its virtual stages, so that

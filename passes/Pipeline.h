@@ -81,6 +81,14 @@ struct ProgramPipelineOptions
   ListOption<std::string> splitPoints{
       *this, "split-points",
       llvm::cl::desc("ONNX nodes that start stages 1.. (manual partition)")};
+  Option<std::string> remat{
+      *this, "remat",
+      llvm::cl::desc("spec activation_checkpointing: each, group_<k>, "
+                     "contiguous, selective (empty: none)")};
+  ListOption<std::string> rematLayers{
+      *this, "remat-layers",
+      llvm::cl::desc("spec activation_checkpointing_layers: ONNX node-name "
+                     "prefixes, one a layer")};
   Option<std::string> optimize{*this, "optimize",
                                llvm::cl::desc("speed or memory"),
                                llvm::cl::init("speed")};

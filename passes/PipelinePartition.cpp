@@ -220,10 +220,15 @@ struct PipelinePartition
              << " stages";
 
     // Prefix sums of time; memory per piece is computed directly.
+    // With activation checkpointing (cleave-remat, after autodiff) the
+    // layers, between the first and the last place, run forward twice.
     SmallVector<double> time(n + 1, 0.0);
-    for (int64_t i = 0; i < n; ++i)
+    for (int64_t i = 0; i < n; ++i) {
+      bool again = recompute && !places.empty() && i >= places.front() &&
+                   i < places.back();
       time[i + 1] = time[i] + seconds(estimateCost(work[i]), *rates) *
-                                  (1 + kBackwardFactor);
+                                  (1 + kBackwardFactor + (again ? 1 : 0));
+    }
     SmallVector<int64_t> bounds = {0};
     bounds.append(places.begin(), places.end());
     bounds.push_back(n);

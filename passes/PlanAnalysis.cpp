@@ -96,7 +96,7 @@ StagePlan planStage(ModuleOp m, int64_t index, int64_t pipelineRanks,
     ++s.parameters;
     s.parameterBytes += tensorBytes(param.getType());
   }
-  double forwardSeconds = 0;
+  double forwardSeconds = 0, recomputeSeconds = 0;
   bool hasBackward = false;
   for (auto func : m.getOps<func::FuncOp>()) {
     // The last microbatch's copy of a backward (cleave-overlap-gradients)
@@ -163,6 +163,10 @@ StagePlan planStage(ModuleOp m, int64_t index, int64_t pipelineRanks,
         break;
       case FunctionKind::Backward:
         s.backwardFlops += cost.flops;
+        // Forward ops the backward runs again (cleave-remat) cost what
+        // they cost in the forward, on top of the gradients'.
+        if (op->hasAttr("cleave.recompute") && !copy)
+          recomputeSeconds += seconds(cost, rates);
         break;
       case FunctionKind::Optimizer:
         s.optimizerFlops += cost.flops;
@@ -183,7 +187,9 @@ StagePlan planStage(ModuleOp m, int64_t index, int64_t pipelineRanks,
       recorded("cleave.forward_seconds").value_or(forwardSeconds);
   s.backwardSeconds =
       recorded("cleave.backward_seconds")
-          .value_or(hasBackward ? forwardSeconds * kBackwardFactor : 0.0);
+          .value_or(hasBackward
+                        ? forwardSeconds * kBackwardFactor + recomputeSeconds
+                        : 0.0);
   return s;
 }
 

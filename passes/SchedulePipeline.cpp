@@ -130,7 +130,7 @@ struct SchedulePipeline
       if (id != (int64_t)index)
         return stage.emitError() << "stage modules must be in order; found "
                                     "stage " << id << " at position " << index;
-      double forward = 0;
+      double forward = 0, recompute = 0;
       stage.walk([&](func::FuncOp func) {
         if (!func->hasAttr("cleave.kind") ||
             func->getAttrOfType<StringAttr>("cleave.kind").getValue() ==
@@ -140,6 +140,13 @@ struct SchedulePipeline
                 isa<CleaveDialect>(op->getDialect()))
               forward += seconds(estimateCost(op), *rates);
           });
+        // What cleave-remat has the backward compute again.
+        else if (func->getAttrOfType<StringAttr>("cleave.kind").getValue() ==
+                 "backward")
+          func.walk([&](Operation *op) {
+            if (op->hasAttr("cleave.recompute"))
+              recompute += seconds(estimateCost(op), *rates);
+          });
       });
       stage->setAttr("cleave.slots",
                      b.getI64IntegerAttr(built->slotsPerStage[index]));
@@ -147,7 +154,8 @@ struct SchedulePipeline
       stage->setAttr("cleave.backward_seconds",
                      b.getF64FloatAttr((int64_t)index < forwardOnly
                                            ? 0.0
-                                           : forward * kBackwardFactor));
+                                           : forward * kBackwardFactor +
+                                                 recompute));
     }
     SmallVector<Attribute> perRank;
     for (const std::vector<pipeline::Action> &actions : built->perRank) {

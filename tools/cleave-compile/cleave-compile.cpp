@@ -333,6 +333,8 @@ int main(int argc, char **argv) {
   pipeline.activeMicrobatches = spec.activeMicrobatches;
   pipeline.schedule = spec.pipeline;
   pipeline.splitPoints = spec.partitionPoints;
+  pipeline.remat = spec.activationCheckpointing;
+  pipeline.rematLayers = spec.activationCheckpointingLayers;
   pipeline.optimize = spec.optimize;
   pipeline.memoryWeight = spec.memoryWeight;
   pipeline.backend = spec.device == "cuda" ? "h100" : "cpu";
