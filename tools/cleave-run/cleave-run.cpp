@@ -4,7 +4,7 @@
 //       [--metrics m.jsonl] [--forward-only] [--threads N] [--save-params F]
 //       [--trace trace.json] [--device cpu|cuda|cpu-staged]
 //       [--checkpoint-dir DIR [--checkpoint-every N] [--keep K]]
-//       [--resume DIR]
+//       [--resume DIR] [--timeout SECONDS]
 //
 // Each rank runs OUT/rank-<rank>.pb. Without mpirun (no OMPI_COMM_WORLD_SIZE
 // in the environment) MPI is never initialized and the world is this one
@@ -13,7 +13,9 @@
 // waits forever on one that is gone. Only this file decides to end the job
 // (STYLE.md rule 8); everything below it returns a Status. With
 // --checkpoint-dir, SIGTERM and SIGINT only set a flag: the ranks agree on
-// it at the next step boundary, save a checkpoint and exit.
+// it at the next step boundary, save a checkpoint and exit. No wait is
+// unbounded: a Watchdog (runtime/Watchdog.h) ends the job with MPI_Abort
+// when one lasts longer than --timeout, saying what it waited for.
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,6 +27,7 @@
 #include "runtime/Metrics.h"
 #include "runtime/ProgramLoader.h"
 #include "runtime/TokenData.h"
+#include "runtime/Watchdog.h"
 
 #include <omp.h>
 #include <sys/stat.h>
@@ -35,7 +38,9 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cmath>
 #include <cstring>
+#include <memory>
 #include <string>
 
 using namespace cleave::runtime;
@@ -79,6 +84,11 @@ const char *kUsage =
     "                      DIR/step-S: --steps stays the total, the metrics\n"
     "                      continue its numbering; the program must have\n"
     "                      the checkpoint's layout\n"
+    "  --timeout SECONDS   the longest any rank waits for another (a\n"
+    "                      collective, a send or receive, the device): past\n"
+    "                      it the rank says what it waited for and the job\n"
+    "                      ends non-zero (default 600, as PyTorch's NCCL\n"
+    "                      watchdog)\n"
     "  --list-devices      the backends and GPUs this cleave-run can use\n"
     "  --check             read every rank's program in OUT/ and prove that\n"
     "                      their collectives, sends and receives match and\n"
@@ -100,6 +110,7 @@ struct Flags {
   int64_t checkpointEvery = 0; // 0: only at the end and on a signal
   int64_t keep = 0;            // 0: keep all
   std::string resume;
+  double timeout = 600; // seconds; --timeout
   bool help = false;
   bool listDevices = false;
   bool check = false;
@@ -113,6 +124,18 @@ Status parseCount(const std::string &flag, const std::string &text,
   if (text.empty() || *end || errno || v < minimum)
     return Status::error(flag + " expects an integer of at least " +
                          std::to_string(minimum) + ", got '" + text + "'");
+  value = v;
+  return Status::ok();
+}
+
+Status parseSeconds(const std::string &flag, const std::string &text,
+                    double &value) {
+  char *end = nullptr;
+  errno = 0;
+  double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end || errno || !std::isfinite(v) || v <= 0)
+    return Status::error(flag + " expects a number of seconds above 0, got '" +
+                         text + "'");
   value = v;
   return Status::ok();
 }
@@ -162,6 +185,10 @@ Status parseFlags(int argc, char **argv, Flags &flags) {
       CLEAVE_CHECK(takeValue(text));
       CLEAVE_CHECK(parseCount(
           arg, text, 1, arg == "--keep" ? flags.keep : flags.checkpointEvery));
+    } else if (arg == "--timeout") {
+      std::string text;
+      CLEAVE_CHECK(takeValue(text));
+      CLEAVE_CHECK(parseSeconds(arg, text, flags.timeout));
     } else if (arg == "--trace") {
       CLEAVE_CHECK(takeValue(flags.trace));
     } else if (arg == "--device") {
@@ -577,9 +604,26 @@ Status checkPrograms(const std::string &out, int &ranks) {
   return checkCommunicationAllModes(pointers);
 }
 
+/// What the watchdog does when a wait outlives --timeout: it says so and
+/// ends the whole job (the rank is still blocked in the wait it names).
+void endOnTimeout(const Communicator &comm, const std::string &message) {
+  report(comm, Status::error("watchdog: " + message));
+  if (comm.usesMpi())
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  std::_Exit(1);
+}
+
 int run(int argc, char **argv, Communicator &comm) {
   Startup s;
   Status status = parseFlags(argc, argv, s.flags);
+  // From before the first wait on another rank (the agreement below). A
+  // bad --timeout leaves the default, for as long as the ranks take to
+  // agree to stop.
+  Watchdog watchdog(s.flags.timeout, comm.rank(),
+                    [&comm](const std::string &message) {
+                      endOnTimeout(comm, message);
+                    });
+  comm.setWatchdog(&watchdog);
   if (status && s.flags.check && !s.flags.help) {
     int ranks = 0;
     status = checkPrograms(s.flags.out, ranks);
