@@ -498,9 +498,28 @@ Status saveCheckpoint(Runtime &runtime, const Communicator &comm,
   return Status::ok();
 }
 
+/// A step whose loss is not finite ends the run: what follows would train
+/// on nothing. A step that loss scaling skipped (its gradients overflowed)
+/// is the scaler's to handle, as before. The loss is the world's mean, so
+/// every rank decides the same.
+Status checkLossFinite(const StepResult &r, int64_t step) {
+  if (!r.hasLoss || r.skipped || std::isfinite(r.loss))
+    return Status::ok();
+  return Status::error(
+      "the loss of step " + std::to_string(step + 1) + " (\"step\": " +
+      std::to_string(step) + " in the metrics) is " +
+      (std::isnan(r.loss) ? "NaN" : "infinite") +
+      ": training diverged; lower optimizer.lr, set optimizer.grad_clip, or "
+      "check the data; resume from an earlier checkpoint with --resume");
+}
+
 /// The training loop; on rank 0, a progress line and a metrics line per
-/// step. `stoppedBy` is the signal that stopped it early, else 0.
-Status train(Startup &s, Communicator &comm, int &stoppedBy) {
+/// step. `stoppedBy` is the signal that stopped it early, else 0. When it
+/// fails, `everywhere` says whether every rank failed alike (nothing left
+/// to abort).
+Status train(Startup &s, Communicator &comm, int &stoppedBy,
+             bool &everywhere) {
+  everywhere = false;
   const Flags &flags = s.flags;
   RunOptions options;
   options.forwardOnly = flags.forwardOnly;
@@ -543,6 +562,11 @@ Status train(Startup &s, Communicator &comm, int &stoppedBy) {
     CLEAVE_CHECK(runtime.runStep(step, s.hasData ? &s.data : nullptr, r));
     if (comm.rank() == 0)
       CLEAVE_CHECK(reportStep(s, runtime, step, r, tokensPerStep));
+    if (Status finite = checkLossFinite(r, step); !finite) {
+      everywhere = true;
+      CLEAVE_CHECK(s.metrics.close());
+      return finite;
+    }
     if (!checkpointing)
       continue;
     // A signal reaches the ranks at different moments; they stop together,
@@ -668,7 +692,14 @@ int run(int argc, char **argv, Communicator &comm) {
     return 0;
   }
   int stoppedBy = 0;
-  status = train(s, comm, stoppedBy);
+  bool everywhere = false;
+  status = train(s, comm, stoppedBy, everywhere);
+  if (!status && everywhere) {
+    // The same on every rank: say it once, end together.
+    if (comm.rank() == 0)
+      report(comm, status);
+    return 1;
+  }
   if (!status) {
     report(comm, status);
     if (comm.usesMpi() && comm.size() > 1)
