@@ -17,6 +17,7 @@
 #include "passes/Passes.h"
 #include "passes/PlanAnalysis.h"
 #include "passes/Report.h"
+#include "runtime/ProgramSeal.h"
 
 #include "program.pb.h"
 
@@ -52,21 +53,14 @@ namespace pb = ::cleave::program;
 
 namespace {
 
-/// Writes `program` to `path` with deterministic serialization: protobuf
-/// writes a map (an instruction's attributes) in hash order otherwise, so
-/// two identical compiles gave different bytes.
-bool writeProgram(const pb::Program &program, StringRef path) {
-  std::string bytes;
-  {
-    google::protobuf::io::StringOutputStream stream(&bytes);
-    google::protobuf::io::CodedOutputStream coded(&stream);
-    coded.SetSerializationDeterministic(true);
-    if (!program.SerializeToCodedStream(&coded))
-      return false;
-  }
-  std::ofstream out(path.str(), std::ios::binary);
-  out.write(bytes.data(), bytes.size());
-  return bool(out);
+/// `program`'s bytes with deterministic serialization: protobuf writes a
+/// map (an instruction's attributes) in hash order otherwise, so two
+/// identical compiles gave different bytes.
+bool serializeProgram(const pb::Program &program, std::string &bytes) {
+  google::protobuf::io::StringOutputStream stream(&bytes);
+  google::protobuf::io::CodedOutputStream coded(&stream);
+  coded.SetSerializationDeterministic(true);
+  return program.SerializeToCodedStream(&coded);
 }
 
 FailureOr<pb::DType> dtypeOf(Type element, Operation *where) {
@@ -175,8 +169,40 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
   using EmitProgramBase::EmitProgramBase;
 
   void runOnOperation() override {
-    if (failed(emit()))
+    if (failed(emit()) || failed(writeProgramFiles()))
       signalPassFailure();
+  }
+
+  // The programs, kept until all are known: each carries the fingerprint
+  // of them all (runtime/ProgramSeal.h).
+  std::vector<std::pair<std::string, std::string>> programFiles;
+
+  /// Keeps `program`'s bytes for `path`.
+  bool writeProgram(const pb::Program &program, StringRef path) {
+    std::string bytes;
+    if (!serializeProgram(program, bytes))
+      return false;
+    programFiles.emplace_back(path.str(), std::move(bytes));
+    return true;
+  }
+
+  /// Writes every rank's program, sealed with the compile's fingerprint and
+  /// its own checksum.
+  LogicalResult writeProgramFiles() {
+    std::vector<std::string> all;
+    for (const auto &file : programFiles)
+      all.push_back(file.second);
+    std::string fingerprint = ::cleave::runtime::compileFingerprint(all);
+    for (const auto &[path, bytes] : programFiles) {
+      std::string sealed = ::cleave::runtime::sealProgram(bytes, fingerprint);
+      std::ofstream out(path, std::ios::binary);
+      out.write(sealed.data(), sealed.size());
+      if (!out)
+        return mlir::emitError(getOperation().getLoc())
+               << "cannot write '" << path << "'";
+    }
+    programFiles.clear();
+    return success();
   }
 
   pb::Program program;
@@ -204,6 +230,7 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
   }
   // Where each parameter's bytes are in params.bin (by name).
   llvm::StringMap<std::pair<uint64_t, uint64_t>> paramFile;
+  llvm::StringMap<std::string> paramDigest; // their SHA-256s
 
   FailureOr<int> addTensor(Type type, int64_t offset, pb::Category category,
                            StringRef name, Operation *where) {
@@ -515,6 +542,7 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
           return failure();
         params.write(bytes->data(), bytes->size());
         paramFile[param.getSymName()] = {paramsOffset, bytes->size()};
+        paramDigest[param.getSymName()] = ::cleave::runtime::sha256Hex(*bytes);
         paramsOffset += bytes->size();
       }
     params.close();
@@ -556,6 +584,7 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
         file->set_path("params.bin");
         file->set_offset(it->second.first);
         file->set_size_bytes(it->second.second);
+        file->set_sha256(paramDigest.lookup(param.getSymName()));
       } else if (auto init = param.getInitAttr()) {
         p->set_generator(init.getValue().str());
       } else {

@@ -360,6 +360,8 @@ Status start(const Communicator &comm, Startup &s) {
     return Status::error(s.programPath + " is the program of rank " +
                          std::to_string(mesh.rank()) + ", not of rank " +
                          std::to_string(comm.rank()));
+  CLEAVE_CHECK(verifyParameterData(s.program, s.programPath,
+                                   directoryOf(s.programPath)));
 
   bool hasBackward = false, hasLoss = false, readsTokens = false;
   for (const pb::Step &step : s.program.schedule())
@@ -414,6 +416,49 @@ Status start(const Communicator &comm, Startup &s) {
       omp_set_num_threads(std::max(1, omp_get_num_procs() / ranksHere));
   }
   return Status::ok();
+}
+
+/// Whether every rank runs a program of one compile: the ranks gather their
+/// programs' compile fingerprints (ProgramSeal.h) before the first step;
+/// rank files of two compiles in one folder would deadlock or train
+/// garbage. The same answer on every rank.
+Status checkOneCompile(Communicator &comm, const Startup &s) {
+  std::vector<std::string> all;
+  CLEAVE_CHECK(comm.allGatherSmall(s.program.compile_fingerprint(), all));
+  // The ranks of each fingerprint, in the order of their first rank.
+  std::vector<std::pair<std::string, std::vector<int>>> groups;
+  for (int r = 0; r < int(all.size()); ++r) {
+    auto it = std::find_if(groups.begin(), groups.end(),
+                           [&](const auto &g) { return g.first == all[r]; });
+    if (it == groups.end())
+      groups.push_back({all[r], {r}});
+    else
+      it->second.push_back(r);
+  }
+  if (groups.size() <= 1)
+    return Status::ok();
+  std::string dir = directoryOf(s.programPath), kinds;
+  // Largest group first: the odd ones out are the files to replace.
+  std::stable_sort(groups.begin(), groups.end(), [](auto &a, auto &b) {
+    return a.second.size() > b.second.size();
+  });
+  for (const auto &[fingerprint, ranks] : groups) {
+    std::string files;
+    for (int r : ranks)
+      files += (files.empty() ? "" : ", ") + std::string("rank-") +
+               std::to_string(r) + ".pb";
+    kinds += "\n  " + files + ": compile " +
+             (fingerprint.empty() ? std::string("(none: not sealed)")
+                                  : fingerprint.substr(0, 16));
+  }
+  return Status::error(
+      "the programs in " + dir + " come from " +
+      std::to_string(groups.size()) +
+      " different compiles (compile_fingerprint differs), so they would not "
+      "run together:" +
+      kinds +
+      "\ncopy all rank files and params.bin of one cleave-compile output "
+      "together, or compile again");
 }
 
 /// Rank 0's progress line and metrics line of step `step`.
@@ -690,6 +735,12 @@ int run(int argc, char **argv, Communicator &comm) {
       for (const std::string &line : describeBackends())
         std::printf("%s\n", line.c_str());
     return 0;
+  }
+  status = checkOneCompile(comm, s);
+  if (!status) {
+    if (comm.rank() == 0)
+      report(comm, status);
+    return 1;
   }
   int stoppedBy = 0;
   bool everywhere = false;
