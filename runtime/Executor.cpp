@@ -906,6 +906,12 @@ Status Runtime::runStep(int64_t step, const TokenData *data,
     flops += fn.flops;
     for (int id : fn.losses) {
       char loss[8];
+      // On a device, the copy waits for everything queued before it, its
+      // communication included.
+      Watchdog::What what;
+      what.call = "the device (reading the loss)";
+      Watchdog::Wait wait(backend_->hostMemory() ? nullptr : comm_.watchdog(),
+                          what);
       CLEAVE_CHECK(backend_->download(loss, tensors_[id].data,
                                       dtypeSize(tensors_[id].dtype)));
       lossSum += loadElement(loss, tensors_[id].dtype, 0);
