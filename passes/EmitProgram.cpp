@@ -19,6 +19,7 @@
 #include "passes/PlanAnalysis.h"
 #include "passes/RankProgram.h"
 #include "passes/Report.h"
+#include "runtime/ProgramSeal.h"
 
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/Support/FileSystem.h"
@@ -46,8 +47,31 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
   using EmitProgramBase::EmitProgramBase;
 
   void runOnOperation() override {
-    if (failed(emit()))
+    if (failed(emit()) || failed(writeProgramFiles()))
       signalPassFailure();
+  }
+
+  // The ranks' programs, kept until all are known: each carries the
+  // fingerprint of them all (runtime/ProgramSeal.h).
+  std::vector<std::pair<std::string, std::string>> programFiles;
+
+  /// Writes every rank's program, sealed with the compile's fingerprint and
+  /// its own checksum.
+  LogicalResult writeProgramFiles() {
+    std::vector<std::string> all;
+    for (const auto &file : programFiles)
+      all.push_back(file.second);
+    std::string fingerprint = ::cleave::runtime::compileFingerprint(all);
+    for (const auto &[path, bytes] : programFiles) {
+      std::string sealed = ::cleave::runtime::sealProgram(bytes, fingerprint);
+      std::ofstream out(path, std::ios::binary);
+      out.write(sealed.data(), sealed.size());
+      if (!out)
+        return mlir::emitError(getOperation().getLoc())
+               << "cannot write '" << path << "'";
+    }
+    programFiles.clear();
+    return success();
   }
 
   // The module is not split: its one stage is the module itself, and the
@@ -120,7 +144,8 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
         if (failed(bytes))
           return failure();
         params.write(bytes->data(), bytes->size());
-        paramFile[param.getSymName()] = {paramsOffset, bytes->size()};
+        paramFile[param.getSymName()] = {paramsOffset, bytes->size(),
+                                         ::cleave::runtime::sha256Hex(*bytes)};
         paramsOffset += bytes->size();
       }
     params.close();
@@ -388,8 +413,11 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
     SmallString<256> programPath(outputDir);
     llvm::sys::path::append(programPath,
                             "rank-" + std::to_string(rank) + ".pb");
-    if (!writeProgram(program, programPath))
-      return mlir::emitError(top.getLoc()) << "cannot write '" << programPath << "'";
+    std::string bytes;
+    if (!serializeProgram(program, bytes))
+      return mlir::emitError(top.getLoc())
+             << "cannot serialize the program of rank " << rank;
+    programFiles.emplace_back(programPath.str().str(), std::move(bytes));
     return success();
   }
 

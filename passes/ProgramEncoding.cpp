@@ -15,23 +15,15 @@
 
 #include "mlir/IR/DialectResourceBlobManager.h"
 
-#include <fstream>
-
 using namespace mlir;
 using namespace mlir::cleave;
 
-bool mlir::cleave::writeProgram(const pb::Program &program, StringRef path) {
-  std::string bytes;
-  {
-    google::protobuf::io::StringOutputStream stream(&bytes);
-    google::protobuf::io::CodedOutputStream coded(&stream);
-    coded.SetSerializationDeterministic(true);
-    if (!program.SerializeToCodedStream(&coded))
-      return false;
-  }
-  std::ofstream out(path.str(), std::ios::binary);
-  out.write(bytes.data(), bytes.size());
-  return bool(out);
+bool mlir::cleave::serializeProgram(const pb::Program &program,
+                                    std::string &bytes) {
+  google::protobuf::io::StringOutputStream stream(&bytes);
+  google::protobuf::io::CodedOutputStream coded(&stream);
+  coded.SetSerializationDeterministic(true);
+  return program.SerializeToCodedStream(&coded);
 }
 
 FailureOr<pb::DType> mlir::cleave::dtypeOf(Type element, Operation *where) {

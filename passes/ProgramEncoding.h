@@ -21,10 +21,10 @@ namespace mlir::cleave {
 
 namespace pb = ::cleave::program;
 
-/// Writes `program` to `path` with deterministic serialization: protobuf
-/// writes a map (an instruction's attributes) in hash order otherwise, so
-/// two identical compiles gave different bytes.
-bool writeProgram(const pb::Program &program, StringRef path);
+/// `program`'s bytes with deterministic serialization: protobuf writes a
+/// map (an instruction's attributes) in hash order otherwise, so two
+/// identical compiles gave different bytes.
+bool serializeProgram(const pb::Program &program, std::string &bytes);
 
 /// The runtime's element type of `element`; an error at `where` if it has
 /// none.

@@ -137,8 +137,9 @@ LogicalResult RankProgram::addParameters(ModuleOp module) {
     if (auto it = paramFile.find(param.getSymName()); it != paramFile.end()) {
       pb::FileData *file = p->mutable_file();
       file->set_path("params.bin");
-      file->set_offset(it->second.first);
-      file->set_size_bytes(it->second.second);
+      file->set_offset(it->second.offset);
+      file->set_size_bytes(it->second.size);
+      file->set_sha256(it->second.sha256);
     } else if (auto init = param.getInitAttr()) {
       p->set_generator(init.getValue().str());
     } else {

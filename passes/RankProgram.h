@@ -28,9 +28,14 @@
 
 namespace mlir::cleave {
 
-/// Where each parameter's initial bytes lie in params.bin: (offset, size)
-/// by name.
-using ParamFile = llvm::StringMap<std::pair<uint64_t, uint64_t>>;
+/// Where a parameter's initial bytes lie in params.bin, and their SHA-256
+/// (checked by cleave-run when it loads them).
+struct ParamBytes {
+  uint64_t offset = 0, size = 0;
+  std::string sha256;
+};
+/// The ParamBytes of each parameter with data, by name.
+using ParamFile = llvm::StringMap<ParamBytes>;
 
 class RankProgram {
 public:

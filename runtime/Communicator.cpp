@@ -72,6 +72,28 @@ Status cleave::runtime::mpiError(int code, const char *call, const char *file,
 
 Communicator::Communicator() : host_(hostName()) {}
 
+Watchdog::What Communicator::over(const char *call, int group,
+                                  uint64_t bytes) const {
+  Watchdog::What what;
+  what.call = call;
+  what.group = group;
+  if (group >= 0 && group < int(groups_.size()))
+    what.ranks = &groups_[group].ranks;
+  what.bytes = bytes;
+  return what;
+}
+
+Watchdog::What Communicator::with(const char *call, int peer, bool from,
+                                  int tag, uint64_t bytes) const {
+  Watchdog::What what;
+  what.call = call;
+  what.peer = peer;
+  what.fromPeer = from;
+  what.tag = tag;
+  what.bytes = bytes;
+  return what;
+}
+
 Communicator::~Communicator() {
   if (!mpi_)
     return;
@@ -140,6 +162,10 @@ Status Communicator::createGroups(const std::vector<std::vector<int>> &groups) {
     for (auto &[ranks, comm] : byRanks) {
       MPI_Group group;
       MPI_CHECK(MPI_Group_incl(world, int(ranks.size()), ranks.data(), &group));
+      Watchdog::What what;
+      what.call = "MPI_Comm_create_group (making the program's groups)";
+      what.group = Watchdog::kWorld;
+      Watchdog::Wait wait(watchdog_, what);
       int rc = MPI_Comm_create_group(MPI_COMM_WORLD, group, /*tag=*/0x1eaf,
                                      &comm);
       MPI_Group_free(&group);
@@ -235,6 +261,8 @@ Status Communicator::allReduce(int group, Reduce op, const TensorRef &in,
   char *base = static_cast<char *>(out.data);
   for (int64_t done = 0, n = out.numElements(); done < n;) {
     int count = int(std::min(kMaxCount, n - done));
+    Watchdog::Wait wait(watchdog_, over("MPI_Allreduce", group,
+                                        uint64_t(count) * elementSize));
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, base + done * elementSize, count,
                             type, mpiOp, g.comm));
     done += count;
@@ -253,7 +281,7 @@ Status Communicator::startAllReduce(int group, Reduce op, const TensorRef &t,
   MPI_Op mpiOp;
   CLEAVE_CHECK(datatype(t.dtype, type));
   CLEAVE_CHECK(reduceOp(t.dtype, op, mpiOp));
-  StartedReduce started{event, {}, t, op, int(g.ranks.size())};
+  StartedReduce started{event, {}, t, op, int(g.ranks.size()), group};
   size_t elementSize = dtypeSize(t.dtype);
   char *base = static_cast<char *>(t.data);
   for (int64_t done = 0, n = t.numElements(); done < n;) {
@@ -275,6 +303,8 @@ Status Communicator::finishCollective(int event) {
     }
     StartedReduce s = std::move(started_[i]);
     started_.erase(started_.begin() + i);
+    Watchdog::Wait wait(watchdog_, over("MPI_Waitall (a started all-reduce)",
+                                        s.group, s.tensor.sizeBytes()));
     MPI_CHECK(MPI_Waitall(int(s.requests.size()), s.requests.data(),
                           MPI_STATUSES_IGNORE));
     if (s.op == Reduce::Mean)
@@ -323,6 +353,7 @@ Status Communicator::allGather(int group, const TensorRef &in,
                   static_cast<char *>(in.data) + in.sizeBytes());
     send = staged.data();
   }
+  Watchdog::Wait wait(watchdog_, over("MPI_Allgather", group, out.sizeBytes()));
   MPI_CHECK(MPI_Allgather(send, int(n), type, out.data, int(n), type, g.comm));
   return Status::ok();
 }
@@ -355,6 +386,8 @@ Status Communicator::reduceScatter(int group, Reduce op, const TensorRef &in,
                   static_cast<char *>(in.data) + in.sizeBytes());
     send = staged.data();
   }
+  Watchdog::Wait wait(watchdog_,
+                      over("MPI_Reduce_scatter_block", group, in.sizeBytes()));
   MPI_CHECK(MPI_Reduce_scatter_block(send, out.data, int(n), type, mpiOp,
                                      g.comm));
   if (op == Reduce::Mean)
@@ -381,6 +414,8 @@ Status Communicator::broadcast(int group, int root, const TensorRef &in,
   char *base = static_cast<char *>(out.data);
   for (int64_t done = 0, n = out.numElements(); done < n;) {
     int count = int(std::min(kMaxCount, n - done));
+    Watchdog::Wait wait(watchdog_, over("MPI_Bcast", group,
+                                        uint64_t(count) * elementSize));
     MPI_CHECK(MPI_Bcast(base + done * elementSize, count, type, root, g.comm));
     done += count;
   }
@@ -402,6 +437,8 @@ Status Communicator::checkPointToPoint(int peer, const TensorRef &t,
 
 Status Communicator::send(int peer, int tag, const TensorRef &t) {
   CLEAVE_CHECK(checkPointToPoint(peer, t, "send to"));
+  Watchdog::Wait wait(watchdog_,
+                      with("MPI_Send", peer, false, tag, t.sizeBytes()));
   MPI_CHECK(MPI_Send(t.data, int(t.sizeBytes()), MPI_BYTE, peer, tag,
                      MPI_COMM_WORLD));
   return Status::ok();
@@ -423,6 +460,8 @@ Status Communicator::finishSendsOverlapping(const void *data, size_t size) {
     PendingSend &p = pending_[i];
     if (p.data < end && begin < p.data + p.size) {
       MPI_Request request = p.request;
+      Watchdog::Wait wait(watchdog_, with("MPI_Wait (a started send)", -1,
+                                          false, -1, p.size));
       pending_.erase(pending_.begin() + i);
       MPI_CHECK(MPI_Wait(&request, MPI_STATUS_IGNORE));
       continue;
@@ -435,6 +474,8 @@ Status Communicator::finishSendsOverlapping(const void *data, size_t size) {
 Status Communicator::finishSends() {
   while (!pending_.empty()) {
     MPI_Request request = pending_.back().request;
+    Watchdog::Wait wait(watchdog_, with("MPI_Wait (a started send)", -1, false,
+                                        -1, pending_.back().size));
     pending_.pop_back();
     MPI_CHECK(MPI_Wait(&request, MPI_STATUS_IGNORE));
   }
@@ -444,6 +485,8 @@ Status Communicator::finishSends() {
 Status Communicator::recv(int peer, int tag, const TensorRef &t) {
   CLEAVE_CHECK(checkPointToPoint(peer, t, "receive from"));
   MPI_Status status;
+  Watchdog::Wait wait(watchdog_,
+                      with("MPI_Recv", peer, true, tag, t.sizeBytes()));
   MPI_CHECK(MPI_Recv(t.data, int(t.sizeBytes()), MPI_BYTE, peer, tag,
                      MPI_COMM_WORLD, &status));
   int count = 0;
@@ -459,6 +502,9 @@ Status Communicator::recv(int peer, int tag, const TensorRef &t) {
 Status Communicator::sumAll(std::vector<double> &values) {
   if (!mpi_ || size_ == 1 || values.empty())
     return Status::ok();
+  Watchdog::Wait wait(watchdog_, over("MPI_Allreduce (sum of the step's "
+                                      "loss and FLOPs)",
+                                      Watchdog::kWorld, 0));
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, values.data(), int(values.size()),
                           MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
   return Status::ok();
@@ -467,6 +513,8 @@ Status Communicator::sumAll(std::vector<double> &values) {
 Status Communicator::maxAll(std::vector<uint64_t> &values) {
   if (!mpi_ || size_ == 1 || values.empty())
     return Status::ok();
+  Watchdog::Wait wait(watchdog_,
+                      over("MPI_Allreduce (a maximum)", Watchdog::kWorld, 0));
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, values.data(), int(values.size()),
                           MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD));
   return Status::ok();
@@ -477,6 +525,8 @@ Status Communicator::agree(bool ok, bool &all) {
   if (!mpi_ || size_ == 1)
     return Status::ok();
   int value = ok ? 1 : 0;
+  Watchdog::Wait wait(watchdog_, over("MPI_Allreduce (all ranks agreeing)",
+                                      Watchdog::kWorld, 0));
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_INT, MPI_MIN,
                           MPI_COMM_WORLD));
   all = value == 1;
@@ -492,6 +542,11 @@ Status Communicator::gatherToRoot(const std::string &mine,
   }
   // Point to point, in chunks, so no count exceeds an int.
   constexpr int kTag = 0x5afe;
+  Watchdog::Wait wait(watchdog_, rank_ != 0
+                                     ? with("MPI_Send (gathering to rank 0)",
+                                            0, false, kTag, mine.size())
+                                     : over("MPI_Recv (gathering to rank 0)",
+                                            Watchdog::kWorld, 0));
   if (rank_ != 0) {
     uint64_t size = mine.size();
     MPI_CHECK(MPI_Send(&size, 1, MPI_UINT64_T, 0, kTag, MPI_COMM_WORLD));
@@ -532,6 +587,8 @@ Status Communicator::allGatherSmall(const std::string &mine,
                          " bytes is too many for one call");
   int size = int(mine.size());
   std::vector<int> sizes(size_), offsets(size_);
+  Watchdog::Wait wait(watchdog_,
+                      over("MPI_Allgather", Watchdog::kWorld, mine.size()));
   MPI_CHECK(MPI_Allgather(&size, 1, MPI_INT, sizes.data(), 1, MPI_INT,
                           MPI_COMM_WORLD));
   int64_t total = 0;

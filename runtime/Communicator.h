@@ -15,6 +15,7 @@
 
 #include "runtime/Status.h"
 #include "runtime/Tensor.h"
+#include "runtime/Watchdog.h"
 
 #define OMPI_SKIP_MPICXX 1
 #include <mpi.h>
@@ -50,6 +51,11 @@ public:
 
   /// MPI_COMM_WORLD; MPI must be initialized.
   Status initMpi();
+
+  /// Every blocking call from now on is a Watchdog::Wait of `watchdog`
+  /// (null: none), which must outlive the calls.
+  void setWatchdog(Watchdog *watchdog) { watchdog_ = watchdog; }
+  Watchdog *watchdog() const { return watchdog_; }
 
   bool usesMpi() const { return mpi_; }
   int rank() const { return rank_; }
@@ -125,6 +131,13 @@ private:
   Status checkPointToPoint(int peer, const TensorRef &t,
                            const char *what) const;
 
+  /// What a blocking call over `group` waits for.
+  Watchdog::What over(const char *call, int group, uint64_t bytes) const;
+  /// What a blocking call with world rank `peer` waits for.
+  Watchdog::What with(const char *call, int peer, bool from, int tag,
+                      uint64_t bytes) const;
+
+  Watchdog *watchdog_ = nullptr;
   bool mpi_ = false;
   int rank_ = 0;
   int size_ = 1;
@@ -142,6 +155,7 @@ private:
     TensorRef tensor;
     Reduce op;
     int count; // ranks in the group, for the mean
+    int group;
   };
   std::vector<StartedReduce> started_;
   // 16-bit float sum and max (MPI has no half types).

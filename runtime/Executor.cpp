@@ -226,6 +226,9 @@ struct Runtime::Op {
   enum class Kind { Kernel, Collective, Send, Recv, Copy, Event, Free };
   Kind kind = Kind::Event;
   std::string where; // "functions[0].body[3].kernel 'matmul' (/head/MatMul)"
+  // What the watchdog names while a communicating instruction waits:
+  // where, the function's name and the tensor's ("... of '/h.0/attn/Add'").
+  std::string place;
   std::string name;  // the kernel's op
   Attributes attributes;
   std::vector<TensorRef> inputs, outputs;
@@ -538,6 +541,17 @@ Status Runtime::prepare() {
         return Status::error(op.where + ": an instruction of no kind");
       }
       writes.insert(op.written.begin(), op.written.end());
+      if (op.kind == Op::Kind::Collective || op.kind == Op::Kind::Send ||
+          op.kind == Op::Kind::Recv || op.kind == Op::Kind::Event) {
+        op.place = op.where + " of function '" + source.name() + "'";
+        int id = -1;
+        if (inst.has_collective() && inst.collective().inputs_size())
+          id = inst.collective().inputs(0);
+        else if (inst.has_send_recv())
+          id = inst.send_recv().tensor();
+        if (id >= 0 && !program_.tensors(id).name().empty())
+          op.place += ", tensor '" + program_.tensors(id).name() + "'";
+      }
       fn.ops.push_back(std::move(op));
     }
     for (int id : reads) {
@@ -586,6 +600,16 @@ Status Runtime::communicate(const Op &op) {
     DeviceCommunication *device = backend_->deviceCommunication();
     if (!device)
       return communicateStaged(op);
+    // The device's calls block where they wait for a peer (a receive, a
+    // collective whose buffers are reused): one deadline for the lot.
+    Watchdog::What what;
+    what.call = op.kind == Op::Kind::Collective ? "a device collective"
+                : op.kind == Op::Kind::Send    ? "a device send"
+                                               : "a device receive";
+    what.peer = op.kind == Op::Kind::Collective ? -1 : op.peer;
+    what.fromPeer = op.kind == Op::Kind::Recv;
+    what.group = op.kind == Op::Kind::Collective ? op.group : -1;
+    Watchdog::Wait wait(comm_.watchdog(), what);
     if (op.kind == Op::Kind::Send)
       return device->startSend(op.peer, op.tag, op.inputs[0]);
     if (op.kind == Op::Kind::Recv)
@@ -707,9 +731,13 @@ Status Runtime::communicateStaged(const Op &op) {
 }
 
 Status Runtime::finishCollectives(int event) {
-  if (DeviceCommunication *device = backend_->deviceCommunication())
+  if (DeviceCommunication *device = backend_->deviceCommunication()) {
+    Watchdog::What what;
+    what.call = "the device's started all-reduces";
+    Watchdog::Wait wait(comm_.watchdog(), what);
     return event > 0 ? device->finishCollective(event)
                      : device->finishCollectives();
+  }
   CLEAVE_CHECK(event > 0 ? comm_.finishCollective(event)
                          : comm_.finishCollectives());
   size_t kept = 0;
@@ -742,6 +770,9 @@ Status Runtime::runOp(const Op &op) {
                       op.kind == Op::Kind::Send || op.kind == Op::Kind::Recv ||
                       (op.kind == Op::Kind::Event && op.event > 0);
   double began = communicates && trace_.active() ? trace_.nowUs() : 0;
+  Watchdog *watchdog = comm_.watchdog();
+  if (communicates && watchdog)
+    watchdog->setPlace(&op.place);
   switch (op.kind) {
   case Op::Kind::Kernel:
     status = backend_->runKernel(op.name, op.attributes, op.inputs, op.outputs);
@@ -765,6 +796,8 @@ Status Runtime::runOp(const Op &op) {
     markDead(op.tensor);
     break;
   }
+  if (communicates && watchdog)
+    watchdog->setPlace(nullptr);
   if (!status)
     return Status::error(op.where + ": " + status.message());
   if (communicates && trace_.active())
@@ -817,6 +850,8 @@ Status Runtime::runStep(int64_t step, const TokenData *data,
     return Status::error("the runtime is not initialized");
   auto start = std::chrono::steady_clock::now();
   result = StepResult();
+  if (Watchdog *watchdog = comm_.watchdog())
+    watchdog->setStep(step);
   if (!options_.forwardOnly)
     for (int id : gradientTensors_)
       CLEAVE_CHECK(backend_->zero(tensors_[id].data, tensorBytes_[id]));
@@ -871,6 +906,12 @@ Status Runtime::runStep(int64_t step, const TokenData *data,
     flops += fn.flops;
     for (int id : fn.losses) {
       char loss[8];
+      // On a device, the copy waits for everything queued before it, its
+      // communication included.
+      Watchdog::What what;
+      what.call = "the device (reading the loss)";
+      Watchdog::Wait wait(backend_->hostMemory() ? nullptr : comm_.watchdog(),
+                          what);
       CLEAVE_CHECK(backend_->download(loss, tensors_[id].data,
                                       dtypeSize(tensors_[id].dtype)));
       lossSum += loadElement(loss, tensors_[id].dtype, 0);
@@ -885,11 +926,17 @@ Status Runtime::runStep(int64_t step, const TokenData *data,
     CLEAVE_CHECK(unscaleGradients(result.skipped));
     checked = true;
   }
-  if (DeviceCommunication *device = backend_->deviceCommunication())
-    CLEAVE_CHECK(device->finishSends());
-  CLEAVE_CHECK(comm_.finishSends());
-  CLEAVE_CHECK(finishCollectives(0));
-  CLEAVE_CHECK(backend_->synchronize());
+  {
+    Watchdog::What what;
+    what.call = "the device (its sends and kernels) at the end of the step";
+    Watchdog::Wait wait(backend_->hostMemory() ? nullptr : comm_.watchdog(),
+                        what);
+    if (DeviceCommunication *device = backend_->deviceCommunication())
+      CLEAVE_CHECK(device->finishSends());
+    CLEAVE_CHECK(comm_.finishSends());
+    CLEAVE_CHECK(finishCollectives(0));
+    CLEAVE_CHECK(backend_->synchronize());
+  }
   if (optimized)
     ++optimizerSteps_;
   if (scaling && checked)

@@ -1,13 +1,17 @@
 //===- ProgramLoader.cpp - read and validate a per-rank program -----------===//
 
 #include "runtime/ProgramLoader.h"
+#include "runtime/ProgramSeal.h"
+#include "runtime/Sha256.h"
 #include "runtime/cpu/Kernels.h"
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/stubs/logging.h>
 #include <google/protobuf/wire_format_lite.h>
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -19,6 +23,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <tuple>
 
 using namespace cleave::runtime;
 namespace pb = cleave::program;
@@ -784,5 +789,56 @@ Status cleave::runtime::loadProgram(const std::string &path,
   if (!in.read(&bytes[0], std::streamsize(bytes.size())))
     return Status::error(path + ": reading the program failed");
   CLEAVE_CHECK(parseProgram(bytes, path, program));
+  // Before validating: a changed byte is named as such, not as whatever
+  // it happens to break.
+  CLEAVE_CHECK(checkProgramSeal(bytes, path));
   return validateProgram(program, path, directoryOf(path));
+}
+
+Status cleave::runtime::verifyParameterData(const pb::Program &program,
+                                            const std::string &name,
+                                            const std::string &directory) {
+  // A tied parameter may appear twice; each range is read once.
+  std::set<std::tuple<std::string, uint64_t, uint64_t>> checked;
+  std::vector<char> chunk(size_t(1) << 20);
+  for (int i = 0; i < program.parameters_size(); ++i) {
+    const pb::Parameter &param = program.parameters(i);
+    if (!param.has_file() || param.file().sha256().empty())
+      continue;
+    const pb::FileData &file = param.file();
+    std::string path = resolveProgramPath(directory, file.path());
+    if (!checked.insert({path, file.offset(), file.size_bytes()}).second)
+      continue;
+    std::string where = name + ": parameters[" + str(i) + "] '" +
+                        param.name() + "'";
+    int fd = open(path.c_str(), O_RDONLY);
+    if (fd < 0)
+      return Status::error(where + ": cannot open " + path + ": " +
+                           std::strerror(errno));
+    Sha256 hash;
+    uint64_t at = file.offset(), end = file.offset() + file.size_bytes();
+    while (at < end) {
+      size_t want = size_t(std::min<uint64_t>(chunk.size(), end - at));
+      ssize_t got = pread(fd, chunk.data(), want, off_t(at));
+      if (got <= 0) {
+        close(fd);
+        return Status::error(
+            where + ": reading " + path + " at byte " + ustr(at) + " failed: " +
+            (got == 0 ? "unexpected end of file" : std::strerror(errno)));
+      }
+      hash.update(chunk.data(), size_t(got));
+      at += uint64_t(got);
+    }
+    close(fd);
+    std::string actual = hash.hexDigest();
+    if (actual != file.sha256())
+      return Status::error(
+          path + ": checksum mismatch in bytes [" + ustr(file.offset()) + ", " +
+          ustr(end) + "), the initial value of parameter '" + param.name() +
+          "' (" + name + ", parameters[" + str(i) + "]): their SHA-256 is " +
+          actual + ", the program says " + file.sha256() +
+          ": the file changed after cleave-compile wrote it (a flipped byte, "
+          "a partial copy); copy the compile's output again or recompile");
+  }
+  return Status::ok();
 }

@@ -34,8 +34,17 @@
 namespace cleave::runtime {
 
 /// Reads, parses and validates `path`; FileData paths are resolved against
-/// the folder of `path`. Every error starts with `path`.
+/// the folder of `path`. Every error starts with `path`. The file must carry
+/// the checksum cleave-compile seals it with (ProgramSeal.h).
 Status loadProgram(const std::string &path, program::Program &program);
+
+/// Checks the bytes of every FileData that carries a SHA-256 (the initial
+/// values in params.bin) against it: a mismatch names the file, the byte
+/// range and the parameter. Reads each range once; `name` is the program's
+/// path, `directory` its folder.
+Status verifyParameterData(const program::Program &program,
+                           const std::string &name,
+                           const std::string &directory);
 
 /// Parses the bytes of a program file (`name` is for messages): refuses
 /// empty input, malformed or truncated protobuf (with the byte offset of

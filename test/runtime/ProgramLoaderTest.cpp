@@ -8,6 +8,7 @@
 
 #include "TestPrograms.h"
 #include "runtime/ProgramLoader.h"
+#include "runtime/ProgramSeal.h"
 
 #include <gtest/gtest.h>
 
@@ -26,7 +27,7 @@ std::string loadError(const ProgramBuilder &b) {
   b.write(dir.path());
   // rank-0.pb whatever mesh.rank says, so every message starts alike.
   std::string path = dir.file("rank-0.pb");
-  writeFile(path, b.p.SerializeAsString());
+  writeFile(path, b.sealed());
   pb::Program program;
   Status status = loadProgram(path, program);
   if (status)
@@ -514,6 +515,109 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<BadField> &info) {
       return std::string(info.param.name);
     });
+
+TEST(ProgramLoader, EveryChangedByteOfAProgramFileIsRefused) {
+  // The seal (ProgramSeal.h): whichever byte changes, the file is refused,
+  // with a message that starts with its path; never loaded, never a crash.
+  TinyModel m = tinyLanguageModel();
+  TempDir dir;
+  std::string path = m.b.write(dir.path());
+  std::string good = m.b.sealed();
+  size_t mismatches = 0;
+  for (size_t at = 0; at < good.size(); ++at) {
+    std::string bytes = good;
+    bytes[at] = char(bytes[at] ^ 0x10);
+    writeFile(path, bytes);
+    pb::Program program;
+    Status status = loadProgram(path, program);
+    ASSERT_FALSE(status) << "byte " << at << " of " << good.size()
+                         << " changed, yet the program loaded";
+    EXPECT_EQ(status.message().rfind(path + ": ", 0), 0u) << status.message();
+    mismatches += status.message().find("checksum mismatch") !=
+                  std::string::npos;
+  }
+  // Most changes still parse: the checksum is what refuses them.
+  EXPECT_GT(mismatches, good.size() / 2);
+}
+
+TEST(ProgramLoader, AChangedByteIsAChecksumMismatch) {
+  TinyModel m = tinyLanguageModel();
+  TempDir dir;
+  std::string path = m.b.write(dir.path());
+  std::string bytes = m.b.sealed();
+  // Inside a tensor's name: still a well-formed program.
+  size_t at = bytes.find("head.weight");
+  ASSERT_NE(at, std::string::npos);
+  bytes[at] = 'H';
+  writeFile(path, bytes);
+  pb::Program program;
+  Status status = loadProgram(path, program);
+  ASSERT_FALSE(status);
+  std::string body = std::to_string(bytes.size() - 67); // the sha256 field
+  EXPECT_EQ(status.message().rfind(path + ": checksum mismatch: bytes [0, " +
+                                       body + ") have SHA-256 ",
+                                   0),
+            0u)
+      << status.message();
+  EXPECT_NE(status.message().find(
+                "the file changed after cleave-compile wrote it"),
+            std::string::npos);
+}
+
+TEST(ProgramLoader, AnUnsealedProgramIsRefused) {
+  TinyModel m = tinyLanguageModel();
+  TempDir dir;
+  std::string path = m.b.write(dir.path());
+  writeFile(path, m.b.p.SerializeAsString());
+  pb::Program program;
+  Status status = loadProgram(path, program);
+  ASSERT_FALSE(status);
+  EXPECT_EQ(status.message(),
+            path + ": the file does not end with its checksum (field "
+                   "'sha256'): it is truncated, was changed, or was written "
+                   "by an older cleave-compile; copy the compile's output "
+                   "again or recompile");
+}
+
+TEST(ProgramLoader, AChangedParameterByteNamesFileRangeAndParameter) {
+  TinyModel m = tinyLanguageModel();
+  TempDir dir;
+  std::string path = m.b.write(dir.path());
+  pb::Program program;
+  ASSERT_TRUE(loadProgram(path, program));
+  EXPECT_TRUE(verifyParameterData(program, path, dir.path()));
+  // head.weight is bytes [80, 160) of params.bin (ShortParameterFile).
+  std::string params = m.b.paramsBin;
+  params[100] = char(params[100] ^ 1);
+  writeFile(dir.file("params.bin"), params);
+  Status status = verifyParameterData(program, path, dir.path());
+  ASSERT_FALSE(status);
+  EXPECT_EQ(status.message().rfind(
+                dir.file("params.bin") +
+                    ": checksum mismatch in bytes [80, 160), the initial "
+                    "value of parameter 'head.weight' (" +
+                    path + ", parameters[1]): their SHA-256 is ",
+                0),
+            0u)
+      << status.message();
+}
+
+TEST(ProgramSeal, TheFingerprintDependsOnEveryRankInOrder) {
+  std::string a = tinyLanguageModel().b.p.SerializeAsString();
+  TinyModel other = tinyLanguageModel();
+  other.b.p.mutable_batch()->set_first_sample(1);
+  std::string b = other.b.p.SerializeAsString();
+  ASSERT_NE(a, b);
+  EXPECT_EQ(compileFingerprint({a, b}), compileFingerprint({a, b}));
+  EXPECT_NE(compileFingerprint({a, b}), compileFingerprint({b, a}));
+  EXPECT_NE(compileFingerprint({a, b}), compileFingerprint({a, a}));
+  EXPECT_EQ(compileFingerprint({a}).size(), 64u);
+  // The fingerprint travels in the program: protobuf reads it back.
+  pb::Program program;
+  ASSERT_TRUE(program.ParseFromString(sealProgram(a, compileFingerprint({a}))));
+  EXPECT_EQ(program.compile_fingerprint(), compileFingerprint({a}));
+  EXPECT_EQ(program.sha256().size(), 64u);
+}
 
 TEST(ProgramLoader, MissingParameterFile) {
   TinyModel m = tinyLanguageModel();

@@ -11,6 +11,7 @@
 #define CLEAVE_TEST_RUNTIME_TESTPROGRAMS_H
 
 #include "program.pb.h"
+#include "runtime/ProgramSeal.h"
 
 #include <algorithm>
 #include <cmath>
@@ -158,6 +159,7 @@ public:
     file->set_path("params.bin");
     file->set_offset(paramsBin.size());
     file->set_size_bytes(values.size() * 4);
+    file->set_sha256(runtime::sha256Hex(bytesOf(values))); // as the emitter
     paramsBin += bytesOf(values);
     return param;
   }
@@ -169,11 +171,17 @@ public:
     b->set_role(role);
   }
 
+  /// The program's file bytes, sealed as cleave-compile seals them
+  /// (runtime/ProgramSeal.h) with compile fingerprint `fingerprint`.
+  std::string sealed(const std::string &fingerprint = "test") const {
+    return runtime::sealProgram(p.SerializeAsString(), fingerprint);
+  }
+
   /// Writes rank-<rank>.pb and params.bin into `dir`; returns the program's
   /// path.
   std::string write(const std::string &dir) const {
     std::string path = dir + "/rank-" + std::to_string(p.mesh().rank()) + ".pb";
-    writeFile(path, p.SerializeAsString());
+    writeFile(path, sealed());
     writeFile(dir + "/params.bin", paramsBin);
     return path;
   }

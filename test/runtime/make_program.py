@@ -32,11 +32,15 @@ The protobuf module is generated from runtime/program.proto with protoc at
 each run (into a temporary folder), so the schema is never copied.
 """
 import argparse
+import hashlib
 import os
 import struct
 import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import program_seal  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROTO_DIR = os.path.join(HERE, "..", "..", "runtime")
@@ -105,6 +109,7 @@ def build(pb, rank, a, wte_bytes):
             prm.generator = init["generator"]
         else:
             prm.file.path, prm.file.offset, prm.file.size_bytes = "params.bin", 0, len(wte_bytes)
+            prm.file.sha256 = hashlib.sha256(wte_bytes).hexdigest()
         return tid, prm
 
     wte, _ = param("wte", [V, D]) if V == 256 else param("wte", [V, D], generator="ones")
@@ -216,10 +221,13 @@ def main():
     wte_bytes = struct.pack("<%df" % len(wte), *wte)
     with open(os.path.join(a.out, "params.bin"), "wb") as f:
         f.write(wte_bytes)
-    for rank in range(a.ranks):
-        program = build(pb, rank, a, wte_bytes)
+    # Sealed as cleave-compile seals its programs (program_seal.py).
+    bodies = [build(pb, rank, a, wte_bytes).SerializeToString()
+              for rank in range(a.ranks)]
+    compile_fingerprint = program_seal.fingerprint(bodies)
+    for rank, body in enumerate(bodies):
         with open(os.path.join(a.out, "rank-%d.pb" % rank), "wb") as f:
-            f.write(program.SerializeToString())
+            f.write(program_seal.seal(body, compile_fingerprint))
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@
 //       [--metrics m.jsonl] [--forward-only] [--threads N] [--save-params F]
 //       [--trace trace.json] [--device cpu|cuda|cpu-staged]
 //       [--checkpoint-dir DIR [--checkpoint-every N] [--keep K]]
-//       [--resume DIR]
+//       [--resume DIR] [--timeout SECONDS]
 //
 // Each rank runs OUT/rank-<rank>.pb. Without mpirun (no OMPI_COMM_WORLD_SIZE
 // in the environment) MPI is never initialized and the world is this one
@@ -13,7 +13,9 @@
 // waits forever on one that is gone. Only this file decides to end the job
 // (STYLE.md rule 8); everything below it returns a Status. With
 // --checkpoint-dir, SIGTERM and SIGINT only set a flag: the ranks agree on
-// it at the next step boundary, save a checkpoint and exit.
+// it at the next step boundary, save a checkpoint and exit. No wait is
+// unbounded: a Watchdog (runtime/Watchdog.h) ends the job with MPI_Abort
+// when one lasts longer than --timeout, saying what it waited for.
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,6 +27,7 @@
 #include "runtime/Metrics.h"
 #include "runtime/ProgramLoader.h"
 #include "runtime/TokenData.h"
+#include "runtime/Watchdog.h"
 
 #include <omp.h>
 #include <sys/stat.h>
@@ -35,7 +38,9 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cmath>
 #include <cstring>
+#include <memory>
 #include <string>
 
 using namespace cleave::runtime;
@@ -79,6 +84,11 @@ const char *kUsage =
     "                      DIR/step-S: --steps stays the total, the metrics\n"
     "                      continue its numbering; the program must have\n"
     "                      the checkpoint's layout\n"
+    "  --timeout SECONDS   the longest any rank waits for another (a\n"
+    "                      collective, a send or receive, the device): past\n"
+    "                      it the rank says what it waited for and the job\n"
+    "                      ends non-zero (default 600, as PyTorch's NCCL\n"
+    "                      watchdog)\n"
     "  --list-devices      the backends and GPUs this cleave-run can use\n"
     "  --check             read every rank's program in OUT/ and prove that\n"
     "                      their collectives, sends and receives match and\n"
@@ -100,6 +110,7 @@ struct Flags {
   int64_t checkpointEvery = 0; // 0: only at the end and on a signal
   int64_t keep = 0;            // 0: keep all
   std::string resume;
+  double timeout = 600; // seconds; --timeout
   bool help = false;
   bool listDevices = false;
   bool check = false;
@@ -113,6 +124,18 @@ Status parseCount(const std::string &flag, const std::string &text,
   if (text.empty() || *end || errno || v < minimum)
     return Status::error(flag + " expects an integer of at least " +
                          std::to_string(minimum) + ", got '" + text + "'");
+  value = v;
+  return Status::ok();
+}
+
+Status parseSeconds(const std::string &flag, const std::string &text,
+                    double &value) {
+  char *end = nullptr;
+  errno = 0;
+  double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end || errno || !std::isfinite(v) || v <= 0)
+    return Status::error(flag + " expects a number of seconds above 0, got '" +
+                         text + "'");
   value = v;
   return Status::ok();
 }
@@ -162,6 +185,10 @@ Status parseFlags(int argc, char **argv, Flags &flags) {
       CLEAVE_CHECK(takeValue(text));
       CLEAVE_CHECK(parseCount(
           arg, text, 1, arg == "--keep" ? flags.keep : flags.checkpointEvery));
+    } else if (arg == "--timeout") {
+      std::string text;
+      CLEAVE_CHECK(takeValue(text));
+      CLEAVE_CHECK(parseSeconds(arg, text, flags.timeout));
     } else if (arg == "--trace") {
       CLEAVE_CHECK(takeValue(flags.trace));
     } else if (arg == "--device") {
@@ -333,6 +360,8 @@ Status start(const Communicator &comm, Startup &s) {
     return Status::error(s.programPath + " is the program of rank " +
                          std::to_string(mesh.rank()) + ", not of rank " +
                          std::to_string(comm.rank()));
+  CLEAVE_CHECK(verifyParameterData(s.program, s.programPath,
+                                   directoryOf(s.programPath)));
 
   bool hasBackward = false, hasLoss = false, readsTokens = false;
   for (const pb::Step &step : s.program.schedule())
@@ -387,6 +416,49 @@ Status start(const Communicator &comm, Startup &s) {
       omp_set_num_threads(std::max(1, omp_get_num_procs() / ranksHere));
   }
   return Status::ok();
+}
+
+/// Whether every rank runs a program of one compile: the ranks gather their
+/// programs' compile fingerprints (ProgramSeal.h) before the first step;
+/// rank files of two compiles in one folder would deadlock or train
+/// garbage. The same answer on every rank.
+Status checkOneCompile(Communicator &comm, const Startup &s) {
+  std::vector<std::string> all;
+  CLEAVE_CHECK(comm.allGatherSmall(s.program.compile_fingerprint(), all));
+  // The ranks of each fingerprint, in the order of their first rank.
+  std::vector<std::pair<std::string, std::vector<int>>> groups;
+  for (int r = 0; r < int(all.size()); ++r) {
+    auto it = std::find_if(groups.begin(), groups.end(),
+                           [&](const auto &g) { return g.first == all[r]; });
+    if (it == groups.end())
+      groups.push_back({all[r], {r}});
+    else
+      it->second.push_back(r);
+  }
+  if (groups.size() <= 1)
+    return Status::ok();
+  std::string dir = directoryOf(s.programPath), kinds;
+  // Largest group first: the odd ones out are the files to replace.
+  std::stable_sort(groups.begin(), groups.end(), [](auto &a, auto &b) {
+    return a.second.size() > b.second.size();
+  });
+  for (const auto &[fingerprint, ranks] : groups) {
+    std::string files;
+    for (int r : ranks)
+      files += (files.empty() ? "" : ", ") + std::string("rank-") +
+               std::to_string(r) + ".pb";
+    kinds += "\n  " + files + ": compile " +
+             (fingerprint.empty() ? std::string("(none: not sealed)")
+                                  : fingerprint.substr(0, 16));
+  }
+  return Status::error(
+      "the programs in " + dir + " come from " +
+      std::to_string(groups.size()) +
+      " different compiles (compile_fingerprint differs), so they would not "
+      "run together:" +
+      kinds +
+      "\ncopy all rank files and params.bin of one cleave-compile output "
+      "together, or compile again");
 }
 
 /// Rank 0's progress line and metrics line of step `step`.
@@ -471,9 +543,28 @@ Status saveCheckpoint(Runtime &runtime, const Communicator &comm,
   return Status::ok();
 }
 
+/// A step whose loss is not finite ends the run: what follows would train
+/// on nothing. A step that loss scaling skipped (its gradients overflowed)
+/// is the scaler's to handle, as before. The loss is the world's mean, so
+/// every rank decides the same.
+Status checkLossFinite(const StepResult &r, int64_t step) {
+  if (!r.hasLoss || r.skipped || std::isfinite(r.loss))
+    return Status::ok();
+  return Status::error(
+      "the loss of step " + std::to_string(step + 1) + " (\"step\": " +
+      std::to_string(step) + " in the metrics) is " +
+      (std::isnan(r.loss) ? "NaN" : "infinite") +
+      ": training diverged; lower optimizer.lr, set optimizer.grad_clip, or "
+      "check the data; resume from an earlier checkpoint with --resume");
+}
+
 /// The training loop; on rank 0, a progress line and a metrics line per
-/// step. `stoppedBy` is the signal that stopped it early, else 0.
-Status train(Startup &s, Communicator &comm, int &stoppedBy) {
+/// step. `stoppedBy` is the signal that stopped it early, else 0. When it
+/// fails, `everywhere` says whether every rank failed alike (nothing left
+/// to abort).
+Status train(Startup &s, Communicator &comm, int &stoppedBy,
+             bool &everywhere) {
+  everywhere = false;
   const Flags &flags = s.flags;
   RunOptions options;
   options.forwardOnly = flags.forwardOnly;
@@ -516,6 +607,11 @@ Status train(Startup &s, Communicator &comm, int &stoppedBy) {
     CLEAVE_CHECK(runtime.runStep(step, s.hasData ? &s.data : nullptr, r));
     if (comm.rank() == 0)
       CLEAVE_CHECK(reportStep(s, runtime, step, r, tokensPerStep));
+    if (Status finite = checkLossFinite(r, step); !finite) {
+      everywhere = true;
+      CLEAVE_CHECK(s.metrics.close());
+      return finite;
+    }
     if (!checkpointing)
       continue;
     // A signal reaches the ranks at different moments; they stop together,
@@ -577,9 +673,26 @@ Status checkPrograms(const std::string &out, int &ranks) {
   return checkCommunicationAllModes(pointers);
 }
 
+/// What the watchdog does when a wait outlives --timeout: it says so and
+/// ends the whole job (the rank is still blocked in the wait it names).
+void endOnTimeout(const Communicator &comm, const std::string &message) {
+  report(comm, Status::error("watchdog: " + message));
+  if (comm.usesMpi())
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  std::_Exit(1);
+}
+
 int run(int argc, char **argv, Communicator &comm) {
   Startup s;
   Status status = parseFlags(argc, argv, s.flags);
+  // From before the first wait on another rank (the agreement below). A
+  // bad --timeout leaves the default, for as long as the ranks take to
+  // agree to stop.
+  Watchdog watchdog(s.flags.timeout, comm.rank(),
+                    [&comm](const std::string &message) {
+                      endOnTimeout(comm, message);
+                    });
+  comm.setWatchdog(&watchdog);
   if (status && s.flags.check && !s.flags.help) {
     int ranks = 0;
     status = checkPrograms(s.flags.out, ranks);
@@ -623,8 +736,21 @@ int run(int argc, char **argv, Communicator &comm) {
         std::printf("%s\n", line.c_str());
     return 0;
   }
+  status = checkOneCompile(comm, s);
+  if (!status) {
+    if (comm.rank() == 0)
+      report(comm, status);
+    return 1;
+  }
   int stoppedBy = 0;
-  status = train(s, comm, stoppedBy);
+  bool everywhere = false;
+  status = train(s, comm, stoppedBy, everywhere);
+  if (!status && everywhere) {
+    // The same on every rank: say it once, end together.
+    if (comm.rank() == 0)
+      report(comm, status);
+    return 1;
+  }
   if (!status) {
     report(comm, status);
     if (comm.usesMpi() && comm.size() > 1)
