@@ -6,6 +6,7 @@
   truncate FILE BYTES      cut STEP_DIR/FILE short by BYTES
   rename TENSOR NEW        rank 0's TENSOR is called NEW in the manifest
   reshape TENSOR D0,D1..   rank 0's TENSOR has full shape (and slice) D0,D1..
+  copy TENSOR NEW          rank 0 also holds NEW, a copy of TENSOR's entry
   version V                the manifest says version V
 """
 import json
@@ -47,6 +48,9 @@ def main():
         shape = [int(d) for d in args[1].split(",")]
         edit_manifest(step_dir, lambda m: tensor(m, args[0]).update(
             shape=shape, slice_size=shape))
+    elif action == "copy":
+        edit_manifest(step_dir, lambda m: m["ranks"][0]["tensors"].append(
+            dict(tensor(m, args[0]), name=args[1])))
     elif action == "version":
         edit_manifest(step_dir, lambda m: m.update(version=int(args[0])))
     else:
