@@ -77,8 +77,10 @@ const char *kUsage =
     "  --resume PATH       continue from the newest complete checkpoint in\n"
     "                      PATH, or from PATH itself when it is a\n"
     "                      DIR/step-S: --steps stays the total, the metrics\n"
-    "                      continue its numbering; the program must have\n"
-    "                      the checkpoint's layout\n"
+    "                      continue its numbering; any layout of the same\n"
+    "                      model and batch loads it (each rank reads its\n"
+    "                      slices by name); with --steps equal to its step\n"
+    "                      and --checkpoint-dir, writes it for this layout\n"
     "  --list-devices      the backends and GPUs this cleave-run can use\n"
     "  --check             read every rank's program in OUT/ and prove that\n"
     "                      their collectives, sends and receives match and\n"
@@ -534,6 +536,10 @@ Status train(Startup &s, Communicator &comm, int &stoppedBy) {
       break;
     }
   }
+  // Resumed at the last step: the checkpoint of the end is the one loaded,
+  // written again for this layout (how a checkpoint is resharded offline).
+  if (checkpointing && first == flags.steps)
+    CLEAVE_CHECK(saveCheckpoint(runtime, comm, s, first));
   CLEAVE_CHECK(s.metrics.close());
   if (stoppedBy)
     return Status::ok();
