@@ -597,6 +597,33 @@ Status cleave::runtime::readSlices(const CheckpointManifest &m,
   return Status::ok();
 }
 
+Status cleave::runtime::readFullTensors(const CheckpointManifest &m,
+                                        bool optimizerState,
+                                        std::vector<NamedTensor> &tensors) {
+  std::vector<SliceRequest> requests;
+  for (auto &[name, t] : m.tensors) {
+    if (t.kind != "parameter" && !optimizerState)
+      continue;
+    SliceRequest request;
+    request.tensor = &t;
+    request.start.assign(t.shape.size(), 0);
+    request.size = t.shape;
+    CLEAVE_CHECK(planSlice(m, -1, request));
+    requests.push_back(std::move(request));
+  }
+  CLEAVE_CHECK(readSlices(m, requests));
+  tensors.clear();
+  for (SliceRequest &r : requests) {
+    NamedTensor t;
+    t.name = r.tensor->name;
+    t.dtype = r.tensor->dtype;
+    t.shape = r.tensor->shape;
+    t.bytes = std::move(r.bytes);
+    tensors.push_back(std::move(t));
+  }
+  return Status::ok();
+}
+
 //===----------------------------------------------------------------------===//
 // The runtime's side
 //===----------------------------------------------------------------------===//

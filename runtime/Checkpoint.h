@@ -22,6 +22,7 @@
 #define CLEAVE_RUNTIME_CHECKPOINT_H
 
 #include "runtime/LossScaler.h"
+#include "runtime/Safetensors.h"
 #include "runtime/Status.h"
 #include "runtime/Tensor.h"
 
@@ -136,6 +137,12 @@ Status planSlice(const CheckpointManifest &manifest, int preferredRank,
 /// time (size and SHA-256 checked first), and fills every request's bytes.
 Status readSlices(const CheckpointManifest &manifest,
                   std::vector<SliceRequest> &requests);
+
+/// Every parameter of the checkpoint whole, keyed by its ONNX name, and
+/// with `optimizerState` every optimizer state tensor (`NAME.exp_avg`...)
+/// too, in name order: what cleave-checkpoint export writes.
+Status readFullTensors(const CheckpointManifest &manifest, bool optimizerState,
+                       std::vector<NamedTensor> &tensors);
 
 } // namespace cleave::runtime
 

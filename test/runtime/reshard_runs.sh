@@ -10,7 +10,8 @@
 #     T/FROM-TO.safetensors; the metrics of the whole run, FROM's 3 steps
 #     then TO's, in T/FROM-TO.jsonl), and at step 3 without a step
 #     (T/FROM-TO-3.safetensors; the checkpoint rewritten for TO in
-#     T/FROM-TO-ck/step-3).
+#     T/FROM-TO-ck/step-3); both checkpoints' whole state, exported with
+#     cleave-checkpoint --optimizer, in T/FROM-TO-state-{from,to}.safetensors.
 set -e
 run() {
   ranks=$1
@@ -38,6 +39,10 @@ pair)
   cat "$t/$from-first.jsonl" "$t/$from-$to-rest.jsonl" > "$t/$from-$to.jsonl"
   run "$ranks" "$t/$to" --data "$tokens" --steps 3 --resume "$t/$from-ck" \
     --save-params "$t/$from-$to-3.safetensors" --checkpoint-dir "$t/$from-$to-ck"
+  cleave-checkpoint export "$t/$from-ck" --optimizer \
+    -o "$t/$from-$to-state-from.safetensors" > /dev/null
+  cleave-checkpoint export "$t/$from-$to-ck" --optimizer \
+    -o "$t/$from-$to-state-to.safetensors" > /dev/null
   ;;
 *)
   echo "reshard_runs.sh: unknown mode '$1'" >&2
