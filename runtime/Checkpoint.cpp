@@ -498,18 +498,47 @@ Status cleave::runtime::readCheckpointManifest(const std::string &folder,
   return Status::ok();
 }
 
-Status cleave::runtime::readCheckpointFile(const CheckpointManifest &m,
-                                           int rankIndex, std::string &bytes) {
+Status cleave::runtime::streamCheckpointFile(
+    const CheckpointManifest &m, int rankIndex,
+    const std::function<void(uint64_t, const char *, size_t)> &consume) {
   const CheckpointRank &rank = m.ranks[rankIndex];
   std::string path = m.filePath(rankIndex);
-  CLEAVE_CHECK(readWhole(path, bytes));
-  if (bytes.size() != rank.bytes)
-    return Status::error(path + ": " + str(int64_t(bytes.size())) +
+  int fd = open(path.c_str(), O_RDONLY);
+  if (fd < 0)
+    return Status::error(path + ": cannot open: " + errnoText());
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    close(fd);
+    return Status::error(path + ": cannot stat: " + errnoText());
+  }
+  if (uint64_t(st.st_size) != rank.bytes) {
+    close(fd);
+    return Status::error(path + ": " + str(int64_t(st.st_size)) +
                          " bytes, the manifest says " +
                          str(int64_t(rank.bytes)) +
                          ": the file is truncated or was replaced");
+  }
+  // Large enough that a read is cheap next to hashing it, small enough to
+  // leave no trace in the memory of a rank.
+  std::vector<char> chunk(size_t(std::min<uint64_t>(rank.bytes, 64 << 20)));
   Sha256 hash;
-  hash.update(bytes.data(), bytes.size());
+  uint64_t done = 0;
+  while (done < rank.bytes) {
+    size_t want = size_t(std::min<uint64_t>(chunk.size(), rank.bytes - done));
+    ssize_t n = read(fd, chunk.data(), want);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      close(fd);
+      return Status::error(path + ": read failed at byte " +
+                           str(int64_t(done)) + ": " +
+                           (n == 0 ? "unexpected end of file" : errnoText()));
+    }
+    hash.update(chunk.data(), size_t(n));
+    consume(done, chunk.data(), size_t(n));
+    done += uint64_t(n);
+  }
+  close(fd);
   std::string actual = hash.hexDigest();
   if (actual != rank.sha256)
     return Status::error(path + ": SHA-256 " + actual +
@@ -572,26 +601,55 @@ Status cleave::runtime::planSlice(const CheckpointManifest &m,
 
 Status cleave::runtime::readSlices(const CheckpointManifest &m,
                                    std::vector<SliceRequest> &requests) {
-  std::map<int, std::vector<std::pair<SliceRequest *,
-                                      const CheckpointPiece *>>> byFile;
+  // Where each piece's bytes go as the file streams by: straight into the
+  // request when the piece is exactly its box, else into a copy of the
+  // piece that is cut into the box once the file is verified.
+  struct Use {
+    SliceRequest *request;
+    const CheckpointPiece *piece;
+    char *direct = nullptr;
+    std::string buffer;
+  };
+  std::map<int, std::vector<Use>> byFile;
   for (SliceRequest &r : requests) {
     r.bytes.assign(size_t(elementsOf(r.size)) * dtypeSize(r.tensor->dtype),
                    '\0');
     for (const CheckpointPiece *p : r.pieces)
       byFile[p->rankIndex].push_back({&r, p});
   }
-  std::string file;
   for (auto &[rankIndex, uses] : byFile) {
-    CLEAVE_CHECK(readCheckpointFile(m, rankIndex, file));
-    for (auto &[r, p] : uses) {
-      size_t element = dtypeSize(r->tensor->dtype);
-      const char *from = file.data() + p->offset;
-      char *to = &r->bytes[0];
-      forEachOverlapRun(r->start, r->size, p->sliceStart, p->sliceSize,
+    for (Use &u : uses) {
+      if (u.piece->sliceStart == u.request->start &&
+          u.piece->sliceSize == u.request->size)
+        u.direct = &u.request->bytes[0];
+      else
+        u.buffer.assign(size_t(u.piece->bytes), '\0');
+    }
+    CLEAVE_CHECK(streamCheckpointFile(
+        m, rankIndex, [&](uint64_t at, const char *data, size_t size) {
+          for (Use &u : uses) {
+            uint64_t begin = std::max(at, u.piece->offset);
+            uint64_t end = std::min(at + size, u.piece->offset + u.piece->bytes);
+            if (begin >= end)
+              continue;
+            char *to = u.direct ? u.direct : &u.buffer[0];
+            std::memcpy(to + (begin - u.piece->offset), data + (begin - at),
+                        size_t(end - begin));
+          }
+        }));
+    for (Use &u : uses) {
+      if (u.direct)
+        continue;
+      size_t element = dtypeSize(u.request->tensor->dtype);
+      char *to = &u.request->bytes[0];
+      const char *from = u.buffer.data();
+      forEachOverlapRun(u.request->start, u.request->size,
+                        u.piece->sliceStart, u.piece->sliceSize,
                         [&](int64_t at, int64_t in, int64_t n) {
                           std::memcpy(to + at * element, from + in * element,
                                       n * element);
                         });
+      std::string().swap(u.buffer);
     }
   }
   return Status::ok();

@@ -27,6 +27,7 @@
 #include "runtime/Tensor.h"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -112,10 +113,13 @@ std::string describeLayout(int64_t world, int64_t data, int64_t pipeline,
 Status readCheckpointManifest(const std::string &folder,
                               CheckpointManifest &manifest);
 
-/// Rank file `rankIndex`, whole, after checking its size and SHA-256
-/// against the manifest; errors name the file.
-Status readCheckpointFile(const CheckpointManifest &manifest, int rankIndex,
-                          std::string &bytes);
+/// Reads rank file `rankIndex` in chunks, handing each to
+/// `consume(offset, data, size)`, and checks its size (before reading) and
+/// SHA-256 (after) against the manifest; errors name the file. What
+/// `consume` saw is only to be used when this returns ok.
+Status streamCheckpointFile(
+    const CheckpointManifest &manifest, int rankIndex,
+    const std::function<void(uint64_t, const char *, size_t)> &consume);
 
 /// A box of one tensor a reader wants, and what fills it.
 struct SliceRequest {
@@ -133,8 +137,10 @@ struct SliceRequest {
 Status planSlice(const CheckpointManifest &manifest, int preferredRank,
                  SliceRequest &request);
 
-/// Reads every file the requests' pieces lie in, once each and one at a
-/// time (size and SHA-256 checked first), and fills every request's bytes.
+/// Streams every file the requests' pieces lie in, once each and one at a
+/// time (size and SHA-256 checked), and fills every request's bytes. Memory:
+/// the requests' bytes, a chunk, and the pieces that only partly overlap
+/// their box (none for whole tensors).
 Status readSlices(const CheckpointManifest &manifest,
                   std::vector<SliceRequest> &requests);
 

@@ -499,15 +499,20 @@ Status train(Startup &s, Communicator &comm, int &stoppedBy) {
     if (!allFound)
       return Status::error(flags.resume + ": another rank found no "
                                           "checkpoint (its message says why)");
+    auto began = std::chrono::steady_clock::now();
     CLEAVE_CHECK(
         runtime.loadCheckpoint(folder, s.hasData ? &s.data : nullptr, first));
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - began)
+            .count();
     if (first > flags.steps)
       return Status::error(folder + " is at step " + std::to_string(first) +
                            ", beyond --steps " + std::to_string(flags.steps) +
                            " (the total, not the steps still to run)");
     if (comm.rank() == 0) {
-      std::printf("resumed from %s at step %s\n", folder.c_str(),
-                  std::to_string(first).c_str());
+      std::printf("resumed from %s at step %s (loaded in %s)\n",
+                  folder.c_str(), std::to_string(first).c_str(),
+                  milliseconds(seconds).c_str());
       std::fflush(stdout);
     }
   }
