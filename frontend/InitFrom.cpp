@@ -28,15 +28,24 @@ namespace {
 /// The MLIR element type of a safetensors dtype; null when unknown.
 Type elementTypeOf(MLIRContext *context, StringRef dtype) {
   Builder b(context);
-  if (dtype == "F32") return b.getF32Type();
-  if (dtype == "F16") return b.getF16Type();
-  if (dtype == "BF16") return b.getBF16Type();
-  if (dtype == "F64") return b.getF64Type();
-  if (dtype == "I64") return b.getI64Type();
-  if (dtype == "I32") return b.getI32Type();
-  if (dtype == "I16") return b.getI16Type();
-  if (dtype == "I8") return b.getI8Type();
-  if (dtype == "BOOL") return b.getI1Type();
+  if (dtype == "F32")
+    return b.getF32Type();
+  if (dtype == "F16")
+    return b.getF16Type();
+  if (dtype == "BF16")
+    return b.getBF16Type();
+  if (dtype == "F64")
+    return b.getF64Type();
+  if (dtype == "I64")
+    return b.getI64Type();
+  if (dtype == "I32")
+    return b.getI32Type();
+  if (dtype == "I16")
+    return b.getI16Type();
+  if (dtype == "I8")
+    return b.getI8Type();
+  if (dtype == "BOOL")
+    return b.getI1Type();
   return {};
 }
 
@@ -64,8 +73,8 @@ struct FileTensor {
 
 } // namespace
 
-LogicalResult (::cleave::initParametersFrom)(ModuleOp module, StringRef path,
-                                         int64_t &applied) {
+LogicalResult(::cleave::initParametersFrom)(ModuleOp module, StringRef path,
+                                            int64_t &applied) {
   MLIRContext *context = module.getContext();
   Location loc = FileLineColLoc::get(context, path, 0, 0);
   applied = 0;
@@ -122,8 +131,8 @@ LogicalResult (::cleave::initParametersFrom)(ModuleOp module, StringRef path,
     t.dtype = dtype->str();
     t.elementType = elementTypeOf(context, *dtype);
     if (!t.elementType)
-      return emitError(loc) << "tensor '" << t.name << "' has dtype "
-                            << t.dtype << ", which no parameter can have";
+      return emitError(loc) << "tensor '" << t.name << "' has dtype " << t.dtype
+                            << ", which no parameter can have";
     t.begin = uint64_t(*begin);
     t.end = uint64_t(*end);
     tensors.push_back(std::move(t));
@@ -158,17 +167,16 @@ LogicalResult (::cleave::initParametersFrom)(ModuleOp module, StringRef path,
       bytes *= d;
     if (type.getShape() != ArrayRef<int64_t>(t.shape) ||
         type.getElementType() != t.elementType)
-      return emitError(loc) << "tensor '" << t.name << "' is " << t.dtype
-                            << " " << shapeText(t.shape)
-                            << ", but the model's parameter is "
-                            << typeText(type.getElementType()) << " "
-                            << shapeText(type.getShape())
-                            << ": the file is of another model";
+      return emitError(loc)
+             << "tensor '" << t.name << "' is " << t.dtype << " "
+             << shapeText(t.shape) << ", but the model's parameter is "
+             << typeText(type.getElementType()) << " "
+             << shapeText(type.getShape()) << ": the file is of another model";
     if (uint64_t(bytes) != t.end - t.begin)
-      return emitError(loc) << "tensor '" << t.name << "' has "
-                            << (t.end - t.begin) << " bytes of data, its "
-                            << t.dtype << " " << shapeText(t.shape)
-                            << " needs " << bytes;
+      return emitError(loc)
+             << "tensor '" << t.name << "' has " << (t.end - t.begin)
+             << " bytes of data, its " << t.dtype << " " << shapeText(t.shape)
+             << " needs " << bytes;
     uses.push_back({it->second, &t});
   }
 

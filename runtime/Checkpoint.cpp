@@ -357,8 +357,8 @@ std::string cleave::runtime::describeLayout(int64_t w, int64_t d, int64_t p,
 }
 
 std::string CheckpointManifest::describeLayout() const {
-  return cleave::runtime::describeLayout(worldSize, dataDegree,
-                                         pipelineDegree, tensorDegree);
+  return cleave::runtime::describeLayout(worldSize, dataDegree, pipelineDegree,
+                                         tensorDegree);
 }
 
 Status cleave::runtime::readCheckpointManifest(const std::string &folder,
@@ -385,8 +385,7 @@ Status cleave::runtime::readCheckpointManifest(const std::string &folder,
   if (!layout || !intMember(*layout, "world_size", m.worldSize) ||
       !intMember(*layout, "data_degree", m.dataDegree) ||
       !intMember(*layout, "pipeline_degree", m.pipelineDegree) ||
-      !intMember(*layout, "tensor_degree", m.tensorDegree) ||
-      m.worldSize < 1)
+      !intMember(*layout, "tensor_degree", m.tensorDegree) || m.worldSize < 1)
     return Status::error(path + ": the layout is missing or incomplete");
   if (const JsonValue *d = json.find("data")) {
     m.dataPath = stringMember(*d, "path");
@@ -405,7 +404,8 @@ Status cleave::runtime::readCheckpointManifest(const std::string &folder,
   for (const JsonValue &r : ranks->array) {
     CheckpointRank rank;
     int64_t bytes = 0;
-    if (!intMember(r, "rank", rank.rank) || rank.rank != int64_t(m.ranks.size()))
+    if (!intMember(r, "rank", rank.rank) ||
+        rank.rank != int64_t(m.ranks.size()))
       return Status::error(path + ": entry " + str(int64_t(m.ranks.size())) +
                            " of \"ranks\" is not rank " +
                            str(int64_t(m.ranks.size())));
@@ -417,8 +417,7 @@ Status cleave::runtime::readCheckpointManifest(const std::string &folder,
     rank.sha256 = stringMember(r, "sha256");
     if (rank.file.empty() || rank.file.find('/') != std::string::npos ||
         rank.file == "." || rank.file == ".." ||
-        !intMember(r, "bytes", bytes) || bytes < 0 ||
-        rank.sha256.size() != 64)
+        !intMember(r, "bytes", bytes) || bytes < 0 || rank.sha256.size() != 64)
       return Status::error(which +
                            "'s file, size or sha256 is missing or malformed");
     rank.bytes = uint64_t(bytes);
@@ -482,10 +481,10 @@ Status cleave::runtime::readCheckpointManifest(const std::string &folder,
         tensor.dtype = dtype;
         tensor.shape = shape;
       } else if (tensor.dtype != dtype || tensor.shape != shape) {
-        return Status::error(which + ": tensor '" + name + "' is " +
-                             dtypeText + " " + ints(shape) + ", rank " +
-                             str(tensor.pieces.front().rankIndex) +
-                             "'s is " + safetensorsDType(tensor.dtype) + " " +
+        return Status::error(which + ": tensor '" + name + "' is " + dtypeText +
+                             " " + ints(shape) + ", rank " +
+                             str(tensor.pieces.front().rankIndex) + "'s is " +
+                             safetensorsDType(tensor.dtype) + " " +
                              ints(tensor.shape));
       } else if (!tensor.pieces.empty() &&
                  tensor.pieces.back().rankIndex == rankIndex) {
@@ -513,10 +512,9 @@ Status cleave::runtime::streamCheckpointFile(
   }
   if (uint64_t(st.st_size) != rank.bytes) {
     close(fd);
-    return Status::error(path + ": " + str(int64_t(st.st_size)) +
-                         " bytes, the manifest says " +
-                         str(int64_t(rank.bytes)) +
-                         ": the file is truncated or was replaced");
+    return Status::error(
+        path + ": " + str(int64_t(st.st_size)) + " bytes, the manifest says " +
+        str(int64_t(rank.bytes)) + ": the file is truncated or was replaced");
   }
   // Large enough that a read is cheap next to hashing it, small enough to
   // leave no trace in the memory of a rank.
@@ -557,11 +555,10 @@ Status cleave::runtime::planSlice(const CheckpointManifest &m,
     inside &= request.start[d] >= 0 && request.size[d] >= 0 &&
               request.start[d] + request.size[d] <= t.shape[d];
   if (!inside)
-    return Status::error(m.manifestPath() + ": tensor '" + t.name +
-                         "' is " + ints(t.shape) +
-                         " in the checkpoint, which has no slice at " +
-                         ints(request.start) + " of size " +
-                         ints(request.size));
+    return Status::error(
+        m.manifestPath() + ": tensor '" + t.name + "' is " + ints(t.shape) +
+        " in the checkpoint, which has no slice at " + ints(request.start) +
+        " of size " + ints(request.size));
   // One piece that holds it all: the common case of replicas.
   const CheckpointPiece *whole = nullptr;
   for (const CheckpointPiece &p : t.pieces)
@@ -591,11 +588,10 @@ Status cleave::runtime::planSlice(const CheckpointManifest &m,
     left -= added;
   }
   if (left)
-    return Status::error(m.manifestPath() + ": tensor '" + t.name + "': " +
-                         str(left) + " elements of the slice at " +
-                         ints(request.start) + " of size " +
-                         ints(request.size) +
-                         " are held by no rank of the checkpoint");
+    return Status::error(
+        m.manifestPath() + ": tensor '" + t.name + "': " + str(left) +
+        " elements of the slice at " + ints(request.start) + " of size " +
+        ints(request.size) + " are held by no rank of the checkpoint");
   return Status::ok();
 }
 
@@ -629,7 +625,8 @@ Status cleave::runtime::readSlices(const CheckpointManifest &m,
         m, rankIndex, [&](uint64_t at, const char *data, size_t size) {
           for (Use &u : uses) {
             uint64_t begin = std::max(at, u.piece->offset);
-            uint64_t end = std::min(at + size, u.piece->offset + u.piece->bytes);
+            uint64_t end =
+                std::min(at + size, u.piece->offset + u.piece->bytes);
             if (begin >= end)
               continue;
             char *to = u.direct ? u.direct : &u.buffer[0];
@@ -643,12 +640,11 @@ Status cleave::runtime::readSlices(const CheckpointManifest &m,
       size_t element = dtypeSize(u.request->tensor->dtype);
       char *to = &u.request->bytes[0];
       const char *from = u.buffer.data();
-      forEachOverlapRun(u.request->start, u.request->size,
-                        u.piece->sliceStart, u.piece->sliceSize,
-                        [&](int64_t at, int64_t in, int64_t n) {
-                          std::memcpy(to + at * element, from + in * element,
-                                      n * element);
-                        });
+      forEachOverlapRun(
+          u.request->start, u.request->size, u.piece->sliceStart,
+          u.piece->sliceSize, [&](int64_t at, int64_t in, int64_t n) {
+            std::memcpy(to + at * element, from + in * element, n * element);
+          });
       std::string().swap(u.buffer);
     }
   }
@@ -878,15 +874,16 @@ Status Runtime::planCheckpointLoad(const CheckpointManifest &m,
           ") in the checkpoint, which this program holds: the checkpoint "
           "was written for another model");
     const CheckpointTensor &t = it->second;
-    used[std::lower_bound(names.begin(), names.end(), s.name) -
-         names.begin()] = 1;
+    used[std::lower_bound(names.begin(), names.end(), s.name) - names.begin()] =
+        1;
     if (t.dtype != s.dtype || t.shape != s.fullShape)
-      return Status::error(
-          m.filePath(t.pieces.front().rankIndex) + ": tensor '" + s.name +
-          "' is " + dtypeText(t.dtype) + " " + ints(t.shape) +
-          " in the checkpoint, but " + dtypeText(s.dtype) + " " +
-          ints(s.fullShape) + " in this program: the checkpoint was "
-          "written for another model");
+      return Status::error(m.filePath(t.pieces.front().rankIndex) +
+                           ": tensor '" + s.name + "' is " +
+                           dtypeText(t.dtype) + " " + ints(t.shape) +
+                           " in the checkpoint, but " + dtypeText(s.dtype) +
+                           " " + ints(s.fullShape) +
+                           " in this program: the checkpoint was "
+                           "written for another model");
     SliceRequest request;
     request.tensor = &t;
     request.start = s.sliceStart;
@@ -923,7 +920,8 @@ Status Runtime::loadCheckpoint(const std::string &folder, const TokenData *data,
       if (!used[i++]) {
         status = Status::error(
             m.filePath(t.pieces.front().rankIndex) + ": tensor '" + name +
-            "' (" + t.kind + ") in the checkpoint is held by no rank of this "
+            "' (" + t.kind +
+            ") in the checkpoint is held by no rank of this "
             "program: the checkpoint was written for another model");
         break;
       }

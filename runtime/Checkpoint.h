@@ -65,7 +65,7 @@ struct CheckpointTensor {
   std::string name;
   std::string kind; // "parameter" or "optimizer_state"
   DType dtype = DType::F32;
-  std::vector<int64_t> shape; // the full tensor's
+  std::vector<int64_t> shape;          // the full tensor's
   std::vector<CheckpointPiece> pieces; // in rank order
   uint64_t fullBytes() const;
 };

@@ -1,4 +1,5 @@
-//===- cleave-checkpoint.cpp - look into and convert cleave-run checkpoints ===//
+//===- cleave-checkpoint.cpp - look into and convert cleave-run checkpoints
+//===//
 //
 //   cleave-checkpoint inspect DIR
 //   cleave-checkpoint export DIR -o model.safetensors [--optimizer]
@@ -94,8 +95,9 @@ int inspect(const CheckpointManifest &m) {
     data += ", global batch " + str(m.globalBatch) + " x " + str(m.seqLen) +
             " tokens";
   std::printf("data: %s; the next step reads from sample %s\n", data.c_str(),
-              m.globalBatch >= 0 ? str(m.step * m.globalBatch).c_str()
-                                 : ("step " + str(m.step) + "'s first").c_str());
+              m.globalBatch >= 0
+                  ? str(m.step * m.globalBatch).c_str()
+                  : ("step " + str(m.step) + "'s first").c_str());
   std::printf("training state: %s optimizer steps, loss scale %g "
               "(hysteresis %s, good steps %s)\n",
               str(first.optimizerSteps).c_str(), first.scaler.scale,
@@ -123,7 +125,8 @@ int inspect(const CheckpointManifest &m) {
     }
   }
   std::printf("  %s parameters (%s), %s optimizer state tensors (%s)\n",
-              str(parameters).c_str(), humanBytes(double(parameterBytes)).c_str(),
+              str(parameters).c_str(),
+              humanBytes(double(parameterBytes)).c_str(),
               str(int64_t(m.tensors.size()) - parameters).c_str(),
               humanBytes(double(stateBytes)).c_str());
 
@@ -216,8 +219,7 @@ int main(int argc, char **argv) {
                     : "unknown command '" + command +
                           "': the commands are inspect and export");
   if (dir.empty())
-    return fail("no checkpoint folder: cleave-checkpoint " + command +
-                " DIR");
+    return fail("no checkpoint folder: cleave-checkpoint " + command + " DIR");
   if (command == "inspect" && (!out.empty() || optimizer))
     return fail("inspect writes nothing: -o and --optimizer belong to "
                 "export");
