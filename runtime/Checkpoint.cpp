@@ -3,8 +3,11 @@
 // Saving: every rank writes rank-<r>.bin to a temporary name, hashing as it
 // writes, fsyncs it and renames it; the ranks agree that all succeeded;
 // rank 0 gathers their entries and writes manifest.json the same way, last.
-// Loading: every rank verifies its whole file and every tensor against its
-// program before the ranks agree and any memory is written.
+// Loading, in any layout: every rank plans the slices it holds by name and
+// box (planSlice), streams the files they lie in with their SHA-256 checked
+// (readSlices), and the ranks agree that all succeeded and that every
+// tensor of the checkpoint is held by one of them before any memory is
+// written.
 //
 //===----------------------------------------------------------------------===//
 
