@@ -43,12 +43,7 @@ namespace {
 
 std::string str(int64_t v) { return std::to_string(v); }
 
-std::string ints(const std::vector<int64_t> &v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i)
-    s += (i ? ", " : "") + str(v[i]);
-  return s + "]";
-}
+std::string ints(const std::vector<int64_t> &v) { return formatInts(v); }
 
 std::string errnoText() { return std::strerror(errno); }
 
@@ -111,7 +106,13 @@ Status writeAtomically(const std::string &folder, const std::string &name,
   return syncFolder(folder);
 }
 
-Status readWhole(const std::string &path, std::string &bytes) {
+/// Reads `path` in chunks of at most `chunkBytes`: `sized(bytes)` first,
+/// with the size fstat reports (its error stops the read), then
+/// `consume(offset, data, size)` per chunk.
+Status
+streamFile(const std::string &path, uint64_t chunkBytes,
+           const std::function<Status(uint64_t)> &sized,
+           const std::function<void(uint64_t, const char *, size_t)> &consume) {
   int fd = open(path.c_str(), O_RDONLY);
   if (fd < 0)
     return Status::error(path + ": cannot open: " + errnoText());
@@ -120,21 +121,37 @@ Status readWhole(const std::string &path, std::string &bytes) {
     close(fd);
     return Status::error(path + ": cannot stat: " + errnoText());
   }
-  bytes.resize(size_t(st.st_size));
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = read(fd, &bytes[done], bytes.size() - done);
+  uint64_t size = uint64_t(st.st_size);
+  Status status = sized(size);
+  std::vector<char> chunk(size_t(std::min(size, chunkBytes)));
+  uint64_t done = 0;
+  while (status && done < size) {
+    size_t want = size_t(std::min<uint64_t>(chunk.size(), size - done));
+    ssize_t n = read(fd, chunk.data(), want);
     if (n < 0 && errno == EINTR)
       continue;
     if (n <= 0) {
-      close(fd);
-      return Status::error(path + ": read failed at byte " + str(done) + ": " +
-                           (n == 0 ? "unexpected end of file" : errnoText()));
+      status = Status::error(path + ": read failed at byte " +
+                             str(int64_t(done)) + ": " +
+                             (n == 0 ? "unexpected end of file" : errnoText()));
+      break;
     }
-    done += size_t(n);
+    consume(done, chunk.data(), size_t(n));
+    done += uint64_t(n);
   }
   close(fd);
-  return Status::ok();
+  return status;
+}
+
+Status readWhole(const std::string &path, std::string &bytes) {
+  bytes.clear();
+  return streamFile(
+      path, uint64_t(1) << 30,
+      [&](uint64_t size) {
+        bytes.reserve(size_t(size));
+        return Status::ok();
+      },
+      [&](uint64_t, const char *data, size_t n) { bytes.append(data, n); });
 }
 
 /// The complete checkpoints of `root` (a step-S folder with a manifest) and
@@ -353,6 +370,13 @@ uint64_t CheckpointTensor::fullBytes() const {
   return uint64_t(elementsOf(shape)) * dtypeSize(dtype);
 }
 
+std::string cleave::runtime::formatInts(const std::vector<int64_t> &v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
 std::string cleave::runtime::describeLayout(int64_t w, int64_t d, int64_t p,
                                             int64_t t) {
   return str(w) + (w == 1 ? " rank" : " ranks") + " (data " + str(d) +
@@ -505,41 +529,23 @@ Status cleave::runtime::streamCheckpointFile(
     const std::function<void(uint64_t, const char *, size_t)> &consume) {
   const CheckpointRank &rank = m.ranks[rankIndex];
   std::string path = m.filePath(rankIndex);
-  int fd = open(path.c_str(), O_RDONLY);
-  if (fd < 0)
-    return Status::error(path + ": cannot open: " + errnoText());
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    close(fd);
-    return Status::error(path + ": cannot stat: " + errnoText());
-  }
-  if (uint64_t(st.st_size) != rank.bytes) {
-    close(fd);
-    return Status::error(
-        path + ": " + str(int64_t(st.st_size)) + " bytes, the manifest says " +
-        str(int64_t(rank.bytes)) + ": the file is truncated or was replaced");
-  }
-  // Large enough that a read is cheap next to hashing it, small enough to
-  // leave no trace in the memory of a rank.
-  std::vector<char> chunk(size_t(std::min<uint64_t>(rank.bytes, 64 << 20)));
   Sha256 hash;
-  uint64_t done = 0;
-  while (done < rank.bytes) {
-    size_t want = size_t(std::min<uint64_t>(chunk.size(), rank.bytes - done));
-    ssize_t n = read(fd, chunk.data(), want);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0) {
-      close(fd);
-      return Status::error(path + ": read failed at byte " +
-                           str(int64_t(done)) + ": " +
-                           (n == 0 ? "unexpected end of file" : errnoText()));
-    }
-    hash.update(chunk.data(), size_t(n));
-    consume(done, chunk.data(), size_t(n));
-    done += uint64_t(n);
-  }
-  close(fd);
+  // 64 MiB: a read is cheap next to hashing it, and leaves no trace in the
+  // memory of a rank.
+  CLEAVE_CHECK(streamFile(
+      path, uint64_t(64) << 20,
+      [&](uint64_t size) {
+        if (size == rank.bytes)
+          return Status::ok();
+        return Status::error(path + ": " + str(int64_t(size)) +
+                             " bytes, the manifest says " +
+                             str(int64_t(rank.bytes)) +
+                             ": the file is truncated or was replaced");
+      },
+      [&](uint64_t at, const char *data, size_t size) {
+        hash.update(data, size);
+        consume(at, data, size);
+      }));
   std::string actual = hash.hexDigest();
   if (actual != rank.sha256)
     return Status::error(path + ": SHA-256 " + actual +

@@ -100,6 +100,9 @@ struct CheckpointManifest {
   std::string describeLayout() const;
 };
 
+/// "[256, 64]": a shape or box as the manifest and its errors write it.
+std::string formatInts(const std::vector<int64_t> &values);
+
 /// "4 ranks (data 2, pipeline 2, tensor 1)".
 std::string describeLayout(int64_t world, int64_t data, int64_t pipeline,
                            int64_t tensor);

@@ -46,25 +46,6 @@ const char *kUsage =
 
 std::string str(int64_t v) { return std::to_string(v); }
 
-std::string ints(const std::vector<int64_t> &v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i)
-    s += (i ? ", " : "") + str(v[i]);
-  return s + "]";
-}
-
-std::string humanBytes(double bytes) {
-  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (bytes >= 1024 && u < 4) {
-    bytes /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u ? "%.1f %s" : "%.0f %s", bytes, units[u]);
-  return buf;
-}
-
 /// Where a tensor's pieces are: "0, 2" when each is whole, else each
 /// piece's rank and box, "1 [0:128, 0:64]".
 std::string holders(const CheckpointTensor &t) {
@@ -115,8 +96,8 @@ int inspect(const CheckpointManifest &m) {
   for (auto &[name, t] : m.tensors) {
     std::printf("  %-*s  %-15s  %-5s  %-16s  %10s  %s\n", int(width),
                 name.c_str(), t.kind.c_str(), safetensorsDType(t.dtype),
-                ints(t.shape).c_str(), str(int64_t(t.fullBytes())).c_str(),
-                holders(t).c_str());
+                formatInts(t.shape).c_str(),
+                str(int64_t(t.fullBytes())).c_str(), holders(t).c_str());
     if (t.kind == "parameter") {
       ++parameters;
       parameterBytes += t.fullBytes();
@@ -124,11 +105,11 @@ int inspect(const CheckpointManifest &m) {
       stateBytes += t.fullBytes();
     }
   }
-  std::printf("  %s parameters (%s), %s optimizer state tensors (%s)\n",
-              str(parameters).c_str(),
-              humanBytes(double(parameterBytes)).c_str(),
+  std::printf("  %s parameters (%s bytes), %s optimizer state tensors (%s "
+              "bytes)\n",
+              str(parameters).c_str(), str(int64_t(parameterBytes)).c_str(),
               str(int64_t(m.tensors.size()) - parameters).c_str(),
-              humanBytes(double(stateBytes)).c_str());
+              str(int64_t(stateBytes)).c_str());
 
   std::printf("\nrank files:\n");
   std::vector<std::string> failed;
