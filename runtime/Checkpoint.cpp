@@ -457,6 +457,10 @@ Status cleave::runtime::readCheckpointManifest(const std::string &folder,
       return Status::error(which +
                            "'s optimizer_steps or loss_scaler is missing");
     rank.scaler.scale = scale->number;
+    // Absent in the first version-1 manifests: every rank counts.
+    const JsonValue *trains = r.find("trains");
+    rank.trains =
+        !trains || trains->kind != JsonValue::Kind::Bool || trains->boolean;
     const JsonValue *list = r.find("tensors");
     if (!list || list->kind != JsonValue::Kind::Array)
       return Status::error(which + " lists no tensors");
@@ -771,6 +775,12 @@ Status Runtime::writeRankCheckpoint(const std::string &folder,
     return Status::ok();
   }));
   const pb::Mesh &mesh = program_.mesh();
+  // A rank without an optimizer function (a pipeline stage with no
+  // gradient) never advances its step count or loss scaler: a load into
+  // another layout takes the training state from the ranks that do.
+  bool trains = false;
+  for (const pb::Step &step : program_.schedule())
+    trains |= program_.functions(step.function()).kind() == pb::OPTIMIZER;
   LossScaler::State scaler = scaler_.state();
   entry = "    {\"rank\": " + str(comm_.rank()) +
           ", \"data_rank\": " + str(mesh.data_rank()) +
@@ -779,7 +789,8 @@ Status Runtime::writeRankCheckpoint(const std::string &folder,
           ",\n      \"file\": " + jsonQuote(file) +
           ", \"bytes\": " + str(offset) + ", \"sha256\": \"" +
           hash.hexDigest() +
-          "\",\n      \"optimizer_steps\": " + str(optimizerSteps_) +
+          "\",\n      \"trains\": " + (trains ? "true" : "false") +
+          ", \"optimizer_steps\": " + str(optimizerSteps_) +
           ", \"loss_scaler\": {\"scale\": " + jsonNumber(scaler.scale) +
           ", \"hysteresis\": " + str(scaler.hysteresis) +
           ", \"good_steps\": " + str(scaler.goodSteps) +
@@ -844,6 +855,14 @@ Status Runtime::saveCheckpoint(const std::string &root, int64_t steps,
   return Status::ok();
 }
 
+bool Runtime::sameLayout(const CheckpointManifest &m) const {
+  const pb::Mesh &mesh = program_.mesh();
+  return m.worldSize == mesh.world_size() &&
+         m.dataDegree == mesh.data_degree() &&
+         m.pipelineDegree == mesh.pipeline_degree() &&
+         m.tensorDegree == mesh.tensor_degree();
+}
+
 Status Runtime::planCheckpointLoad(const CheckpointManifest &m,
                                    const TokenData *data,
                                    std::vector<SliceRequest> &requests,
@@ -869,12 +888,7 @@ Status Runtime::planCheckpointLoad(const CheckpointManifest &m,
   for (auto &[name, t] : m.tensors)
     names.push_back(name);
   // A same-layout load reads only this rank's own file.
-  const pb::Mesh &mesh = program_.mesh();
-  bool sameLayout = m.worldSize == mesh.world_size() &&
-                    m.dataDegree == mesh.data_degree() &&
-                    m.pipelineDegree == mesh.pipeline_degree() &&
-                    m.tensorDegree == mesh.tensor_degree();
-  int preferred = sameLayout ? comm_.rank() : -1;
+  int preferred = sameLayout(m) ? comm_.rank() : -1;
   for (const StateTensor &s : stateTensors()) {
     auto it = m.tensors.find(s.name);
     if (it == m.tensors.end())
@@ -935,16 +949,25 @@ Status Runtime::loadCheckpoint(const std::string &folder, const TokenData *data,
         break;
       }
   }
-  // The training state is one for the whole job (the loss scaler and the
-  // optimizer's step count are agreed by all ranks at every step).
+  // The training state is one for the whole job: every rank that trains
+  // agrees on overflow and steps at every step. On the same layout each
+  // rank takes its own entry; on another, that of the first rank that
+  // trains, after checking that all that train agree.
   const CheckpointRank *state = nullptr;
   if (status) {
-    state = &m.ranks[size_t(comm_.rank()) < m.ranks.size() ? comm_.rank() : 0];
+    if (sameLayout(m))
+      state = &m.ranks[comm_.rank()];
     for (const CheckpointRank &r : m.ranks)
-      if (r.optimizerSteps != state->optimizerSteps ||
-          r.scaler.scale != state->scaler.scale ||
-          r.scaler.hysteresis != state->scaler.hysteresis ||
-          r.scaler.goodSteps != state->scaler.goodSteps)
+      if (r.trains && !state)
+        state = &r;
+    if (!state)
+      state = &m.ranks.front();
+    for (const CheckpointRank &r : m.ranks)
+      if (r.trains && state->trains &&
+          (r.optimizerSteps != state->optimizerSteps ||
+           r.scaler.scale != state->scaler.scale ||
+           r.scaler.hysteresis != state->scaler.hysteresis ||
+           r.scaler.goodSteps != state->scaler.goodSteps))
         status = Status::error(
             m.manifestPath() + ": rank " + str(r.rank) +
             "'s optimizer_steps or loss_scaler differ from rank " +

@@ -75,6 +75,7 @@ struct CheckpointRank {
   int64_t rank = 0, dataRank = 0, pipelineRank = 0, tensorRank = 0;
   std::string file, sha256;
   uint64_t bytes = 0;
+  bool trains = true; // runs an optimizer (its step count and scaler move)
   int64_t optimizerSteps = 0;
   LossScaler::State scaler;
 };

@@ -187,6 +187,8 @@ private:
   /// The slices this rank reads from checkpoint `m`, one per
   /// stateTensors() entry, in its order; `used` marks the checkpoint's
   /// tensors (by name order) this rank reads.
+  /// Whether checkpoint `m` was written by this program's layout.
+  bool sameLayout(const CheckpointManifest &m) const;
   Status planCheckpointLoad(const CheckpointManifest &m,
                             const TokenData *data,
                             std::vector<SliceRequest> &requests,
