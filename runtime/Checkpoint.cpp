@@ -3,8 +3,11 @@
 // Saving: every rank writes rank-<r>.bin to a temporary name, hashing as it
 // writes, fsyncs it and renames it; the ranks agree that all succeeded;
 // rank 0 gathers their entries and writes manifest.json the same way, last.
-// Loading: every rank verifies its whole file and every tensor against its
-// program before the ranks agree and any memory is written.
+// Loading, in any layout: every rank plans the slices it holds by name and
+// box (planSlice), streams the files they lie in with their SHA-256 checked
+// (readSlices), and the ranks agree that all succeeded and that every
+// tensor of the checkpoint is held by one of them before any memory is
+// written.
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,12 +43,7 @@ namespace {
 
 std::string str(int64_t v) { return std::to_string(v); }
 
-std::string ints(const std::vector<int64_t> &v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i)
-    s += (i ? ", " : "") + str(v[i]);
-  return s + "]";
-}
+std::string ints(const std::vector<int64_t> &v) { return formatInts(v); }
 
 std::string errnoText() { return std::strerror(errno); }
 
@@ -108,7 +106,13 @@ Status writeAtomically(const std::string &folder, const std::string &name,
   return syncFolder(folder);
 }
 
-Status readWhole(const std::string &path, std::string &bytes) {
+/// Reads `path` in chunks of at most `chunkBytes`: `sized(bytes)` first,
+/// with the size fstat reports (its error stops the read), then
+/// `consume(offset, data, size)` per chunk.
+Status
+streamFile(const std::string &path, uint64_t chunkBytes,
+           const std::function<Status(uint64_t)> &sized,
+           const std::function<void(uint64_t, const char *, size_t)> &consume) {
   int fd = open(path.c_str(), O_RDONLY);
   if (fd < 0)
     return Status::error(path + ": cannot open: " + errnoText());
@@ -117,21 +121,37 @@ Status readWhole(const std::string &path, std::string &bytes) {
     close(fd);
     return Status::error(path + ": cannot stat: " + errnoText());
   }
-  bytes.resize(size_t(st.st_size));
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = read(fd, &bytes[done], bytes.size() - done);
+  uint64_t size = uint64_t(st.st_size);
+  Status status = sized(size);
+  std::vector<char> chunk(size_t(std::min(size, chunkBytes)));
+  uint64_t done = 0;
+  while (status && done < size) {
+    size_t want = size_t(std::min<uint64_t>(chunk.size(), size - done));
+    ssize_t n = read(fd, chunk.data(), want);
     if (n < 0 && errno == EINTR)
       continue;
     if (n <= 0) {
-      close(fd);
-      return Status::error(path + ": read failed at byte " + str(done) + ": " +
-                           (n == 0 ? "unexpected end of file" : errnoText()));
+      status = Status::error(path + ": read failed at byte " +
+                             str(int64_t(done)) + ": " +
+                             (n == 0 ? "unexpected end of file" : errnoText()));
+      break;
     }
-    done += size_t(n);
+    consume(done, chunk.data(), size_t(n));
+    done += uint64_t(n);
   }
   close(fd);
-  return Status::ok();
+  return status;
+}
+
+Status readWhole(const std::string &path, std::string &bytes) {
+  bytes.clear();
+  return streamFile(
+      path, uint64_t(1) << 30,
+      [&](uint64_t size) {
+        bytes.reserve(size_t(size));
+        return Status::ok();
+      },
+      [&](uint64_t, const char *data, size_t n) { bytes.append(data, n); });
 }
 
 /// The complete checkpoints of `root` (a step-S folder with a manifest) and
@@ -266,6 +286,412 @@ Status cleave::runtime::removeOldCheckpoints(const std::string &root,
 }
 
 //===----------------------------------------------------------------------===//
+// Reading by name and box
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+bool dtypeFromText(const std::string &text, DType &dtype) {
+  for (int d = int(DType::F32); d <= int(DType::U64); ++d)
+    if (text == safetensorsDType(DType(d))) {
+      dtype = DType(d);
+      return true;
+    }
+  return false;
+}
+
+int64_t elementsOf(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+/// Calls f(aIndex, bIndex, count) for each run of `count` elements of the
+/// intersection of boxes A and B (of one full tensor) that is contiguous in
+/// both, indexes counted row-major within each box. Returns whether the
+/// boxes intersect.
+template <typename F>
+bool forEachOverlapRun(const std::vector<int64_t> &aStart,
+                       const std::vector<int64_t> &aSize,
+                       const std::vector<int64_t> &bStart,
+                       const std::vector<int64_t> &bSize, F &&f) {
+  size_t rank = aStart.size();
+  std::vector<int64_t> lo(rank), hi(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    lo[d] = std::max(aStart[d], bStart[d]);
+    hi[d] = std::min(aStart[d] + aSize[d], bStart[d] + bSize[d]);
+    if (lo[d] >= hi[d])
+      return false;
+  }
+  if (rank == 0) {
+    f(int64_t(0), int64_t(0), int64_t(1));
+    return true;
+  }
+  std::vector<int64_t> aStride(rank, 1), bStride(rank, 1);
+  for (size_t d = rank - 1; d-- > 0;) {
+    aStride[d] = aStride[d + 1] * aSize[d + 1];
+    bStride[d] = bStride[d + 1] * bSize[d + 1];
+  }
+  int64_t run = hi[rank - 1] - lo[rank - 1];
+  std::vector<int64_t> index = lo;
+  while (true) {
+    int64_t a = 0, b = 0;
+    for (size_t d = 0; d < rank; ++d) {
+      a += (index[d] - aStart[d]) * aStride[d];
+      b += (index[d] - bStart[d]) * bStride[d];
+    }
+    f(a, b, run);
+    size_t d = rank - 1;
+    while (d-- > 0) {
+      if (++index[d] < hi[d])
+        break;
+      index[d] = lo[d];
+    }
+    if (d == size_t(-1))
+      return true;
+  }
+}
+
+bool contains(const std::vector<int64_t> &outerStart,
+              const std::vector<int64_t> &outerSize,
+              const std::vector<int64_t> &start,
+              const std::vector<int64_t> &size) {
+  for (size_t d = 0; d < start.size(); ++d)
+    if (start[d] < outerStart[d] ||
+        start[d] + size[d] > outerStart[d] + outerSize[d])
+      return false;
+  return true;
+}
+
+} // namespace
+
+uint64_t CheckpointTensor::fullBytes() const {
+  return uint64_t(elementsOf(shape)) * dtypeSize(dtype);
+}
+
+std::string cleave::runtime::formatInts(const std::vector<int64_t> &v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+std::string cleave::runtime::describeLayout(int64_t w, int64_t d, int64_t p,
+                                            int64_t t) {
+  return str(w) + (w == 1 ? " rank" : " ranks") + " (data " + str(d) +
+         ", pipeline " + str(p) + ", tensor " + str(t) + ")";
+}
+
+std::string CheckpointManifest::describeLayout() const {
+  return cleave::runtime::describeLayout(worldSize, dataDegree, pipelineDegree,
+                                         tensorDegree);
+}
+
+Status cleave::runtime::readCheckpointManifest(const std::string &folder,
+                                               CheckpointManifest &m) {
+  m = CheckpointManifest();
+  m.folder = folder;
+  std::string path = m.manifestPath(), text, error;
+  CLEAVE_CHECK(readWhole(path, text));
+  JsonValue json;
+  if (!parseJson(text, json, error))
+    return Status::error(path + ": not valid JSON: " + error);
+  if (stringMember(json, "format") != "cleave-checkpoint" ||
+      !intMember(json, "version", m.version) ||
+      !intMember(json, "step", m.step) || m.step < 0)
+    return Status::error(path + ": not a cleave checkpoint manifest "
+                                "(format, version or step missing)");
+  if (m.version > kCheckpointVersion)
+    return Status::error(path + ": version " + str(m.version) +
+                         " is newer than this cleave-run reads (" +
+                         str(kCheckpointVersion) +
+                         "); resume with the cleave-run that wrote it");
+  m.model = stringMember(json, "model");
+  const JsonValue *layout = json.find("layout");
+  if (!layout || !intMember(*layout, "world_size", m.worldSize) ||
+      !intMember(*layout, "data_degree", m.dataDegree) ||
+      !intMember(*layout, "pipeline_degree", m.pipelineDegree) ||
+      !intMember(*layout, "tensor_degree", m.tensorDegree) || m.worldSize < 1)
+    return Status::error(path + ": the layout is missing or incomplete");
+  if (const JsonValue *d = json.find("data")) {
+    m.dataPath = stringMember(*d, "path");
+    if (!intMember(*d, "tokens", m.tokens))
+      m.tokens = -1;
+    if (!intMember(*d, "global_batch", m.globalBatch))
+      m.globalBatch = -1;
+    if (!intMember(*d, "seq_len", m.seqLen))
+      m.seqLen = -1;
+  }
+  const JsonValue *ranks = json.find("ranks");
+  if (!ranks || ranks->kind != JsonValue::Kind::Array ||
+      int64_t(ranks->array.size()) != m.worldSize)
+    return Status::error(path + ": expected one entry per rank of the " +
+                         m.describeLayout() + " in \"ranks\"");
+  for (const JsonValue &r : ranks->array) {
+    CheckpointRank rank;
+    int64_t bytes = 0;
+    if (!intMember(r, "rank", rank.rank) ||
+        rank.rank != int64_t(m.ranks.size()))
+      return Status::error(path + ": entry " + str(int64_t(m.ranks.size())) +
+                           " of \"ranks\" is not rank " +
+                           str(int64_t(m.ranks.size())));
+    std::string which = path + ": rank " + str(rank.rank);
+    intMember(r, "data_rank", rank.dataRank);
+    intMember(r, "pipeline_rank", rank.pipelineRank);
+    intMember(r, "tensor_rank", rank.tensorRank);
+    rank.file = stringMember(r, "file");
+    rank.sha256 = stringMember(r, "sha256");
+    if (rank.file.empty() || rank.file.find('/') != std::string::npos ||
+        rank.file == "." || rank.file == ".." ||
+        !intMember(r, "bytes", bytes) || bytes < 0 || rank.sha256.size() != 64)
+      return Status::error(which +
+                           "'s file, size or sha256 is missing or malformed");
+    rank.bytes = uint64_t(bytes);
+    const JsonValue *ls = r.find("loss_scaler");
+    const JsonValue *scale = ls ? ls->find("scale") : nullptr;
+    if (!intMember(r, "optimizer_steps", rank.optimizerSteps) || !scale ||
+        scale->kind != JsonValue::Kind::Number ||
+        !intMember(*ls, "hysteresis", rank.scaler.hysteresis) ||
+        !intMember(*ls, "good_steps", rank.scaler.goodSteps))
+      return Status::error(which +
+                           "'s optimizer_steps or loss_scaler is missing");
+    rank.scaler.scale = scale->number;
+    // Absent in the first version-1 manifests: every rank counts.
+    const JsonValue *trains = r.find("trains");
+    rank.trains =
+        !trains || trains->kind != JsonValue::Kind::Bool || trains->boolean;
+    const JsonValue *list = r.find("tensors");
+    if (!list || list->kind != JsonValue::Kind::Array)
+      return Status::error(which + " lists no tensors");
+    int rankIndex = int(m.ranks.size());
+    for (const JsonValue &t : list->array) {
+      std::string name = stringMember(t, "name");
+      std::string kind = stringMember(t, "kind");
+      std::string dtypeText = stringMember(t, "dtype");
+      std::vector<int64_t> shape;
+      CheckpointPiece piece;
+      piece.rankIndex = rankIndex;
+      int64_t offset = 0, pieceBytes = 0;
+      DType dtype = DType::Undefined;
+      if (name.empty() || !intsMember(t, "shape", shape) ||
+          !intsMember(t, "slice_start", piece.sliceStart) ||
+          !intsMember(t, "slice_size", piece.sliceSize) ||
+          !intMember(t, "offset", offset) ||
+          !intMember(t, "bytes", pieceBytes) ||
+          !dtypeFromText(dtypeText, dtype))
+        return Status::error(which + ": tensor '" + name + "' is malformed");
+      bool inside = piece.sliceStart.size() == shape.size() &&
+                    piece.sliceSize.size() == shape.size();
+      int64_t elements = 1;
+      for (size_t d = 0; inside && d < shape.size(); ++d) {
+        inside &= shape[d] >= 0 && piece.sliceSize[d] >= 0 &&
+                  piece.sliceStart[d] >= 0 &&
+                  piece.sliceStart[d] + piece.sliceSize[d] <= shape[d] &&
+                  piece.sliceSize[d] < (int64_t(1) << 40);
+        elements *= inside ? piece.sliceSize[d] : 1;
+      }
+      if (!inside)
+        return Status::error(which + ": tensor '" + name + "': slice at " +
+                             ints(piece.sliceStart) + " of size " +
+                             ints(piece.sliceSize) + " does not lie in " +
+                             ints(shape));
+      if (pieceBytes != elements * int64_t(dtypeSize(dtype)) || offset < 0 ||
+          uint64_t(offset) + uint64_t(pieceBytes) > rank.bytes)
+        return Status::error(which + ": tensor '" + name + "': its bytes [" +
+                             str(offset) + ", " + str(offset + pieceBytes) +
+                             ") are not its slice's or do not fit " +
+                             rank.file + "'s " + str(bytes));
+      piece.offset = uint64_t(offset);
+      piece.bytes = uint64_t(pieceBytes);
+      auto [it, fresh] = m.tensors.try_emplace(name);
+      CheckpointTensor &tensor = it->second;
+      if (fresh) {
+        tensor.name = name;
+        tensor.kind = kind;
+        tensor.dtype = dtype;
+        tensor.shape = shape;
+      } else if (tensor.dtype != dtype || tensor.shape != shape) {
+        return Status::error(which + ": tensor '" + name + "' is " + dtypeText +
+                             " " + ints(shape) + ", rank " +
+                             str(tensor.pieces.front().rankIndex) + "'s is " +
+                             safetensorsDType(tensor.dtype) + " " +
+                             ints(tensor.shape));
+      } else if (!tensor.pieces.empty() &&
+                 tensor.pieces.back().rankIndex == rankIndex) {
+        return Status::error(which + ": tensor '" + name + "' twice");
+      }
+      tensor.pieces.push_back(std::move(piece));
+    }
+    m.ranks.push_back(std::move(rank));
+  }
+  return Status::ok();
+}
+
+Status cleave::runtime::streamCheckpointFile(
+    const CheckpointManifest &m, int rankIndex,
+    const std::function<void(uint64_t, const char *, size_t)> &consume) {
+  const CheckpointRank &rank = m.ranks[rankIndex];
+  std::string path = m.filePath(rankIndex);
+  Sha256 hash;
+  // 64 MiB: a read is cheap next to hashing it, and leaves no trace in the
+  // memory of a rank.
+  CLEAVE_CHECK(streamFile(
+      path, uint64_t(64) << 20,
+      [&](uint64_t size) {
+        if (size == rank.bytes)
+          return Status::ok();
+        return Status::error(path + ": " + str(int64_t(size)) +
+                             " bytes, the manifest says " +
+                             str(int64_t(rank.bytes)) +
+                             ": the file is truncated or was replaced");
+      },
+      [&](uint64_t at, const char *data, size_t size) {
+        hash.update(data, size);
+        consume(at, data, size);
+      }));
+  std::string actual = hash.hexDigest();
+  if (actual != rank.sha256)
+    return Status::error(path + ": SHA-256 " + actual +
+                         " does not match the manifest's " + rank.sha256 +
+                         ": the file is corrupt");
+  return Status::ok();
+}
+
+Status cleave::runtime::planSlice(const CheckpointManifest &m,
+                                  int preferredRank, SliceRequest &request) {
+  const CheckpointTensor &t = *request.tensor;
+  request.pieces.clear();
+  bool inside = request.start.size() == t.shape.size() &&
+                request.size.size() == t.shape.size();
+  for (size_t d = 0; inside && d < t.shape.size(); ++d)
+    inside &= request.start[d] >= 0 && request.size[d] >= 0 &&
+              request.start[d] + request.size[d] <= t.shape[d];
+  if (!inside)
+    return Status::error(
+        m.manifestPath() + ": tensor '" + t.name + "' is " + ints(t.shape) +
+        " in the checkpoint, which has no slice at " + ints(request.start) +
+        " of size " + ints(request.size));
+  // One piece that holds it all: the common case of replicas.
+  const CheckpointPiece *whole = nullptr;
+  for (const CheckpointPiece &p : t.pieces)
+    if (contains(p.sliceStart, p.sliceSize, request.start, request.size) &&
+        (!whole || p.rankIndex == preferredRank))
+      whole = &p;
+  if (whole) {
+    request.pieces.push_back(whole);
+    return Status::ok();
+  }
+  // Pieces that together cover it (a split tensor), each adding something.
+  int64_t elements = elementsOf(request.size);
+  std::vector<char> covered(size_t(elements), 0);
+  int64_t left = elements;
+  for (const CheckpointPiece &p : t.pieces) {
+    int64_t added = 0;
+    forEachOverlapRun(request.start, request.size, p.sliceStart, p.sliceSize,
+                      [&](int64_t at, int64_t, int64_t n) {
+                        for (int64_t i = at; i < at + n; ++i)
+                          if (!covered[i]) {
+                            covered[i] = 1;
+                            ++added;
+                          }
+                      });
+    if (added)
+      request.pieces.push_back(&p);
+    left -= added;
+  }
+  if (left)
+    return Status::error(
+        m.manifestPath() + ": tensor '" + t.name + "': " + str(left) +
+        " elements of the slice at " + ints(request.start) + " of size " +
+        ints(request.size) + " are held by no rank of the checkpoint");
+  return Status::ok();
+}
+
+Status cleave::runtime::readSlices(const CheckpointManifest &m,
+                                   std::vector<SliceRequest> &requests) {
+  // Where each piece's bytes go as the file streams by: straight into the
+  // request when the piece is exactly its box, else into a copy of the
+  // piece that is cut into the box once the file is verified.
+  struct Use {
+    SliceRequest *request;
+    const CheckpointPiece *piece;
+    char *direct = nullptr;
+    std::string buffer;
+  };
+  std::map<int, std::vector<Use>> byFile;
+  for (SliceRequest &r : requests) {
+    r.bytes.assign(size_t(elementsOf(r.size)) * dtypeSize(r.tensor->dtype),
+                   '\0');
+    for (const CheckpointPiece *p : r.pieces)
+      byFile[p->rankIndex].push_back({&r, p});
+  }
+  for (auto &[rankIndex, uses] : byFile) {
+    for (Use &u : uses) {
+      if (u.piece->sliceStart == u.request->start &&
+          u.piece->sliceSize == u.request->size)
+        u.direct = &u.request->bytes[0];
+      else
+        u.buffer.assign(size_t(u.piece->bytes), '\0');
+    }
+    CLEAVE_CHECK(streamCheckpointFile(
+        m, rankIndex, [&](uint64_t at, const char *data, size_t size) {
+          for (Use &u : uses) {
+            uint64_t begin = std::max(at, u.piece->offset);
+            uint64_t end =
+                std::min(at + size, u.piece->offset + u.piece->bytes);
+            if (begin >= end)
+              continue;
+            char *to = u.direct ? u.direct : &u.buffer[0];
+            std::memcpy(to + (begin - u.piece->offset), data + (begin - at),
+                        size_t(end - begin));
+          }
+        }));
+    for (Use &u : uses) {
+      if (u.direct)
+        continue;
+      size_t element = dtypeSize(u.request->tensor->dtype);
+      char *to = &u.request->bytes[0];
+      const char *from = u.buffer.data();
+      forEachOverlapRun(
+          u.request->start, u.request->size, u.piece->sliceStart,
+          u.piece->sliceSize, [&](int64_t at, int64_t in, int64_t n) {
+            std::memcpy(to + at * element, from + in * element, n * element);
+          });
+      std::string().swap(u.buffer);
+    }
+  }
+  return Status::ok();
+}
+
+Status cleave::runtime::readFullTensors(const CheckpointManifest &m,
+                                        bool optimizerState,
+                                        std::vector<NamedTensor> &tensors) {
+  std::vector<SliceRequest> requests;
+  for (auto &[name, t] : m.tensors) {
+    if (t.kind != "parameter" && !optimizerState)
+      continue;
+    SliceRequest request;
+    request.tensor = &t;
+    request.start.assign(t.shape.size(), 0);
+    request.size = t.shape;
+    CLEAVE_CHECK(planSlice(m, -1, request));
+    requests.push_back(std::move(request));
+  }
+  CLEAVE_CHECK(readSlices(m, requests));
+  tensors.clear();
+  for (SliceRequest &r : requests) {
+    NamedTensor t;
+    t.name = r.tensor->name;
+    t.dtype = r.tensor->dtype;
+    t.shape = r.tensor->shape;
+    t.bytes = std::move(r.bytes);
+    tensors.push_back(std::move(t));
+  }
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
 // The runtime's side
 //===----------------------------------------------------------------------===//
 
@@ -349,6 +775,12 @@ Status Runtime::writeRankCheckpoint(const std::string &folder,
     return Status::ok();
   }));
   const pb::Mesh &mesh = program_.mesh();
+  // A rank without an optimizer function (a pipeline stage with no
+  // gradient) never advances its step count or loss scaler: a load into
+  // another layout takes the training state from the ranks that do.
+  bool trains = false;
+  for (const pb::Step &step : program_.schedule())
+    trains |= program_.functions(step.function()).kind() == pb::OPTIMIZER;
   LossScaler::State scaler = scaler_.state();
   entry = "    {\"rank\": " + str(comm_.rank()) +
           ", \"data_rank\": " + str(mesh.data_rank()) +
@@ -357,7 +789,8 @@ Status Runtime::writeRankCheckpoint(const std::string &folder,
           ",\n      \"file\": " + jsonQuote(file) +
           ", \"bytes\": " + str(offset) + ", \"sha256\": \"" +
           hash.hexDigest() +
-          "\",\n      \"optimizer_steps\": " + str(optimizerSteps_) +
+          "\",\n      \"trains\": " + (trains ? "true" : "false") +
+          ", \"optimizer_steps\": " + str(optimizerSteps_) +
           ", \"loss_scaler\": {\"scale\": " + jsonNumber(scaler.scale) +
           ", \"hysteresis\": " + str(scaler.hysteresis) +
           ", \"good_steps\": " + str(scaler.goodSteps) +
@@ -403,6 +836,8 @@ Status Runtime::saveCheckpoint(const std::string &root, int64_t steps,
         ", \"tensor_degree\": " + str(mesh.tensor_degree()) + "},\n" +
         "  \"data\": {\"path\": " + jsonQuote(data ? data->path() : "") +
         ", \"tokens\": " + str(data ? data->size() : 0) +
+        ", \"global_batch\": " + str(program_.batch().global_batch()) +
+        ", \"seq_len\": " + str(program_.batch().seq_len()) +
         ", \"next_step\": " + str(steps) + "},\n  \"ranks\": [\n";
     for (size_t r = 0; r < entries.size(); ++r)
       manifest += entries[r] + (r + 1 < entries.size() ? ",\n" : "\n");
@@ -420,143 +855,65 @@ Status Runtime::saveCheckpoint(const std::string &root, int64_t steps,
   return Status::ok();
 }
 
-Status Runtime::readRankCheckpoint(const std::string &folder,
-                                   const JsonValue &manifest,
-                                   const TokenData *data, std::string &file,
-                                   const JsonValue *&entry) {
-  std::string manifestPath = folder + "/manifest.json";
-  int64_t version = 0, step = 0;
-  if (stringMember(manifest, "format") != "cleave-checkpoint" ||
-      !intMember(manifest, "version", version) ||
-      !intMember(manifest, "step", step))
-    return Status::error(manifestPath + ": not a cleave checkpoint manifest "
-                                        "(format, version or step missing)");
-  if (version > kCheckpointVersion)
-    return Status::error(manifestPath + ": version " + str(version) +
-                         " is newer than this cleave-run reads (" +
-                         str(kCheckpointVersion) +
-                         "); resume with the cleave-run that wrote it");
+bool Runtime::sameLayout(const CheckpointManifest &m) const {
   const pb::Mesh &mesh = program_.mesh();
-  const JsonValue *layout = manifest.find("layout");
-  int64_t world = 0, dataDegree = 0, pipeline = 0, tensor = 0;
-  if (!layout || !intMember(*layout, "world_size", world) ||
-      !intMember(*layout, "data_degree", dataDegree) ||
-      !intMember(*layout, "pipeline_degree", pipeline) ||
-      !intMember(*layout, "tensor_degree", tensor))
-    return Status::error(manifestPath + ": the layout is missing or "
-                                        "incomplete");
-  auto describe = [](int64_t w, int64_t d, int64_t p, int64_t t) {
-    return str(w) + (w == 1 ? " rank" : " ranks") + " (data " + str(d) +
-           ", pipeline " + str(p) + ", tensor " + str(t) + ")";
-  };
-  if (world != mesh.world_size() || dataDegree != mesh.data_degree() ||
-      pipeline != mesh.pipeline_degree() || tensor != mesh.tensor_degree())
-    return Status::error(
-        manifestPath + ": the checkpoint was written by a layout of " +
-        describe(world, dataDegree, pipeline, tensor) + ", this program's is " +
-        describe(mesh.world_size(), mesh.data_degree(), mesh.pipeline_degree(),
-                 mesh.tensor_degree()) +
-        "; loading into another layout is not supported yet: resume with "
-        "the program compiled for the checkpoint's layout");
-  if (const JsonValue *d = manifest.find("data")) {
-    int64_t tokens = 0;
-    if (data && intMember(*d, "tokens", tokens) && tokens != data->size())
-      return Status::error(
-          data->path() + ": " + str(data->size()) +
-          " tokens, but the checkpoint's run read " + str(tokens) + " from " +
-          stringMember(*d, "path") +
-          ": resume with the same token file to continue exactly");
-  }
-  const JsonValue *ranks = manifest.find("ranks");
-  entry = nullptr;
-  if (ranks && ranks->kind == JsonValue::Kind::Array)
-    for (const JsonValue &r : ranks->array) {
-      int64_t rank = -1;
-      if (intMember(r, "rank", rank) && rank == comm_.rank())
-        entry = &r;
-    }
-  if (!entry)
-    return Status::error(manifestPath + ": no entry for rank " +
-                         str(comm_.rank()));
-  std::string name = stringMember(*entry, "file");
-  int64_t expectedBytes = 0;
-  std::string expectedHash = stringMember(*entry, "sha256");
-  if (name.empty() || name.find('/') != std::string::npos ||
-      !intMember(*entry, "bytes", expectedBytes) || expectedHash.size() != 64)
-    return Status::error(manifestPath + ": rank " + str(comm_.rank()) +
-                         "'s file, size or sha256 is missing or malformed");
-  std::string path = folder + "/" + name;
-  CLEAVE_CHECK(readWhole(path, file));
-  if (int64_t(file.size()) != expectedBytes)
-    return Status::error(path + ": " + str(file.size()) +
-                         " bytes, the manifest says " + str(expectedBytes) +
-                         ": the file is truncated or was replaced");
-  Sha256 hash;
-  hash.update(file.data(), file.size());
-  std::string actual = hash.hexDigest();
-  if (actual != expectedHash)
-    return Status::error(path + ": SHA-256 " + actual +
-                         " does not match the manifest's " + expectedHash +
-                         ": the file is corrupt");
+  return m.worldSize == mesh.world_size() &&
+         m.dataDegree == mesh.data_degree() &&
+         m.pipelineDegree == mesh.pipeline_degree() &&
+         m.tensorDegree == mesh.tensor_degree();
+}
 
-  // Every tensor this rank holds, as the program has it, and nothing more.
-  const JsonValue *list = entry->find("tensors");
-  if (!list || list->kind != JsonValue::Kind::Array)
-    return Status::error(manifestPath + ": rank " + str(comm_.rank()) +
-                         " lists no tensors");
-  std::map<std::string, const JsonValue *> byName;
-  for (const JsonValue &t : list->array)
-    byName[stringMember(t, "name")] = &t;
-  std::vector<StateTensor> state = stateTensors();
-  for (const StateTensor &s : state) {
-    auto it = byName.find(s.name);
-    if (it == byName.end())
+Status Runtime::planCheckpointLoad(const CheckpointManifest &m,
+                                   const TokenData *data,
+                                   std::vector<SliceRequest> &requests,
+                                   std::vector<uint64_t> &used) {
+  std::string manifestPath = m.manifestPath();
+  const pb::Batch &batch = program_.batch();
+  if (data && m.tokens >= 0 && m.tokens != data->size())
+    return Status::error(
+        data->path() + ": " + str(data->size()) +
+        " tokens, but the checkpoint's run read " + str(m.tokens) + " from " +
+        m.dataPath + ": resume with the same token file to continue exactly");
+  // The data position is the step: step s reads samples from s*B on.
+  if (m.globalBatch >= 0 &&
+      (m.globalBatch != batch.global_batch() || m.seqLen != batch.seq_len()))
+    return Status::error(
+        manifestPath + ": the checkpoint's run read global batches of " +
+        str(m.globalBatch) + " x " + str(m.seqLen) +
+        " tokens, this program reads " + str(batch.global_batch()) + " x " +
+        str(batch.seq_len()) +
+        ": its step would start at another sample; compile with the "
+        "checkpoint's batch_size and sequence length");
+  std::vector<std::string> names;
+  for (auto &[name, t] : m.tensors)
+    names.push_back(name);
+  // A same-layout load reads only this rank's own file.
+  int preferred = sameLayout(m) ? comm_.rank() : -1;
+  for (const StateTensor &s : stateTensors()) {
+    auto it = m.tensors.find(s.name);
+    if (it == m.tensors.end())
       return Status::error(
-          path + ": no tensor '" + s.name + "' (" + s.kind +
+          manifestPath + ": no tensor '" + s.name + "' (" + s.kind +
           ") in the checkpoint, which this program holds: the checkpoint "
-          "was written for another model or layout");
-    const JsonValue &t = *it->second;
-    std::vector<int64_t> shape, start, size;
-    int64_t offset = 0, bytes = 0;
-    std::string dtype = stringMember(t, "dtype");
-    if (!intsMember(t, "shape", shape) ||
-        !intsMember(t, "slice_start", start) ||
-        !intsMember(t, "slice_size", size) || !intMember(t, "offset", offset) ||
-        !intMember(t, "bytes", bytes))
-      return Status::error(manifestPath + ": tensor '" + s.name + "' of rank " +
-                           str(comm_.rank()) + " is malformed");
-    if (dtype != dtypeText(s.dtype) || shape != s.fullShape ||
-        start != s.sliceStart || size != s.sliceSize)
-      return Status::error(
-          path + ": tensor '" + s.name + "' is " + dtype + " " + ints(shape) +
-          " (slice at " + ints(start) + " of size " + ints(size) +
-          ") in the checkpoint, but " + dtypeText(s.dtype) + " " +
-          ints(s.fullShape) + " (slice at " + ints(s.sliceStart) + " of size " +
-          ints(s.sliceSize) +
-          ") in this program: the checkpoint was written for another model "
-          "or layout");
-    if (uint64_t(bytes) != s.bytes || offset < 0 ||
-        uint64_t(offset) + s.bytes > file.size())
-      return Status::error(path + ": tensor '" + s.name + "': its bytes [" +
-                           str(offset) + ", " + str(offset + bytes) +
-                           ") do not fit the file");
-    byName.erase(it);
+          "was written for another model");
+    const CheckpointTensor &t = it->second;
+    used[std::lower_bound(names.begin(), names.end(), s.name) - names.begin()] =
+        1;
+    if (t.dtype != s.dtype || t.shape != s.fullShape)
+      return Status::error(m.filePath(t.pieces.front().rankIndex) +
+                           ": tensor '" + s.name + "' is " +
+                           dtypeText(t.dtype) + " " + ints(t.shape) +
+                           " in the checkpoint, but " + dtypeText(s.dtype) +
+                           " " + ints(s.fullShape) +
+                           " in this program: the checkpoint was "
+                           "written for another model");
+    SliceRequest request;
+    request.tensor = &t;
+    request.start = s.sliceStart;
+    request.size = s.sliceSize;
+    CLEAVE_CHECK(planSlice(m, preferred, request));
+    requests.push_back(std::move(request));
   }
-  if (!byName.empty())
-    return Status::error(path + ": tensor '" + byName.begin()->first +
-                         "' in the checkpoint is not held by this program: "
-                         "the checkpoint was written for another model or "
-                         "layout");
-  LossScaler::State scaler;
-  const JsonValue *ls = entry->find("loss_scaler");
-  const JsonValue *scale = ls ? ls->find("scale") : nullptr;
-  int64_t optimizerSteps = 0;
-  if (!intMember(*entry, "optimizer_steps", optimizerSteps) || !scale ||
-      scale->kind != JsonValue::Kind::Number ||
-      !intMember(*ls, "hysteresis", scaler.hysteresis) ||
-      !intMember(*ls, "good_steps", scaler.goodSteps))
-    return Status::error(manifestPath + ": rank " + str(comm_.rank()) +
-                         "'s optimizer_steps or loss_scaler is missing");
   return Status::ok();
 }
 
@@ -564,39 +921,72 @@ Status Runtime::loadCheckpoint(const std::string &folder, const TokenData *data,
                                int64_t &steps) {
   if (!initialized_)
     return Status::error("the runtime is not initialized");
-  std::string manifestPath = folder + "/manifest.json";
-  std::string text, file, error;
-  JsonValue manifest;
-  const JsonValue *entry = nullptr;
-  Status status = readWhole(manifestPath, text);
-  if (status && !parseJson(text, manifest, error))
-    status = Status::error(manifestPath + ": not valid JSON: " + error);
-  if (status)
-    status = readRankCheckpoint(folder, manifest, data, file, entry);
-  // Nothing is written until every rank has checked all it will load.
+  CheckpointManifest m;
+  Status status = readCheckpointManifest(folder, m);
   bool all = false;
+  CLEAVE_CHECK(comm_.agree(status.isOk(), all));
+  if (!status)
+    return status;
+  if (!all)
+    return Status::error(folder + ": another rank could not read the "
+                                  "manifest (its message says why)");
+  // Every rank has read the same manifest: the same number of names.
+  std::vector<SliceRequest> requests;
+  std::vector<uint64_t> used(m.tensors.size(), 0);
+  status = planCheckpointLoad(m, data, requests, used);
+  CLEAVE_CHECK(comm_.maxAll(used));
+  if (status) {
+    // Each tensor of the checkpoint goes somewhere: else it is another
+    // model's (a name this one does not have).
+    size_t i = 0;
+    for (auto &[name, t] : m.tensors)
+      if (!used[i++]) {
+        status = Status::error(
+            m.filePath(t.pieces.front().rankIndex) + ": tensor '" + name +
+            "' (" + t.kind +
+            ") in the checkpoint is held by no rank of this "
+            "program: the checkpoint was written for another model");
+        break;
+      }
+  }
+  // The training state is one for the whole job: every rank that trains
+  // agrees on overflow and steps at every step. On the same layout each
+  // rank takes its own entry; on another, that of the first rank that
+  // trains, after checking that all that train agree.
+  const CheckpointRank *state = nullptr;
+  if (status) {
+    if (sameLayout(m))
+      state = &m.ranks[comm_.rank()];
+    for (const CheckpointRank &r : m.ranks)
+      if (r.trains && !state)
+        state = &r;
+    if (!state)
+      state = &m.ranks.front();
+    for (const CheckpointRank &r : m.ranks)
+      if (r.trains && state->trains &&
+          (r.optimizerSteps != state->optimizerSteps ||
+           r.scaler.scale != state->scaler.scale ||
+           r.scaler.hysteresis != state->scaler.hysteresis ||
+           r.scaler.goodSteps != state->scaler.goodSteps))
+        status = Status::error(
+            m.manifestPath() + ": rank " + str(r.rank) +
+            "'s optimizer_steps or loss_scaler differ from rank " +
+            str(state->rank) + "'s: the ranks did not save one state");
+  }
+  if (status)
+    status = readSlices(m, requests);
+  // Nothing is written until every rank has checked all it will load.
   CLEAVE_CHECK(comm_.agree(status.isOk(), all));
   if (!status)
     return status;
   if (!all)
     return Status::error(folder + ": another rank could not load its part "
                                   "of the checkpoint (its message says why)");
-  for (const StateTensor &s : stateTensors()) {
-    for (const JsonValue &t : entry->find("tensors")->array)
-      if (stringMember(t, "name") == s.name) {
-        int64_t offset = 0;
-        intMember(t, "offset", offset);
-        CLEAVE_CHECK(writeTensor(s.id, file.data() + offset));
-        break;
-      }
-  }
-  const JsonValue &ls = *entry->find("loss_scaler");
-  LossScaler::State scaler;
-  scaler.scale = ls.find("scale")->number;
-  intMember(ls, "hysteresis", scaler.hysteresis);
-  intMember(ls, "good_steps", scaler.goodSteps);
-  scaler_.restore(scaler);
-  intMember(*entry, "optimizer_steps", optimizerSteps_);
-  intMember(manifest, "step", steps);
+  std::vector<StateTensor> tensors = stateTensors();
+  for (size_t i = 0; i < tensors.size(); ++i)
+    CLEAVE_CHECK(writeTensor(tensors[i].id, requests[i].bytes.data()));
+  scaler_.restore(state->scaler);
+  optimizerSteps_ = state->optimizerSteps;
+  steps = m.step;
   return backend_->synchronize();
 }

@@ -10,14 +10,27 @@
 // is docs/checkpoint-format.md; Runtime::saveCheckpoint and
 // Runtime::loadCheckpoint (Executor.h) write and read it.
 //
+// Reading is by name and box, never by layout: CheckpointManifest lists,
+// per ONNX name, the pieces (boxes of the full tensor) the rank files hold;
+// a reader asks for the box it needs (planSlice) and gets it assembled from
+// whichever pieces cover it (readSlices). That is resharding on load, and
+// what cleave-checkpoint exports full tensors with; a layout that splits
+// tensors differently (tensor parallel, ZeRO) only writes other boxes.
+//
 //===----------------------------------------------------------------------===//
 #ifndef CLEAVE_RUNTIME_CHECKPOINT_H
 #define CLEAVE_RUNTIME_CHECKPOINT_H
 
+#include "runtime/LossScaler.h"
+#include "runtime/Safetensors.h"
 #include "runtime/Status.h"
+#include "runtime/Tensor.h"
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <string>
+#include <vector>
 
 namespace cleave::runtime {
 
@@ -36,6 +49,110 @@ Status findCheckpoint(const std::string &path, std::string &folder);
 /// manifest goes first, so a removal cut short never leaves one that looks
 /// complete.
 Status removeOldCheckpoints(const std::string &root, int64_t keep);
+
+/// One box of a tensor that one rank's file holds: the elements
+/// [sliceStart, sliceStart + sliceSize) of the full row-major tensor, as
+/// row-major bytes at `offset` of the file.
+struct CheckpointPiece {
+  int rankIndex = 0; // into CheckpointManifest::ranks
+  std::vector<int64_t> sliceStart, sliceSize;
+  uint64_t offset = 0, bytes = 0;
+};
+
+/// A tensor by its name: a parameter's ONNX initializer name, or
+/// `NAME.<state>` for its optimizer state.
+struct CheckpointTensor {
+  std::string name;
+  std::string kind; // "parameter" or "optimizer_state"
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;          // the full tensor's
+  std::vector<CheckpointPiece> pieces; // in rank order
+  uint64_t fullBytes() const;
+};
+
+/// One rank of the layout that wrote the checkpoint.
+struct CheckpointRank {
+  int64_t rank = 0, dataRank = 0, pipelineRank = 0, tensorRank = 0;
+  std::string file, sha256;
+  uint64_t bytes = 0;
+  bool trains = true; // runs an optimizer (its step count and scaler move)
+  int64_t optimizerSteps = 0;
+  LossScaler::State scaler;
+};
+
+/// A parsed and checked manifest.json.
+struct CheckpointManifest {
+  std::string folder; // the step-S folder
+  int64_t version = 0, step = 0;
+  std::string model;
+  int64_t worldSize = 0, dataDegree = 0, pipelineDegree = 0, tensorDegree = 0;
+  std::string dataPath;
+  // -1 where the manifest does not say (the first version-1 writers did not
+  // record the batch).
+  int64_t tokens = -1, globalBatch = -1, seqLen = -1;
+  std::vector<CheckpointRank> ranks;
+  std::map<std::string, CheckpointTensor> tensors; // by name
+
+  std::string manifestPath() const { return folder + "/manifest.json"; }
+  std::string filePath(int rankIndex) const {
+    return folder + "/" + ranks[rankIndex].file;
+  }
+  /// "4 ranks (data 2, pipeline 2, tensor 1)".
+  std::string describeLayout() const;
+};
+
+/// "[256, 64]": a shape or box as the manifest and its errors write it.
+std::string formatInts(const std::vector<int64_t> &values);
+
+/// "4 ranks (data 2, pipeline 2, tensor 1)".
+std::string describeLayout(int64_t world, int64_t data, int64_t pipeline,
+                           int64_t tensor);
+
+/// Reads FOLDER/manifest.json and checks what any reader relies on: the
+/// format and a version this code reads; every member present and typed;
+/// one file per rank, named inside the folder; a name's dtype and full
+/// shape the same in every rank that holds it; every piece inside its
+/// tensor, its bytes its elements' and inside its file. Errors name the
+/// manifest (and rank and tensor).
+Status readCheckpointManifest(const std::string &folder,
+                              CheckpointManifest &manifest);
+
+/// Reads rank file `rankIndex` in chunks, handing each to
+/// `consume(offset, data, size)`, and checks its size (before reading) and
+/// SHA-256 (after) against the manifest; errors name the file. What
+/// `consume` saw is only to be used when this returns ok.
+Status streamCheckpointFile(
+    const CheckpointManifest &manifest, int rankIndex,
+    const std::function<void(uint64_t, const char *, size_t)> &consume);
+
+/// A box of one tensor a reader wants, and what fills it.
+struct SliceRequest {
+  const CheckpointTensor *tensor = nullptr;
+  std::vector<int64_t> start, size;
+  std::vector<const CheckpointPiece *> pieces; // planSlice's choice
+  std::string bytes;                           // readSlices' result
+};
+
+/// Chooses the pieces that fill `request`'s box: one piece holding the
+/// whole box, in `preferredRank`'s file if it has one (a same-layout load
+/// reads only its own file), else the first; else pieces that together
+/// cover it. An error naming the tensor and the manifest when the box lies
+/// outside the tensor or the checkpoint does not hold all of it.
+Status planSlice(const CheckpointManifest &manifest, int preferredRank,
+                 SliceRequest &request);
+
+/// Streams every file the requests' pieces lie in, once each and one at a
+/// time (size and SHA-256 checked), and fills every request's bytes. Memory:
+/// the requests' bytes, a chunk, and the pieces that only partly overlap
+/// their box (none for whole tensors).
+Status readSlices(const CheckpointManifest &manifest,
+                  std::vector<SliceRequest> &requests);
+
+/// Every parameter of the checkpoint whole, keyed by its ONNX name, and
+/// with `optimizerState` every optimizer state tensor (`NAME.exp_avg`...)
+/// too, in name order: what cleave-checkpoint export writes.
+Status readFullTensors(const CheckpointManifest &manifest, bool optimizerState,
+                       std::vector<NamedTensor> &tensors);
 
 } // namespace cleave::runtime
 

@@ -59,6 +59,7 @@
 #define CLEAVE_RUNTIME_EXECUTOR_H
 
 #include "runtime/Backend.h"
+#include "runtime/Checkpoint.h"
 #include "runtime/Communicator.h"
 #include "runtime/Json.h"
 #include "runtime/LossScaler.h"
@@ -145,10 +146,13 @@ public:
   Status saveCheckpoint(const std::string &root, int64_t steps,
                         const TokenData *data);
   /// Restores the state saved in checkpoint folder `folder` (a step-S) and
-  /// sets `steps` to its step. Every rank checks its file (size, SHA-256,
-  /// every tensor's name, dtype, shape and slice) before any rank changes
-  /// anything: a checkpoint that does not fit is an error, never a partial
-  /// load. Collective.
+  /// sets `steps` to its step, whatever layout wrote it: each rank reads
+  /// the slices it holds by name from the files that hold them (on the same
+  /// layout, its own file). Every rank checks every file it reads (size,
+  /// SHA-256) and every tensor (name, dtype, full shape, all of its slice
+  /// held), and the ranks together that every tensor of the checkpoint is
+  /// one the program holds, before any rank changes anything: a checkpoint
+  /// that does not fit is an error, never a partial load. Collective.
   Status loadCheckpoint(const std::string &folder, const TokenData *data,
                         int64_t &steps);
 
@@ -180,11 +184,15 @@ private:
   std::vector<StateTensor> stateTensors() const;
   /// This rank's checkpoint entry (JSON) after writing its file.
   Status writeRankCheckpoint(const std::string &folder, std::string &entry);
-  /// Checks this rank's entry and file in `manifest`; its bytes into `file`.
-  Status readRankCheckpoint(const std::string &folder,
-                            const JsonValue &manifest,
-                            const TokenData *data, std::string &file,
-                            const JsonValue *&entry);
+  /// The slices this rank reads from checkpoint `m`, one per
+  /// stateTensors() entry, in its order; `used` marks the checkpoint's
+  /// tensors (by name order) this rank reads.
+  /// Whether checkpoint `m` was written by this program's layout.
+  bool sameLayout(const CheckpointManifest &m) const;
+  Status planCheckpointLoad(const CheckpointManifest &m,
+                            const TokenData *data,
+                            std::vector<SliceRequest> &requests,
+                            std::vector<uint64_t> &used);
 
   Status allocateArenas();
   Status initializeParameter(const program::Parameter &param);

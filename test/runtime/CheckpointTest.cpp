@@ -13,6 +13,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 using namespace cleave::runtime;
@@ -164,4 +165,183 @@ TEST(Json, BadEscapesAndNumbersAreErrors) {
   EXPECT_EQ(error, "expected a value at byte 4");
   ASSERT_TRUE(parseJson("\"\\u00e9\"", v, error)) << error;
   EXPECT_EQ(v.string, "\xc3\xa9");
+}
+
+//===----------------------------------------------------------------------===//
+// Reading by name and box: slices of any split, as tensor parallelism and
+// ZeRO will write them.
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// A checkpoint of 3 ranks written by hand: `w` [6, 4] (element r*4+c) split
+/// as rank 0 rows 0-2, rank 1 rows 3-5 columns 0-1, rank 2 rows 3-5
+/// columns 2-3; `b` [4] whole on ranks 0 and 2; `s` a scalar on rank 1.
+struct SplitCheckpoint {
+  std::string folder;
+  std::vector<std::string> files{"", "", ""};
+  std::vector<std::string> tensors{"", "", ""};
+
+  ~SplitCheckpoint() {
+    for (int r = 0; r < 3; ++r)
+      unlink((folder + "/rank-" + std::to_string(r) + ".bin").c_str());
+    unlink((folder + "/manifest.json").c_str());
+    rmdir(folder.c_str());
+  }
+
+  void add(int rank, const std::string &name, const std::vector<int64_t> &shape,
+           const std::vector<int64_t> &start, const std::vector<int64_t> &size,
+           const std::vector<float> &values) {
+    auto ints = [](const std::vector<int64_t> &v) {
+      std::string s = "[";
+      for (size_t i = 0; i < v.size(); ++i)
+        s += (i ? ", " : "") + std::to_string(v[i]);
+      return s + "]";
+    };
+    std::string &t = tensors[rank];
+    t += std::string(t.empty() ? "" : ", ") + "{\"name\": \"" + name +
+         "\", \"kind\": \"parameter\", \"dtype\": \"F32\", \"shape\": " +
+         ints(shape) + ", \"slice_start\": " + ints(start) +
+         ", \"slice_size\": " + ints(size) +
+         ", \"offset\": " + std::to_string(files[rank].size()) +
+         ", \"bytes\": " + std::to_string(values.size() * 4) + "}";
+    files[rank].append(reinterpret_cast<const char *>(values.data()),
+                       values.size() * 4);
+  }
+
+  static std::vector<float> box(int64_t r0, int64_t r1, int64_t c0,
+                                int64_t c1) {
+    std::vector<float> v;
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t c = c0; c < c1; ++c)
+        v.push_back(float(r * 4 + c));
+    return v;
+  }
+
+  void write() {
+    folder = tempFolder();
+    add(0, "w", {6, 4}, {0, 0}, {3, 4}, box(0, 3, 0, 4));
+    add(1, "w", {6, 4}, {3, 0}, {3, 2}, box(3, 6, 0, 2));
+    add(2, "w", {6, 4}, {3, 2}, {3, 2}, box(3, 6, 2, 4));
+    add(0, "b", {4}, {0}, {4}, {1, 2, 3, 4});
+    add(2, "b", {4}, {0}, {4}, {1, 2, 3, 4});
+    add(1, "s", {}, {}, {}, {7});
+    std::string ranks;
+    for (int r = 0; r < 3; ++r) {
+      std::string file = "rank-" + std::to_string(r) + ".bin";
+      std::FILE *f = std::fopen((folder + "/" + file).c_str(), "wb");
+      std::fwrite(files[r].data(), 1, files[r].size(), f);
+      std::fclose(f);
+      ranks += std::string(r ? ", " : "") + "{\"rank\": " + std::to_string(r) +
+               ", \"file\": \"" + file +
+               "\", \"bytes\": " + std::to_string(files[r].size()) +
+               ", \"sha256\": \"" + sha(files[r]) +
+               "\", \"optimizer_steps\": 2, \"loss_scaler\": {\"scale\": 1, "
+               "\"hysteresis\": 1, \"good_steps\": 0}, \"tensors\": [" +
+               tensors[r] + "]}";
+    }
+    std::string manifest =
+        "{\"format\": \"cleave-checkpoint\", \"version\": 1, \"step\": 2, "
+        "\"layout\": {\"world_size\": 3, \"data_degree\": 1, "
+        "\"pipeline_degree\": 1, \"tensor_degree\": 3}, \"ranks\": [" +
+        ranks + "]}";
+    std::FILE *f = std::fopen((folder + "/manifest.json").c_str(), "w");
+    std::fwrite(manifest.data(), 1, manifest.size(), f);
+    std::fclose(f);
+  }
+};
+
+std::vector<float> floats(const std::string &bytes) {
+  std::vector<float> v(bytes.size() / 4);
+  std::memcpy(v.data(), bytes.data(), bytes.size());
+  return v;
+}
+
+} // namespace
+
+TEST(CheckpointSlices, AnyBoxFromAnySplit) {
+  SplitCheckpoint ck;
+  ck.write();
+  CheckpointManifest m;
+  Status status = readCheckpointManifest(ck.folder, m);
+  ASSERT_TRUE(status) << status.message();
+  ASSERT_EQ(m.tensors.size(), 3u);
+  EXPECT_EQ(m.tensors["w"].pieces.size(), 3u);
+
+  // Boxes across the pieces: the whole, and one cutting all three.
+  std::vector<SliceRequest> requests(4);
+  requests[0].tensor = &m.tensors["w"];
+  requests[0].start = {0, 0};
+  requests[0].size = {6, 4};
+  requests[1].tensor = &m.tensors["w"];
+  requests[1].start = {2, 1};
+  requests[1].size = {3, 2};
+  requests[2].tensor = &m.tensors["b"];
+  requests[2].start = {1};
+  requests[2].size = {2};
+  requests[3].tensor = &m.tensors["s"];
+  for (SliceRequest &r : requests) {
+    status = planSlice(m, 2, r);
+    ASSERT_TRUE(status) << status.message();
+  }
+  EXPECT_EQ(requests[0].pieces.size(), 3u);
+  EXPECT_EQ(requests[1].pieces.size(), 3u);
+  // A replica in the preferred rank's file is the one read.
+  ASSERT_EQ(requests[2].pieces.size(), 1u);
+  EXPECT_EQ(requests[2].pieces[0]->rankIndex, 2);
+  status = readSlices(m, requests);
+  ASSERT_TRUE(status) << status.message();
+  EXPECT_EQ(floats(requests[0].bytes), SplitCheckpoint::box(0, 6, 0, 4));
+  EXPECT_EQ(floats(requests[1].bytes), SplitCheckpoint::box(2, 5, 1, 3));
+  EXPECT_EQ(floats(requests[2].bytes), (std::vector<float>{2, 3}));
+  EXPECT_EQ(floats(requests[3].bytes), (std::vector<float>{7}));
+
+  std::vector<NamedTensor> full;
+  status = readFullTensors(m, false, full);
+  ASSERT_TRUE(status) << status.message();
+  ASSERT_EQ(full.size(), 3u);
+  EXPECT_EQ(full[0].name, "b");
+  EXPECT_EQ(full[1].name, "s");
+  EXPECT_EQ(full[2].name, "w");
+  EXPECT_EQ(full[2].shape, (std::vector<int64_t>{6, 4}));
+  EXPECT_EQ(floats(full[2].bytes), SplitCheckpoint::box(0, 6, 0, 4));
+}
+
+TEST(CheckpointSlices, MissingPartsAndBadFilesAreErrors) {
+  SplitCheckpoint ck;
+  ck.write();
+  CheckpointManifest m;
+  ASSERT_TRUE(readCheckpointManifest(ck.folder, m));
+  // Without rank 2's piece, columns 2-3 of rows 3-5 are held by no rank.
+  m.tensors["w"].pieces.pop_back();
+  SliceRequest r;
+  r.tensor = &m.tensors["w"];
+  r.start = {0, 0};
+  r.size = {6, 4};
+  Status status = planSlice(m, -1, r);
+  ASSERT_FALSE(status);
+  EXPECT_NE(status.message().find("tensor 'w': 6 elements of the slice at "
+                                  "[0, 0] of size [6, 4] are held by no rank"),
+            std::string::npos)
+      << status.message();
+  r.start = {4, 0};
+  r.size = {3, 4};
+  status = planSlice(m, -1, r);
+  ASSERT_FALSE(status);
+  EXPECT_NE(status.message().find("has no slice at [4, 0] of size [3, 4]"),
+            std::string::npos)
+      << status.message();
+
+  // A flipped byte: the file named, nothing returned.
+  std::string path = ck.folder + "/rank-1.bin";
+  std::FILE *f = std::fopen(path.c_str(), "r+b");
+  std::fputc('x', f);
+  std::fclose(f);
+  ASSERT_TRUE(readCheckpointManifest(ck.folder, m));
+  std::vector<NamedTensor> full;
+  status = readFullTensors(m, false, full);
+  ASSERT_FALSE(status);
+  EXPECT_NE(status.message().find(path + ": SHA-256"), std::string::npos)
+      << status.message();
+  EXPECT_TRUE(full.empty());
 }

@@ -6,6 +6,8 @@
   truncate FILE BYTES      cut STEP_DIR/FILE short by BYTES
   rename TENSOR NEW        rank 0's TENSOR is called NEW in the manifest
   reshape TENSOR D0,D1..   rank 0's TENSOR has full shape (and slice) D0,D1..
+  rename-rank R TENSOR NEW  rank R's TENSOR is called NEW in the manifest
+  copy TENSOR NEW          rank 0 also holds NEW, a copy of TENSOR's entry
   version V                the manifest says version V
 """
 import json
@@ -22,11 +24,11 @@ def edit_manifest(step_dir, change):
         json.dump(manifest, f)
 
 
-def tensor(manifest, name):
-    for t in manifest["ranks"][0]["tensors"]:
+def tensor(manifest, name, rank=0):
+    for t in manifest["ranks"][rank]["tensors"]:
         if t["name"] == name:
             return t
-    sys.exit("no tensor %r in rank 0's entry" % name)
+    sys.exit("no tensor %r in rank %d's entry" % (name, rank))
 
 
 def main():
@@ -47,6 +49,12 @@ def main():
         shape = [int(d) for d in args[1].split(",")]
         edit_manifest(step_dir, lambda m: tensor(m, args[0]).update(
             shape=shape, slice_size=shape))
+    elif action == "rename-rank":
+        edit_manifest(step_dir, lambda m: tensor(m, args[1], int(args[0])).update(
+            name=args[2]))
+    elif action == "copy":
+        edit_manifest(step_dir, lambda m: m["ranks"][0]["tensors"].append(
+            dict(tensor(m, args[0]), name=args[1])))
     elif action == "version":
         edit_manifest(step_dir, lambda m: m.update(version=int(args[0])))
     else:

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "frontend/DiagnosticPrinter.h"
+#include "frontend/InitFrom.h"
 #include "frontend/OnnxImporter.h"
 #include "frontend/Spec.h"
 #include "ir/CleaveOps.h"
@@ -81,6 +82,13 @@ static cl::opt<std::string>
                        "device)"),
               cl::value_desc("rates.json"), cl::init(""),
               cl::cat(inputCategory));
+static cl::opt<std::string> initFrom(
+    "init-from",
+    cl::desc("starting weights: each parameter the file holds (by ONNX "
+             "initializer name, same shape and dtype; e.g. cleave-checkpoint "
+             "export or cleave-run --save-params) starts from its tensor; the "
+             "others keep their initialization"),
+    cl::value_desc("model.safetensors"), cl::init(""), cl::cat(inputCategory));
 static cl::opt<bool> forwardOnly(
     "forward-only",
     cl::desc("compile the forward pass only (no backward, no optimizer); "
@@ -285,6 +293,17 @@ int main(int argc, char **argv) {
   auto module = cleave::importOnnxFile(modelPath, context, options);
   if (failed(module))
     return 1;
+  if (!initFrom.empty()) {
+    int64_t applied = 0;
+    if (failed(cleave::initParametersFrom(**module, initFrom, applied)))
+      return 1;
+    if (programMode)
+      outs() << "init-from " << initFrom << ": " << applied << " of "
+             << std::distance(
+                    (**module).getOps<mlir::cleave::ParameterOp>().begin(),
+                    (**module).getOps<mlir::cleave::ParameterOp>().end())
+             << " parameters\n";
+  }
   if (!programMode)
     return printModule(**module);
 

@@ -82,8 +82,10 @@ const char *kUsage =
     "  --resume PATH       continue from the newest complete checkpoint in\n"
     "                      PATH, or from PATH itself when it is a\n"
     "                      DIR/step-S: --steps stays the total, the metrics\n"
-    "                      continue its numbering; the program must have\n"
-    "                      the checkpoint's layout\n"
+    "                      continue its numbering; any layout of the same\n"
+    "                      model and batch loads it (each rank reads its\n"
+    "                      slices by name); with --steps equal to its step\n"
+    "                      and --checkpoint-dir, writes it for this layout\n"
     "  --timeout SECONDS   the longest any rank waits for another (a\n"
     "                      collective, a send or receive, the device): past\n"
     "                      it the rank says what it waited for and the job\n"
@@ -588,15 +590,20 @@ Status train(Startup &s, Communicator &comm, int &stoppedBy,
     if (!allFound)
       return Status::error(flags.resume + ": another rank found no "
                                           "checkpoint (its message says why)");
+    auto began = std::chrono::steady_clock::now();
     CLEAVE_CHECK(
         runtime.loadCheckpoint(folder, s.hasData ? &s.data : nullptr, first));
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - began)
+            .count();
     if (first > flags.steps)
       return Status::error(folder + " is at step " + std::to_string(first) +
                            ", beyond --steps " + std::to_string(flags.steps) +
                            " (the total, not the steps still to run)");
     if (comm.rank() == 0) {
-      std::printf("resumed from %s at step %s\n", folder.c_str(),
-                  std::to_string(first).c_str());
+      std::printf("resumed from %s at step %s (loaded in %s)\n",
+                  folder.c_str(), std::to_string(first).c_str(),
+                  milliseconds(seconds).c_str());
       std::fflush(stdout);
     }
   }
@@ -630,6 +637,10 @@ Status train(Startup &s, Communicator &comm, int &stoppedBy,
       break;
     }
   }
+  // Resumed at the last step: the checkpoint of the end is the one loaded,
+  // written again for this layout (how a checkpoint is resharded offline).
+  if (checkpointing && first == flags.steps)
+    CLEAVE_CHECK(saveCheckpoint(runtime, comm, s, first));
   CLEAVE_CHECK(s.metrics.close());
   if (stoppedBy)
     return Status::ok();
