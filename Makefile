@@ -27,7 +27,7 @@ check: build
 # The bad-input tests once more under AddressSanitizer and UBSan.
 asan: deps
 	@test -f build-asan/build.ninja || cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCLEAVE_ASAN=ON -DCLEAVE_CUDA=OFF
-	cmake --build build-asan -j $(JOBS) --target cleave-compile cleave-opt cleave-run
+	cmake --build build-asan -j $(JOBS) --target cleave-compile cleave-opt cleave-run cleave-checkpoint
 	(cd build-asan && ctest --output-on-failure -L bad-input) || \
 	  { scripts/failed-tests.sh build-asan; exit 1; }
 
