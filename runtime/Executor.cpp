@@ -115,8 +115,7 @@ Runtime::Runtime(const pb::Program &program, std::string directory,
       backend_(backend ? std::move(backend) : makeCpuBackend()) {}
 
 Runtime::~Runtime() {
-  for (void *base : arenas_)
-    backend_->release(base);
+  arenas_.reset(); // the buffers go first, while the backend lives
 }
 
 TensorRef Runtime::tensor(int id) const { return tensors_[id]; }
@@ -162,33 +161,8 @@ void Runtime::markDead(int id) {
 }
 
 Status Runtime::allocateArenas() {
-  // A plan larger than the backend's memory would otherwise fail much
-  // later (on the CPU, killed by the OOM killer while initializing
-  // parameters). Refuse it up front, saying what it needs.
-  uint64_t planned = 0;
-  for (const pb::Buffer &buffer : program_.buffers())
-    if (buffer.space() == pb::DEVICE || buffer.space() == pb::HOST)
-      planned += buffer.size_bytes();
-  uint64_t available = backend_->availableBytes();
-  if (available && planned > available) {
-    char text[320];
-    std::snprintf(text, sizeof text,
-                  "the program needs %.2f GiB of memory (its plan), but %s "
-                  "has %.2f GiB available; compile for more ranks "
-                  "(pipeline or tensor parallelism) or a smaller batch",
-                  planned / 1073741824.0, backend_->memoryName().c_str(),
-                  available / 1073741824.0);
-    return Status::error(text);
-  }
-  for (int b = 0; b < program_.buffers_size(); ++b) {
-    const pb::Buffer &buffer = program_.buffers(b);
-    void *base = nullptr;
-    Status status = backend_->allocate(
-        buffer.size_bytes(), std::max<uint64_t>(64, buffer.alignment()), base);
-    if (!status)
-      return Status::error("buffers[" + str(b) + "]: " + status.message());
-    arenas_.push_back(base);
-  }
+  arenas_ = std::make_unique<ProgramArenas>(*backend_);
+  CLEAVE_CHECK(arenas_->allocate(program_));
   int n = program_.tensors_size();
   tensors_.resize(n);
   tensorBytes_.resize(n);
@@ -196,7 +170,7 @@ Status Runtime::allocateArenas() {
   for (int i = 0; i < n; ++i) {
     const pb::Tensor &t = program_.tensors(i);
     TensorRef &ref = tensors_[i];
-    ref.data = static_cast<char *>(arenas_[t.buffer()]) + t.offset();
+    ref.data = static_cast<char *>(arenas_->base(t.buffer())) + t.offset();
     ref.shape.assign(t.shape().begin(), t.shape().end());
     ref.dtype = tensorDType(t);
     tensorBytes_[i] = ref.sizeBytes();

@@ -1,7 +1,7 @@
 //===- Executor.h - runs a validated per-rank program on a backend -*- C++ -*-===//
 //
 // A Runtime owns everything a running program needs: its Backend (CPU or
-// CUDA, runtime/Backend.h) with one arena per Buffer, the prepared
+// CUDA, runtime/Backend.h) with its arenas (Arena.h), the prepared
 // instructions, the live-tensor accounting and the communicator groups
 // (STYLE.md rule 9: no global state, so tests run several in one process).
 //
@@ -58,6 +58,7 @@
 #ifndef CLEAVE_RUNTIME_EXECUTOR_H
 #define CLEAVE_RUNTIME_EXECUTOR_H
 
+#include "runtime/Arena.h"
 #include "runtime/Backend.h"
 #include "runtime/Checkpoint.h"
 #include "runtime/Communicator.h"
@@ -224,7 +225,7 @@ private:
   Communicator &comm_;
   RunOptions options_;
   std::unique_ptr<Backend> backend_;
-  std::vector<void *> arenas_;
+  std::unique_ptr<ProgramArenas> arenas_; // one Arena per memory space
   std::vector<StagedReduce> stagedReduces_;
   std::vector<TensorRef> tensors_;
   std::vector<uint64_t> tensorBytes_;
