@@ -4,22 +4,17 @@
 #include "runtime/ProgramLoader.h"
 #include "runtime/cpu/KernelSupport.h"
 
-#include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <map>
 #include <set>
 
 using namespace cleave::runtime;
 namespace pb = cleave::program;
-using google::protobuf::RepeatedField;
 
 //===----------------------------------------------------------------------===//
 // Free helpers
@@ -28,59 +23,6 @@ using google::protobuf::RepeatedField;
 namespace {
 
 std::string str(int64_t v) { return std::to_string(v); }
-
-uint64_t splitmix64(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-uint64_t fnv1a64(const std::string &s) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
-
-/// Calls f(fullIndex, sliceIndex, count) for each run of `count` elements
-/// that are contiguous in both the full row-major tensor and the slice.
-template <typename F>
-void forEachSliceRun(const RepeatedField<int64_t> &full,
-                     const RepeatedField<int64_t> &start,
-                     const RepeatedField<int64_t> &size, F &&f) {
-  int rank = full.size();
-  int64_t total = 1;
-  bool whole = true;
-  for (int d = 0; d < rank; ++d) {
-    total *= size[d];
-    whole &= size[d] == full[d];
-  }
-  if (total == 0)
-    return;
-  if (whole) {
-    f(int64_t(0), int64_t(0), total);
-    return;
-  }
-  std::vector<int64_t> stride(rank, 1);
-  for (int d = rank - 2; d >= 0; --d)
-    stride[d] = stride[d + 1] * full[d + 1];
-  int64_t run = size[rank - 1];
-  std::vector<int64_t> index(rank, 0);
-  for (int64_t sliceIndex = 0; sliceIndex < total; sliceIndex += run) {
-    int64_t fullIndex = 0;
-    for (int d = 0; d < rank; ++d)
-      fullIndex += (start[d] + index[d]) * stride[d];
-    f(fullIndex, sliceIndex, run);
-    for (int d = rank - 2; d >= 0; --d) {
-      if (++index[d] < size[d])
-        break;
-      index[d] = 0;
-    }
-  }
-}
 
 AttrValue convertAttribute(const pb::Attribute &a) {
   AttrValue v;
@@ -115,101 +57,7 @@ Reduce reduceOf(pb::ReduceOp op) {
   }
 }
 
-/// Appends plain values and strings to a byte string (gatherParameters).
-struct ByteWriter {
-  std::string bytes;
-  template <typename T> void put(T v) {
-    bytes.append(reinterpret_cast<const char *>(&v), sizeof v);
-  }
-  void putString(const std::string &s) {
-    put<uint64_t>(s.size());
-    bytes += s;
-  }
-  void putInts(const RepeatedField<int64_t> &v) {
-    put<uint64_t>(v.size());
-    for (int64_t x : v)
-      put(x);
-  }
-};
-
-struct ByteReader {
-  const std::string &bytes;
-  size_t at = 0;
-  bool ok = true;
-  template <typename T> T get() {
-    T v{};
-    if (at + sizeof v > bytes.size()) {
-      ok = false;
-      return v;
-    }
-    std::memcpy(&v, bytes.data() + at, sizeof v);
-    at += sizeof v;
-    return v;
-  }
-  std::string getString() {
-    uint64_t n = get<uint64_t>();
-    if (!ok || n > bytes.size() - at) {
-      ok = false;
-      return {};
-    }
-    std::string s = bytes.substr(at, n);
-    at += n;
-    return s;
-  }
-  RepeatedField<int64_t> getInts() {
-    RepeatedField<int64_t> v;
-    uint64_t n = get<uint64_t>();
-    for (uint64_t i = 0; ok && i < n; ++i)
-      v.Add(get<int64_t>());
-    return v;
-  }
-};
-
 } // namespace
-
-double cleave::runtime::generatedNormal(uint64_t seed, const std::string &name,
-                                        uint64_t k) {
-  uint64_t key = splitmix64(seed ^ fnv1a64(name));
-  auto uniform = [&](uint64_t j) {
-    return (double(splitmix64(key ^ splitmix64(2 * k + j)) >> 11) + 0.5) *
-           0x1.0p-53;
-  };
-  double u1 = uniform(0), u2 = uniform(1);
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
-}
-
-double cleave::runtime::kernelFlops(const std::string &op,
-                                    const Attributes &attributes,
-                                    const std::vector<TensorRef> &inputs,
-                                    const std::vector<TensorRef> &outputs) {
-  if (op == "matmul" && inputs.size() == 2 && outputs.size() == 1 &&
-      inputs[0].rank() >= 2) {
-    // The contracted dimension is the lhs's last, or with transpose_lhs
-    // (lhs stored [..., K, M]) its second to last.
-    auto it = attributes.find("transpose_lhs");
-    bool transposed = it != attributes.end() &&
-                      (it->second.kind == AttrValue::Kind::Float
-                           ? it->second.f != 0
-                           : it->second.i != 0);
-    const std::vector<int64_t> &lhs = inputs[0].shape;
-    int64_t k = transposed ? lhs[lhs.size() - 2] : lhs.back();
-    return 2.0 * double(outputs[0].numElements()) * double(k);
-  }
-  // A product of [Tq, D] by [D, Tk] per head: 2 * B*H*Tq*D * Tk. The
-  // forward has two (the scores, then the weighted values); the backward
-  // five (the scores again, then dv, dp, dq and dk).
-  auto products = [&](size_t query, size_t key) {
-    if (inputs.size() <= std::max(query, key) || inputs[key].rank() < 2)
-      return 0.0;
-    return 2.0 * double(inputs[query].numElements()) *
-           double(inputs[key].shape[inputs[key].rank() - 2]);
-  };
-  if (op == "attention")
-    return 2 * products(0, 1);
-  if (op == "attention_grad") // dy, q, k, v
-    return 5 * products(1, 2);
-  return 0;
-}
 
 uint64_t cleave::runtime::processPeakRss() {
   struct rusage usage;
@@ -267,8 +115,7 @@ Runtime::Runtime(const pb::Program &program, std::string directory,
       backend_(backend ? std::move(backend) : makeCpuBackend()) {}
 
 Runtime::~Runtime() {
-  for (void *base : arenas_)
-    backend_->release(base);
+  arenas_.reset(); // the buffers go first, while the backend lives
 }
 
 TensorRef Runtime::tensor(int id) const { return tensors_[id]; }
@@ -314,33 +161,8 @@ void Runtime::markDead(int id) {
 }
 
 Status Runtime::allocateArenas() {
-  // A plan larger than the backend's memory would otherwise fail much
-  // later (on the CPU, killed by the OOM killer while initializing
-  // parameters). Refuse it up front, saying what it needs.
-  uint64_t planned = 0;
-  for (const pb::Buffer &buffer : program_.buffers())
-    if (buffer.space() == pb::DEVICE || buffer.space() == pb::HOST)
-      planned += buffer.size_bytes();
-  uint64_t available = backend_->availableBytes();
-  if (available && planned > available) {
-    char text[320];
-    std::snprintf(text, sizeof text,
-                  "the program needs %.2f GiB of memory (its plan), but %s "
-                  "has %.2f GiB available; compile for more ranks "
-                  "(pipeline or tensor parallelism) or a smaller batch",
-                  planned / 1073741824.0, backend_->memoryName().c_str(),
-                  available / 1073741824.0);
-    return Status::error(text);
-  }
-  for (int b = 0; b < program_.buffers_size(); ++b) {
-    const pb::Buffer &buffer = program_.buffers(b);
-    void *base = nullptr;
-    Status status = backend_->allocate(
-        buffer.size_bytes(), std::max<uint64_t>(64, buffer.alignment()), base);
-    if (!status)
-      return Status::error("buffers[" + str(b) + "]: " + status.message());
-    arenas_.push_back(base);
-  }
+  arenas_ = std::make_unique<ProgramArenas>(*backend_);
+  CLEAVE_CHECK(arenas_->allocate(program_));
   int n = program_.tensors_size();
   tensors_.resize(n);
   tensorBytes_.resize(n);
@@ -348,7 +170,7 @@ Status Runtime::allocateArenas() {
   for (int i = 0; i < n; ++i) {
     const pb::Tensor &t = program_.tensors(i);
     TensorRef &ref = tensors_[i];
-    ref.data = static_cast<char *>(arenas_[t.buffer()]) + t.offset();
+    ref.data = static_cast<char *>(arenas_->base(t.buffer())) + t.offset();
     ref.shape.assign(t.shape().begin(), t.shape().end());
     ref.dtype = tensorDType(t);
     tensorBytes_[i] = ref.sizeBytes();
@@ -360,74 +182,6 @@ Status Runtime::allocateArenas() {
       gradientTensors_.push_back(i);
   }
   return Status::ok();
-}
-
-Status Runtime::initializeParameter(const pb::Parameter &param) {
-  const TensorRef &t = tensors_[param.tensor()];
-  std::string where = "parameters '" + param.name() + "'";
-  size_t elementSize = dtypeSize(t.dtype);
-  // Built in host memory, then written to the backend's.
-  std::vector<char> host;
-  char *out = static_cast<char *>(t.data);
-  if (!backend_->hostMemory()) {
-    host.assign(t.sizeBytes(), 0);
-    out = host.data();
-  }
-  if (param.has_file()) {
-    std::string path = resolveProgramPath(directory_, param.file().path());
-    int fd = open(path.c_str(), O_RDONLY);
-    if (fd < 0)
-      return Status::error(where + ": cannot open " + path + ": " +
-                           std::strerror(errno));
-    Status status = Status::ok();
-    forEachSliceRun(
-        param.full_shape(), param.slice_start(), param.slice_size(),
-        [&](int64_t fullIndex, int64_t sliceIndex, int64_t count) {
-          if (!status)
-            return;
-          char *dst = out + sliceIndex * elementSize;
-          size_t want = count * elementSize;
-          off_t from = param.file().offset() + fullIndex * elementSize;
-          while (want) {
-            ssize_t got = pread(fd, dst, want, from);
-            if (got <= 0) {
-              status = Status::error(
-                  where + ": reading " + path + " at byte " + str(from) +
-                  " failed: " +
-                  (got == 0 ? "unexpected end of file" : std::strerror(errno)));
-              return;
-            }
-            dst += got;
-            from += got;
-            want -= size_t(got);
-          }
-        });
-    close(fd);
-    if (status && !host.empty())
-      status = writeTensor(param.tensor(), out);
-    return status;
-  }
-  const std::string &generator = param.generator();
-  if (generator == "zeros") {
-    std::memset(out, 0, t.sizeBytes());
-  } else if (generator == "ones") {
-    for (int64_t i = 0, n = t.numElements(); i < n; ++i)
-      storeElement(out, t.dtype, i, 1.0);
-  } else if (generator.compare(0, 7, "normal:") == 0) {
-    double stddev = std::strtod(generator.c_str() + 7, nullptr);
-    forEachSliceRun(param.full_shape(), param.slice_start(),
-                    param.slice_size(),
-                    [&](int64_t fullIndex, int64_t sliceIndex, int64_t count) {
-                      for (int64_t e = 0; e < count; ++e)
-                        storeElement(out, t.dtype, sliceIndex + e,
-                                   stddev * generatedNormal(param.seed(),
-                                                            param.name(),
-                                                            fullIndex + e));
-                    });
-  } else {
-    return Status::error(where + ": unknown generator '" + generator + "'");
-  }
-  return host.empty() ? Status::ok() : writeTensor(param.tensor(), out);
 }
 
 Status Runtime::prepare() {
@@ -977,94 +731,4 @@ Status Runtime::unscaleGradients(bool &overflow) {
     return Status::ok();
   // As torch's GradScaler: multiply by the fp32 reciprocal of the scale.
   return backend_->scale(gradients, float(1.0 / scaler_.scale()));
-}
-
-//===----------------------------------------------------------------------===//
-// Parameters out
-//===----------------------------------------------------------------------===//
-
-Status Runtime::gatherParameters(std::vector<NamedTensor> &full) {
-  full.clear();
-  if (!initialized_)
-    return Status::error("the runtime is not initialized");
-  ByteWriter w;
-  w.put<uint64_t>(program_.parameters_size());
-  for (const pb::Parameter &p : program_.parameters()) {
-    const TensorRef &t = tensors_[p.tensor()];
-    w.putString(p.name());
-    w.put<int32_t>(int32_t(t.dtype));
-    w.putInts(p.full_shape());
-    w.putInts(p.slice_start());
-    w.putInts(p.slice_size());
-    std::vector<char> bytes;
-    CLEAVE_CHECK(readTensor(p.tensor(), bytes));
-    w.putString(std::string(bytes.begin(), bytes.end()));
-  }
-  std::vector<std::string> all;
-  CLEAVE_CHECK(comm_.gatherToRoot(w.bytes, all));
-  if (comm_.rank() != 0)
-    return Status::ok();
-
-  struct Assembled {
-    NamedTensor tensor;
-    std::vector<char> covered;
-  };
-  std::map<std::string, Assembled> byName;
-  for (size_t r = 0; r < all.size(); ++r) {
-    ByteReader in{all[r]};
-    uint64_t count = in.get<uint64_t>();
-    for (uint64_t i = 0; in.ok && i < count; ++i) {
-      std::string name = in.getString();
-      DType dtype = DType(in.get<int32_t>());
-      RepeatedField<int64_t> fullShape = in.getInts();
-      RepeatedField<int64_t> start = in.getInts();
-      RepeatedField<int64_t> size = in.getInts();
-      std::string bytes = in.getString();
-      if (!in.ok)
-        break;
-      auto [it, fresh] = byName.try_emplace(name);
-      Assembled &a = it->second;
-      int64_t elements = 1;
-      for (int64_t d : fullShape)
-        elements *= d;
-      std::vector<int64_t> shape(fullShape.begin(), fullShape.end());
-      if (fresh) {
-        a.tensor.name = name;
-        a.tensor.dtype = dtype;
-        a.tensor.shape = shape;
-        a.tensor.bytes.assign(elements * dtypeSize(dtype), '\0');
-        a.covered.assign(elements, 0);
-      } else if (a.tensor.dtype != dtype || a.tensor.shape != shape) {
-        return Status::error("parameter '" + name + "': rank " + str(r) +
-                             " holds a slice of a tensor of another type or "
-                             "shape than another rank");
-      }
-      size_t elementSize = dtypeSize(dtype);
-      forEachSliceRun(fullShape, start, size,
-                      [&](int64_t fullIndex, int64_t sliceIndex, int64_t n) {
-                        std::memcpy(&a.tensor.bytes[fullIndex * elementSize],
-                                    &bytes[sliceIndex * elementSize],
-                                    n * elementSize);
-                        std::fill_n(a.covered.begin() + fullIndex, n, 1);
-                      });
-    }
-    if (!in.ok)
-      return Status::error("the parameters rank " + str(r) +
-                           " sent are malformed");
-  }
-  for (auto &[name, a] : byName) {
-    if (std::find(a.covered.begin(), a.covered.end(), 0) != a.covered.end())
-      return Status::error("parameter '" + name +
-                           "': part of it is held by no rank");
-    full.push_back(std::move(a.tensor));
-  }
-  return Status::ok();
-}
-
-Status Runtime::saveParameters(const std::string &path) {
-  std::vector<NamedTensor> full;
-  CLEAVE_CHECK(gatherParameters(full));
-  if (comm_.rank() != 0)
-    return Status::ok();
-  return writeSafetensors(path, std::move(full));
 }

@@ -1,7 +1,7 @@
 //===- Executor.h - runs a validated per-rank program on a backend -*- C++ -*-===//
 //
 // A Runtime owns everything a running program needs: its Backend (CPU or
-// CUDA, runtime/Backend.h) with one arena per Buffer, the prepared
+// CUDA, runtime/Backend.h) with its arenas (Arena.h), the prepared
 // instructions, the live-tensor accounting and the communicator groups
 // (STYLE.md rule 9: no global state, so tests run several in one process).
 //
@@ -58,11 +58,13 @@
 #ifndef CLEAVE_RUNTIME_EXECUTOR_H
 #define CLEAVE_RUNTIME_EXECUTOR_H
 
+#include "runtime/Arena.h"
 #include "runtime/Backend.h"
 #include "runtime/Checkpoint.h"
 #include "runtime/Communicator.h"
 #include "runtime/Json.h"
 #include "runtime/LossScaler.h"
+#include "runtime/Parameters.h"
 #include "runtime/Trace.h"
 #include "runtime/Safetensors.h"
 #include "runtime/Status.h"
@@ -97,17 +99,15 @@ struct StepResult {
   bool skipped = false;    // gradients overflowed: no optimizer step
 };
 
-/// The FLOPs of one kernel that the progress line counts: 2*M*N*K of a
-/// matmul (either operand possibly transposed), 4*B*H*Tq*Tk*D of an
-/// attention (two products), 10*B*H*Tq*Tk*D of an attention_grad (five:
-/// it recomputes the scores); 0 for the rest, which are memory-bound and
-/// small by comparison. A causal attention counts in full.
+/// The FLOPs of one kernel that the progress line counts (Flops.cpp):
+/// 2*M*N*K of a matmul (either operand possibly transposed),
+/// 4*B*H*Tq*Tk*D of an attention (two products), 10*B*H*Tq*Tk*D of an
+/// attention_grad (five: it recomputes the scores); 0 for the rest, which
+/// are memory-bound and small by comparison. A causal attention counts in
+/// full.
 double kernelFlops(const std::string &op, const Attributes &attributes,
                    const std::vector<TensorRef> &inputs,
                    const std::vector<TensorRef> &outputs);
-
-/// Element k of a "normal:STD" parameter (see the file comment).
-double generatedNormal(uint64_t seed, const std::string &name, uint64_t k);
 
 /// Process peak resident set size in bytes.
 uint64_t processPeakRss();
@@ -133,11 +133,15 @@ public:
   /// null for a program without TOKENS / TARGETS.
   Status runStep(int64_t step, const TokenData *data, StepResult &result);
 
+  // Parameters.cpp: parameters in (initializeParameter) and out.
+
   /// Every parameter, full tensors assembled from the slices of all ranks
   /// (collective over the world; only rank 0 gets them).
   Status gatherParameters(std::vector<NamedTensor> &full);
   /// gatherParameters, then rank 0 writes them to `path` as safetensors.
   Status saveParameters(const std::string &path);
+
+  // Checkpoint.cpp: saving, resuming and resharding on load.
 
   /// Writes the checkpoint of `steps` training steps done to
   /// checkpointFolder(root, steps) (Checkpoint.h): every rank its state,
@@ -221,7 +225,7 @@ private:
   Communicator &comm_;
   RunOptions options_;
   std::unique_ptr<Backend> backend_;
-  std::vector<void *> arenas_;
+  std::unique_ptr<ProgramArenas> arenas_; // one Arena per memory space
   std::vector<StagedReduce> stagedReduces_;
   std::vector<TensorRef> tensors_;
   std::vector<uint64_t> tensorBytes_;

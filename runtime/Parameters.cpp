@@ -1,0 +1,264 @@
+//===- Parameters.cpp - a program's parameters: made, gathered, saved -----===//
+
+#include "runtime/Parameters.h"
+#include "runtime/Executor.h"
+#include "runtime/ProgramLoader.h"
+#include "runtime/cpu/KernelSupport.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <map>
+
+using namespace cleave::runtime;
+namespace pb = cleave::program;
+using google::protobuf::RepeatedField;
+
+namespace {
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+uint64_t splitmix64(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+uint64_t fnv1a64(const std::string &s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+/// Appends plain values and strings to a byte string (gatherParameters).
+struct ByteWriter {
+  std::string bytes;
+  template <typename T> void put(T v) {
+    bytes.append(reinterpret_cast<const char *>(&v), sizeof v);
+  }
+  void putString(const std::string &s) {
+    put<uint64_t>(s.size());
+    bytes += s;
+  }
+  void putInts(const RepeatedField<int64_t> &v) {
+    put<uint64_t>(v.size());
+    for (int64_t x : v)
+      put(x);
+  }
+};
+
+struct ByteReader {
+  const std::string &bytes;
+  size_t at = 0;
+  bool ok = true;
+  template <typename T> T get() {
+    T v{};
+    if (at + sizeof v > bytes.size()) {
+      ok = false;
+      return v;
+    }
+    std::memcpy(&v, bytes.data() + at, sizeof v);
+    at += sizeof v;
+    return v;
+  }
+  std::string getString() {
+    uint64_t n = get<uint64_t>();
+    if (!ok || n > bytes.size() - at) {
+      ok = false;
+      return {};
+    }
+    std::string s = bytes.substr(at, n);
+    at += n;
+    return s;
+  }
+  RepeatedField<int64_t> getInts() {
+    RepeatedField<int64_t> v;
+    uint64_t n = get<uint64_t>();
+    for (uint64_t i = 0; ok && i < n; ++i)
+      v.Add(get<int64_t>());
+    return v;
+  }
+};
+
+} // namespace
+
+double cleave::runtime::generatedNormal(uint64_t seed, const std::string &name,
+                                        uint64_t k) {
+  uint64_t key = splitmix64(seed ^ fnv1a64(name));
+  auto uniform = [&](uint64_t j) {
+    return (double(splitmix64(key ^ splitmix64(2 * k + j)) >> 11) + 0.5) *
+           0x1.0p-53;
+  };
+  double u1 = uniform(0), u2 = uniform(1);
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+}
+
+//===----------------------------------------------------------------------===//
+// Parameters in
+//===----------------------------------------------------------------------===//
+
+Status Runtime::initializeParameter(const pb::Parameter &param) {
+  const TensorRef &t = tensors_[param.tensor()];
+  std::string where = "parameters '" + param.name() + "'";
+  size_t elementSize = dtypeSize(t.dtype);
+  // Built in host memory, then written to the backend's.
+  std::vector<char> host;
+  char *out = static_cast<char *>(t.data);
+  if (!backend_->hostMemory()) {
+    host.assign(t.sizeBytes(), 0);
+    out = host.data();
+  }
+  if (param.has_file()) {
+    std::string path = resolveProgramPath(directory_, param.file().path());
+    int fd = open(path.c_str(), O_RDONLY);
+    if (fd < 0)
+      return Status::error(where + ": cannot open " + path + ": " +
+                           std::strerror(errno));
+    Status status = Status::ok();
+    forEachSliceRun(
+        param.full_shape(), param.slice_start(), param.slice_size(),
+        [&](int64_t fullIndex, int64_t sliceIndex, int64_t count) {
+          if (!status)
+            return;
+          char *dst = out + sliceIndex * elementSize;
+          size_t want = count * elementSize;
+          off_t from = param.file().offset() + fullIndex * elementSize;
+          while (want) {
+            ssize_t got = pread(fd, dst, want, from);
+            if (got <= 0) {
+              status = Status::error(
+                  where + ": reading " + path + " at byte " + str(from) +
+                  " failed: " +
+                  (got == 0 ? "unexpected end of file" : std::strerror(errno)));
+              return;
+            }
+            dst += got;
+            from += got;
+            want -= size_t(got);
+          }
+        });
+    close(fd);
+    if (status && !host.empty())
+      status = writeTensor(param.tensor(), out);
+    return status;
+  }
+  const std::string &generator = param.generator();
+  if (generator == "zeros") {
+    std::memset(out, 0, t.sizeBytes());
+  } else if (generator == "ones") {
+    for (int64_t i = 0, n = t.numElements(); i < n; ++i)
+      storeElement(out, t.dtype, i, 1.0);
+  } else if (generator.compare(0, 7, "normal:") == 0) {
+    double stddev = std::strtod(generator.c_str() + 7, nullptr);
+    forEachSliceRun(param.full_shape(), param.slice_start(),
+                    param.slice_size(),
+                    [&](int64_t fullIndex, int64_t sliceIndex, int64_t count) {
+                      for (int64_t e = 0; e < count; ++e)
+                        storeElement(out, t.dtype, sliceIndex + e,
+                                   stddev * generatedNormal(param.seed(),
+                                                            param.name(),
+                                                            fullIndex + e));
+                    });
+  } else {
+    return Status::error(where + ": unknown generator '" + generator + "'");
+  }
+  return host.empty() ? Status::ok() : writeTensor(param.tensor(), out);
+}
+
+//===----------------------------------------------------------------------===//
+// Parameters out
+//===----------------------------------------------------------------------===//
+
+Status Runtime::gatherParameters(std::vector<NamedTensor> &full) {
+  full.clear();
+  if (!initialized_)
+    return Status::error("the runtime is not initialized");
+  ByteWriter w;
+  w.put<uint64_t>(program_.parameters_size());
+  for (const pb::Parameter &p : program_.parameters()) {
+    const TensorRef &t = tensors_[p.tensor()];
+    w.putString(p.name());
+    w.put<int32_t>(int32_t(t.dtype));
+    w.putInts(p.full_shape());
+    w.putInts(p.slice_start());
+    w.putInts(p.slice_size());
+    std::vector<char> bytes;
+    CLEAVE_CHECK(readTensor(p.tensor(), bytes));
+    w.putString(std::string(bytes.begin(), bytes.end()));
+  }
+  std::vector<std::string> all;
+  CLEAVE_CHECK(comm_.gatherToRoot(w.bytes, all));
+  if (comm_.rank() != 0)
+    return Status::ok();
+
+  struct Assembled {
+    NamedTensor tensor;
+    std::vector<char> covered;
+  };
+  std::map<std::string, Assembled> byName;
+  for (size_t r = 0; r < all.size(); ++r) {
+    ByteReader in{all[r]};
+    uint64_t count = in.get<uint64_t>();
+    for (uint64_t i = 0; in.ok && i < count; ++i) {
+      std::string name = in.getString();
+      DType dtype = DType(in.get<int32_t>());
+      RepeatedField<int64_t> fullShape = in.getInts();
+      RepeatedField<int64_t> start = in.getInts();
+      RepeatedField<int64_t> size = in.getInts();
+      std::string bytes = in.getString();
+      if (!in.ok)
+        break;
+      auto [it, fresh] = byName.try_emplace(name);
+      Assembled &a = it->second;
+      int64_t elements = 1;
+      for (int64_t d : fullShape)
+        elements *= d;
+      std::vector<int64_t> shape(fullShape.begin(), fullShape.end());
+      if (fresh) {
+        a.tensor.name = name;
+        a.tensor.dtype = dtype;
+        a.tensor.shape = shape;
+        a.tensor.bytes.assign(elements * dtypeSize(dtype), '\0');
+        a.covered.assign(elements, 0);
+      } else if (a.tensor.dtype != dtype || a.tensor.shape != shape) {
+        return Status::error("parameter '" + name + "': rank " + str(r) +
+                             " holds a slice of a tensor of another type or "
+                             "shape than another rank");
+      }
+      size_t elementSize = dtypeSize(dtype);
+      forEachSliceRun(fullShape, start, size,
+                      [&](int64_t fullIndex, int64_t sliceIndex, int64_t n) {
+                        std::memcpy(&a.tensor.bytes[fullIndex * elementSize],
+                                    &bytes[sliceIndex * elementSize],
+                                    n * elementSize);
+                        std::fill_n(a.covered.begin() + fullIndex, n, 1);
+                      });
+    }
+    if (!in.ok)
+      return Status::error("the parameters rank " + str(r) +
+                           " sent are malformed");
+  }
+  for (auto &[name, a] : byName) {
+    if (std::find(a.covered.begin(), a.covered.end(), 0) != a.covered.end())
+      return Status::error("parameter '" + name +
+                           "': part of it is held by no rank");
+    full.push_back(std::move(a.tensor));
+  }
+  return Status::ok();
+}
+
+Status Runtime::saveParameters(const std::string &path) {
+  std::vector<NamedTensor> full;
+  CLEAVE_CHECK(gatherParameters(full));
+  if (comm_.rank() != 0)
+    return Status::ok();
+  return writeSafetensors(path, std::move(full));
+}
