@@ -1068,7 +1068,6 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
   const char *parallel = "the parallel passes";
   CLEAVE_SPEC_READ(r.notYet<int64_t>("tensor_parallel_degree", 1, parallel));
   CLEAVE_SPEC_READ(r.notYet<int64_t>("sharded_data_parallel_degree", 1, parallel));
-  CLEAVE_SPEC_READ(r.notYet<bool>("shard_optimizer_state", false, parallel));
   CLEAVE_SPEC_READ(r.notYet<bool>("offload_activations", false, "offload"));
   CLEAVE_SPEC_READ(r.notYet<bool>("delayed_parameter_initialization", false, parallel));
   // SMP's other documented keys: defaults only, or a note in the plan.
@@ -1097,6 +1096,16 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
                            "tensor_parallel_degree = {2}",
                            spec.worldSize, r.name("pipeline_parallel_degree"),
                            *modelRanks));
+  // ZeRO-1 splits optimizer state over the data-parallel replicas: with
+  // one there is nothing to split it over (SMP refuses it likewise).
+  if (spec.shardOptimizerState && dataDegree < 2)
+    return r.error("shard_optimizer_state",
+                   formatv("is true, but {0} rank(s) over {1} x "
+                           "tensor_parallel_degree leave {2} data-parallel "
+                           "replica; give 'world_size' a multiple of {3} "
+                           "(2 or more replicas) or set it to false",
+                           spec.worldSize, r.name("pipeline_parallel_degree"),
+                           dataDegree, 2 * *modelRanks));
   if (dataDegree > 1 && !spec.ddp)
     return r.error("world_size",
                    formatv("{0} ranks leave {1} data-parallel replicas, which "

@@ -35,6 +35,11 @@ inline constexpr llvm::StringLiteral kFirstNodeAttr = "cleave.first_node";
 inline constexpr llvm::StringLiteral kLastNodeAttr = "cleave.last_node";
 inline constexpr llvm::StringLiteral kRoleAttr = "cleave.role";
 
+// ZeRO-1 (cleave-shard-optimizer-state): on a parameter, the mesh axis its
+// optimizer state and update are split over (DistributionOps.h,
+// stateShards).
+inline constexpr llvm::StringLiteral kStateAxisAttr = "cleave.state_axis";
+
 // Data parallelism overlapping backward (cleave-overlap-gradients): on a
 // backward function, its copy for the step's last microbatch; on that copy,
 // the function it copies.
@@ -83,6 +88,7 @@ inline constexpr llvm::StringLiteral kKnownAttrNames[] = {
     "cleave.spec_notes",
     "cleave.stage",
     "cleave.stages",
+    "cleave.state_axis",
     "cleave.state_offsets",
     "cleave.tied_stages",
 };

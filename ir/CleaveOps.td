@@ -1210,6 +1210,68 @@ def Cleave_WaitGradsOp : Cleave_Op<"wait_grads"> {
   let hasVerifier = 1;
 }
 
+def Cleave_ReduceScatterGradsOp : Cleave_Op<"reduce_scatter_grads"> {
+  let summary = "reduce-scatters a bucket of gradient buffers in place (ZeRO-1)";
+  let description = [{
+    Sharded optimizer state (ZeRO-1, spec key `shard_optimizer_state`):
+    each parameter in `params` has a `cleave.state_axis` naming the mesh
+    axis `group` its optimizer state is split over. Its gradient buffer,
+    viewed flat and padded with zeros to `ranks * chunk` elements, is
+    reduced over the group with `reduce`, each rank receiving only its own
+    chunk (rank `c` on the axis: elements `[c * chunk, (c + 1) * chunk)`),
+    in place; `cleave.get_grad_shard` reads it. The other chunks of the
+    buffer are left as they were and are not read again this step.
+
+    ```mlir
+    cleave.reduce_scatter_grads [@"h.0.mlp.c_fc.weight", @"h.0.mlp.c_fc.bias"]
+        {group = "data", reduce = "mean"}
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefArrayAttr:$params, StrAttr:$group,
+                       DefaultValuedStrAttr<StrAttr, "mean">:$reduce);
+  let assemblyFormat = "$params attr-dict";
+  let hasVerifier = 1;
+}
+
+def Cleave_GetGradShardOp : Cleave_Op<"get_grad_shard", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "reads this rank's chunk of a reduce-scattered gradient";
+  let description = [{
+    For a parameter with a `cleave.state_axis` (ZeRO-1): the chunk of its
+    flattened, zero-padded gradient buffer that this rank owns after
+    `cleave.reduce_scatter_grads`, a 1-D tensor of `chunk` elements. The
+    parameter's optimizer update then takes it as its gradient and updates
+    only the same chunk of the parameter, with optimizer state of that
+    size.
+
+    ```mlir
+    %g = cleave.get_grad_shard @"h.0.mlp.c_fc.weight" : tensor<4096xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$name);
+  let results = (outs Res<Cleave_FloatTensor, "", [MemRead]>:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+}
+
+def Cleave_AllGatherParamsOp : Cleave_Op<"all_gather_params"> {
+  let summary = "all-gathers the updated chunks of a bucket of parameters";
+  let description = [{
+    After a ZeRO-1 optimizer step each rank has updated only its chunk of
+    each parameter in `params` (see `cleave.reduce_scatter_grads`); this
+    gathers every rank's chunk of the flattened, padded parameter over the
+    mesh axis `group`, in place, so that every rank holds the whole
+    updated parameter for the next forward.
+
+    ```mlir
+    cleave.all_gather_params [@"h.0.mlp.c_fc.weight", @"h.0.mlp.c_fc.bias"]
+        {group = "data"}
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefArrayAttr:$params, StrAttr:$group);
+  let assemblyFormat = "$params attr-dict";
+  let hasVerifier = 1;
+}
+
 def Cleave_AllReduceOp : Cleave_Op<"all_reduce", [SameOperandsAndResultType]> {
   let summary = "combines a tensor over the ranks of a mesh group";
   let description = [{

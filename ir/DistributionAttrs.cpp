@@ -243,6 +243,29 @@ ParameterOp mlir::cleave::lookupParameter(Operation *user,
   return {};
 }
 
+std::optional<StateShards> mlir::cleave::stateShards(ParameterOp param) {
+  auto axis = param->getAttrOfType<StringAttr>(kStateAxisAttr);
+  MeshAttr mesh = axis ? lookupMesh(param) : MeshAttr();
+  std::optional<int64_t> ranks =
+      mesh ? mesh.getAxisSize(axis.getValue()) : std::nullopt;
+  auto type = param.getType().dyn_cast<RankedTensorType>();
+  if (!ranks || *ranks < 1 || !type || !type.hasStaticShape())
+    return std::nullopt;
+  StateShards shards;
+  shards.axis = axis.getValue();
+  shards.ranks = *ranks;
+  shards.elements = type.getNumElements();
+  shards.chunk = (shards.elements + *ranks - 1) / *ranks;
+  return shards;
+}
+
+RankedTensorType mlir::cleave::chunkType(ParameterOp param,
+                                         const StateShards &shards) {
+  return RankedTensorType::get(
+      {shards.chunk},
+      param.getType().cast<RankedTensorType>().getElementType());
+}
+
 SmallVector<ModuleOp> mlir::cleave::rankModules(ModuleOp module) {
   auto k = module->getAttrOfType<IntegerAttr>(kStageAttr);
   auto top = module->getParentOfType<ModuleOp>();
@@ -360,6 +383,17 @@ static LogicalResult verifyCleaveAttr(Operation *op, NamedAttribute attr,
     if (!attr.getValue().isa<FlatSymbolRefAttr>() ||
         !isa<FunctionOpInterface>(op))
       return emitError() << "expected a function's symbol, on a function";
+    return success();
+  }
+  if (name == kStateAxisAttr) {
+    auto axis = attr.getValue().dyn_cast<StringAttr>();
+    if (!axis || !isa<ParameterOp>(op))
+      return emitError() << "expected the name of a mesh axis, on a "
+                            "cleave.parameter";
+    MeshAttr mesh = lookupMesh(op);
+    if (!mesh || !mesh.getAxisSize(axis.getValue()))
+      return emitError() << "\"" << axis.getValue()
+                         << "\" is not an axis of the enclosing mesh";
     return success();
   }
   if (name == kMemorySpaceAttr) {

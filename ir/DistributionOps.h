@@ -52,6 +52,28 @@ LogicalResult verifySharding(ShardingAttr sharding, Type type, MeshAttr mesh,
 FailureOr<int64_t> groupSize(ArrayRef<StringRef> axes, MeshAttr mesh,
                              function_ref<InFlightDiagnostic()> emitError);
 
+/// How a parameter's optimizer state is split (ZeRO-1, `cleave.state_axis`):
+/// the parameter viewed flat and padded with zeros to `ranks * chunk`
+/// elements, the rank at coordinate c on `axis` owning elements
+/// [c * chunk, (c + 1) * chunk). Its gradient and parameter buffers are
+/// planned at the padded size, its state tensors at `chunk`.
+struct StateShards {
+  StringRef axis;
+  int64_t ranks = 1;
+  int64_t elements = 0; // the parameter's, without padding
+  int64_t chunk = 0;
+  int64_t padded() const { return ranks * chunk; }
+};
+
+/// The parameter's split, or nullopt when it has no `cleave.state_axis`
+/// or the axis is not in the enclosing mesh (the attribute's verifier
+/// reports that).
+std::optional<StateShards> stateShards(ParameterOp param);
+
+/// The type of one chunk of `param`'s split state: 1-D, `chunk` elements
+/// of the parameter's element type.
+RankedTensorType chunkType(ParameterOp param, const StateShards &shards);
+
 } // namespace mlir::cleave
 
 #endif // CLEAVE_IR_DISTRIBUTIONOPS_H

@@ -54,6 +54,37 @@ LogicalResult verifyParameterUse(Operation *op, FlatSymbolRefAttr name,
   return success();
 }
 
+/// An optimizer update's gradient: the parameter's type, or, for a
+/// parameter whose state is split (ZeRO-1), one chunk of it.
+LogicalResult verifyUpdateGrad(Operation *op, FlatSymbolRefAttr name,
+                               Type type, SymbolTableCollection &symbols) {
+  ParameterOp param = lookupParameter(op, name);
+  std::optional<StateShards> shards = param ? stateShards(param) : std::nullopt;
+  if (!shards)
+    return verifyParameterUse(op, name, type, symbols);
+  return expectType(op, "the gradient of a parameter with split optimizer "
+                        "state",
+                    type, chunkType(param, *shards));
+}
+
+/// A bucket of parameters whose optimizer state is split over `group`.
+LogicalResult verifySplitBucket(Operation *op, ArrayAttr params,
+                                StringRef group) {
+  if (params.empty())
+    return op->emitOpError() << "an empty bucket";
+  for (Attribute name : params) {
+    ParameterOp param = lookupParameter(op, name.cast<FlatSymbolRefAttr>());
+    if (!param)
+      return op->emitOpError() << "no cleave.parameter named " << name;
+    std::optional<StateShards> shards = stateShards(param);
+    if (!shards || shards->axis != group)
+      return op->emitOpError()
+             << "parameter " << name << " does not split its optimizer state "
+             << "over \"" << group << "\" (its cleave.state_axis)";
+  }
+  return success();
+}
+
 /// The learning-rate schedule and clipping attributes of an optimizer op.
 template <typename OptimizerOp> LogicalResult verifyOptimizer(OptimizerOp op) {
   if (!(op.getLr().convertToDouble() >= 0))
@@ -222,12 +253,36 @@ LogicalResult GetGradOp::verifySymbolUses(SymbolTableCollection &symbols) {
                             symbols);
 }
 
+LogicalResult GetGradShardOp::verifySymbolUses(SymbolTableCollection &) {
+  ParameterOp param = lookupParameter(*this, getNameAttr());
+  if (!param)
+    return emitOpError() << "no cleave.parameter named " << getNameAttr();
+  std::optional<StateShards> shards = stateShards(param);
+  if (!shards)
+    return emitOpError() << "parameter " << getNameAttr()
+                         << " has no cleave.state_axis: its gradient is not "
+                            "split; use cleave.get_grad";
+  return expectType(*this, "the result", getResult().getType(),
+                    chunkType(param, *shards));
+}
+
 LogicalResult AdamWOp::verifySymbolUses(SymbolTableCollection &symbols) {
-  return verifyParameterUse(*this, getNameAttr(), getGrad().getType(), symbols);
+  return verifyUpdateGrad(*this, getNameAttr(), getGrad().getType(), symbols);
 }
 
 LogicalResult SgdOp::verifySymbolUses(SymbolTableCollection &symbols) {
-  return verifyParameterUse(*this, getNameAttr(), getGrad().getType(), symbols);
+  return verifyUpdateGrad(*this, getNameAttr(), getGrad().getType(), symbols);
+}
+
+LogicalResult ReduceScatterGradsOp::verify() {
+  if (getReduce() != "mean" && getReduce() != "sum")
+    return emitOpError() << "reduce must be \"mean\" or \"sum\", got \""
+                         << getReduce() << "\"";
+  return verifySplitBucket(*this, getParams(), getGroup());
+}
+
+LogicalResult AllGatherParamsOp::verify() {
+  return verifySplitBucket(*this, getParams(), getGroup());
 }
 
 LogicalResult AdamWOp::verify() {

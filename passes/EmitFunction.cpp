@@ -127,6 +127,14 @@ LogicalResult RankProgram::emitFunction(func::FuncOp func) {
       tensorOf[get.getResult()] = it->second;
       continue;
     }
+    if (auto get = dyn_cast<GetGradShardOp>(op)) {
+      auto it = splitViews.find(get.getName());
+      if (it == splitViews.end() || it->second.gradChunk < 0)
+        return get.emitError() << "parameter @" << get.getName()
+                               << " has no planned, split gradient";
+      tensorOf[get.getResult()] = it->second.gradChunk;
+      continue;
+    }
     if (auto get = dyn_cast<GetGradOp>(op)) {
       auto it = gradTensor.find(get.getName());
       if (it == gradTensor.end())
@@ -156,6 +164,21 @@ LogicalResult RankProgram::emitFunction(func::FuncOp func) {
       if (failed(emitBucket(fn->add_body()->mutable_collective(),
                             reduce.getParams(), reduce.getGroup(), members,
                             reduce.getReduce(), &op)))
+        return failure();
+      continue;
+    }
+    if (auto scatter = dyn_cast<ReduceScatterGradsOp>(op)) {
+      pb::Collective *c = fn->add_body()->mutable_collective();
+      if (failed(emitSplitBucket(c, scatter.getParams(), scatter.getGroup(),
+                                 /*gather=*/false, &op)))
+        return failure();
+      c->set_reduce(scatter.getReduce() == "sum" ? pb::SUM : pb::MEAN);
+      continue;
+    }
+    if (auto gather = dyn_cast<AllGatherParamsOp>(op)) {
+      if (failed(emitSplitBucket(fn->add_body()->mutable_collective(),
+                                 gather.getParams(), gather.getGroup(),
+                                 /*gather=*/true, &op)))
         return failure();
       continue;
     }
@@ -386,7 +409,10 @@ LogicalResult RankProgram::emitUpdate(Operation &op, pb::Function *fn) {
   kernel->add_inputs(tensorOf.lookup(op.getOperand(1)));
   kernel->add_inputs(op.getNumOperands() > 2 ? tensorOf.lookup(op.getOperand(2))
                                              : -1);
-  kernel->add_outputs(param->second);
+  // A split parameter (ZeRO-1): only this rank's chunk is updated.
+  auto split = splitViews.find(symbol.getValue());
+  kernel->add_outputs(split == splitViews.end() ? param->second
+                                                : split->second.paramChunk);
   auto states = op.getAttrOfType<DenseI64ArrayAttr>("cleave.state_offsets");
   const char *names[] = {".exp_avg", ".exp_avg_sq"};
   int64_t k = 0;
@@ -423,6 +449,30 @@ LogicalResult RankProgram::emitBucket(pb::Collective *c, ArrayAttr params,
              << "parameter " << name << " has no planned gradient";
     c->add_inputs(it->second);
     c->add_outputs(it->second);
+  }
+  return success();
+}
+
+/// A ZeRO-1 bucket into `c`, in place: each parameter's padded gradient
+/// reduce-scattered into this rank's chunk of it, or (`gather`) each
+/// parameter's chunk all-gathered into its padded buffer.
+LogicalResult RankProgram::emitSplitBucket(pb::Collective *c, ArrayAttr params,
+                                           StringRef groupName, bool gather,
+                                           Operation *op) {
+  c->set_kind(gather ? pb::ALL_GATHER : pb::REDUCE_SCATTER);
+  FailureOr<int> group = groupIndex(groupName, std::nullopt, op);
+  if (failed(group))
+    return failure();
+  c->set_group(*group);
+  for (Attribute name : params) {
+    auto it = splitViews.find(name.cast<FlatSymbolRefAttr>().getValue());
+    if (it == splitViews.end() || (!gather && it->second.gradChunk < 0))
+      return op->emitError() << "parameter " << name
+                             << " has no planned, split "
+                             << (gather ? "buffer" : "gradient");
+    const SplitViews &v = it->second;
+    c->add_inputs(gather ? v.paramChunk : v.gradFlat);
+    c->add_outputs(gather ? v.paramFlat : v.gradChunk);
   }
   return success();
 }

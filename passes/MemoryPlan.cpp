@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ir/CleaveOps.h"
+#include "ir/DistributionOps.h"
 #include "passes/Layout.h"
 #include "passes/Passes.h"
 
@@ -134,11 +135,21 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
 
     // Parameters, then their gradients, then optimizer state: shared by
     // every function and live for the whole run.
+    // A parameter whose optimizer state is split (ZeRO-1) has its buffers
+    // padded to whole chunks, and state of one chunk.
+    auto storage = [&](ParameterOp param) -> Type {
+      std::optional<StateShards> shards = stateShards(param);
+      if (!shards)
+        return param.getType();
+      return RankedTensorType::get(
+          {shards->padded()},
+          param.getType().cast<RankedTensorType>().getElementType());
+    };
     int64_t paramBytes = 0, gradBytes = 0, stateBytes = 0;
     for (auto param : module.getOps<ParameterOp>()) {
       param->setAttr("cleave.offset", b.getI64IntegerAttr(cursor));
-      cursor += aligned(param.getType());
-      paramBytes += aligned(param.getType());
+      cursor += aligned(storage(param));
+      paramBytes += aligned(storage(param));
     }
     llvm::StringSet<> withGrad;
     module.walk([&](Operation *op) {
@@ -146,20 +157,23 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
         withGrad.insert(acc.getName());
       if (auto get = dyn_cast<GetGradOp>(op))
         withGrad.insert(get.getName());
+      if (auto get = dyn_cast<GetGradShardOp>(op))
+        withGrad.insert(get.getName());
     });
     for (auto param : module.getOps<ParameterOp>()) {
       if (!withGrad.contains(param.getSymName()))
         continue;
       param->setAttr("cleave.grad_offset", b.getI64IntegerAttr(cursor));
-      cursor += aligned(param.getType());
-      gradBytes += aligned(param.getType());
+      cursor += aligned(storage(param));
+      gradBytes += aligned(storage(param));
     }
     WalkResult walk = module.walk([&](Operation *op) {
       int64_t n = stateCount(op);
       if (!n)
         return WalkResult::advance();
       SmallVector<int64_t> offsets;
-      Type type = op->getOperand(0).getType(); // the gradient's: the param's
+      // The gradient's: the parameter's, or one chunk of it.
+      Type type = op->getOperand(0).getType();
       for (int64_t k = 0; k < n; ++k) {
         offsets.push_back(cursor);
         cursor += aligned(type);
@@ -353,7 +367,8 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
         release(arg);
 
     for (Operation &op : body) {
-      if (isa<ConstantOp, GetParamOp, GetGradOp>(op) || op.getNumResults() == 0) {
+      if (isa<ConstantOp, GetParamOp, GetGradOp, GetGradShardOp>(op) ||
+          op.getNumResults() == 0) {
         if (op.getNumResults() == 0 && &op != ret)
           releaseLastUses(op, index[&op], lastUse, saved, release);
         continue;

@@ -530,6 +530,40 @@ def Optimizer : Pass<"cleave-optimizer", "ModuleOp"> {
   ];
 }
 
+def ShardOptimizerState : Pass<"cleave-shard-optimizer-state", "ModuleOp"> {
+  let summary = "splits optimizer state over the data-parallel ranks (ZeRO-1)";
+  let description = [{
+    ZeRO stage 1 (Rajbhandari et al. 2020; SMP's `shard_optimizer_state`),
+    in place of `cleave-data-parallel`: every trained parameter gets
+    `cleave.state_axis = "<axis>"`, so its gradient and parameter buffers
+    are viewed flat, padded with zeros to a multiple of the axis' ranks and
+    split into one chunk per rank. The `@optimizer` function then
+    reduce-scatters the gradients over the axis (mean, in buckets of about
+    `bucket-bytes`, after any tied-parameter sums) instead of all-reducing
+    them, reads each rank's chunk with `cleave.get_grad_shard`, sums the
+    chunks' squares over the axis for clipping, updates only its chunk of
+    each parameter (optimizer state of one chunk: 1/ranks of the state),
+    and ends by all-gathering the updated chunks.
+
+    ```mlir
+    func.func @optimizer(%step: tensor<i64> {cleave.role = "step"}) {
+      cleave.reduce_scatter_grads [@"ln_f.bias", ...] {group = "data", reduce = "mean"}
+      %g = cleave.get_grad_shard @"ln_f.bias" : tensor<32xf32>
+      %n = cleave.sum_squares %g, ... : (...) -> tensor<f32>
+      %N = cleave.all_reduce %n {group = "data", reduce = "sum"} : tensor<f32>
+      cleave.adamw @"ln_f.bias", %g, %step norm %N : tensor<f32> {...} : tensor<32xf32>, tensor<i64>
+      ...
+      cleave.all_gather_params [@"ln_f.bias", ...] {group = "data"}
+    ```
+  }];
+  let options = [
+    Option<"axis", "axis", "std::string", /*default=*/"\"data\"",
+           "the mesh axis the optimizer state is split over">,
+    Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"26214400",
+           "gradient bytes per reduce-scatter and all-gather">,
+  ];
+}
+
 def DataParallel : Pass<"cleave-data-parallel", "ModuleOp"> {
   let summary = "averages gradients over the data-parallel ranks (DDP)";
   let description = [{

@@ -95,8 +95,11 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
     optimizer.minLr = options.minLr;
     stage.addPass(createOptimizer(optimizer));
     // Gradients averaged over data-parallel replicas, in buckets, before
-    // the optimizer reads them.
-    if (options.dataDegree > 1) {
+    // the optimizer reads them; with ZeRO-1 reduce-scattered instead, each
+    // rank updating its chunk of every parameter.
+    if (options.dataDegree > 1 && options.shardOptimizerState) {
+      stage.addPass(createShardOptimizerState());
+    } else if (options.dataDegree > 1) {
       DataParallelOptions dp;
       dp.degree = options.dataDegree;
       stage.addPass(createDataParallel(dp));

@@ -33,6 +33,11 @@ struct ProgramPipelineOptions
   Option<int64_t> dataDegree{*this, "data-degree",
                              llvm::cl::desc("data-parallel ranks (ddp)"),
                              llvm::cl::init(1)};
+  Option<bool> shardOptimizerState{
+      *this, "shard-optimizer-state",
+      llvm::cl::desc("ZeRO-1: split optimizer state over the data-parallel "
+                     "ranks instead of averaging whole gradients"),
+      llvm::cl::init(false)};
   Option<int64_t> seed{*this, "seed",
                        llvm::cl::desc("seed of generated initial values"),
                        llvm::cl::init(0)};

@@ -10,6 +10,10 @@
 #include "passes/RankProgram.h"
 
 #include "ir/AttrNames.h"
+#include "ir/DistributionOps.h"
+#include "passes/Layout.h"
+
+#include <algorithm>
 
 using namespace mlir;
 using namespace mlir::cleave;
@@ -134,6 +138,8 @@ LogicalResult RankProgram::addParameters(ModuleOp module) {
       p->add_slice_size(d);
     }
     p->set_seed(seed);
+    if (failed(addSplitViews(param, offset.getInt(), p)))
+      return failure();
     if (auto it = paramFile.find(param.getSymName()); it != paramFile.end()) {
       pb::FileData *file = p->mutable_file();
       file->set_path("params.bin");
@@ -149,6 +155,48 @@ LogicalResult RankProgram::addParameters(ModuleOp module) {
                 "\"normal:STD\", \"zeros\" or \"ones\")";
     }
   }
+  return success();
+}
+
+/// For a parameter whose optimizer state is split (ZeRO-1): views of its
+/// padded buffers, whole and this rank's chunk, and the range of elements
+/// whose state this rank keeps.
+LogicalResult RankProgram::addSplitViews(ParameterOp param, int64_t offset,
+                                         pb::Parameter *p) {
+  std::optional<StateShards> shards = stateShards(param);
+  if (!shards)
+    return success();
+  Type element = param.getType().cast<RankedTensorType>().getElementType();
+  auto flat = RankedTensorType::get({shards->padded()}, element);
+  RankedTensorType chunk = chunkType(param, *shards);
+  int64_t c = mesh ? mesh.getCoordinate(rank, shards->axis) : 0;
+  int64_t chunkBytes = tensorBytes(chunk);
+  std::string name = param.getSymName().str();
+  SplitViews views;
+  auto add = [&](Type type, int64_t at, const std::string &what,
+                 int &id) -> LogicalResult {
+    FailureOr<int> t = addTensor(type, at, pb::VIEW, what, param);
+    if (failed(t))
+      return failure();
+    id = *t;
+    return success();
+  };
+  if (failed(add(flat, offset, name + " (padded)", views.paramFlat)) ||
+      failed(add(chunk, offset + c * chunkBytes, name + " (chunk)",
+                 views.paramChunk)))
+    return failure();
+  if (auto grad = param->getAttrOfType<IntegerAttr>("cleave.grad_offset"))
+    if (failed(add(flat, grad.getInt(), name + ".grad (padded)",
+                   views.gradFlat)) ||
+        failed(add(chunk, grad.getInt() + c * chunkBytes,
+                   name + ".grad (chunk)", views.gradChunk)))
+      return failure();
+  splitViews[param.getSymName()] = views;
+  pb::StateRange *range = p->mutable_state_range();
+  int64_t start = c * shards->chunk;
+  range->set_start(std::min(start, shards->elements));
+  range->set_size(std::clamp<int64_t>(shards->elements - start, 0,
+                                      shards->chunk));
   return success();
 }
 

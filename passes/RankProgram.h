@@ -98,6 +98,11 @@ private:
   LogicalResult addAttributes(Operation &op, pb::Kernel *kernel);
   LogicalResult emitRecv(RecvOp recv, pb::Function *fn);
   LogicalResult emitUpdate(Operation &op, pb::Function *fn);
+  LogicalResult emitSplitBucket(pb::Collective *c, ArrayAttr params,
+                                StringRef groupName, bool gather,
+                                Operation *op);
+  LogicalResult addSplitViews(ParameterOp param, int64_t offset,
+                              pb::Parameter *p);
   LogicalResult emitBucket(pb::Collective *c, ArrayAttr params,
                            StringRef groupName,
                            std::optional<ArrayRef<int64_t>> members,
@@ -113,6 +118,12 @@ private:
 
   llvm::DenseMap<Value, int> tensorOf;
   llvm::StringMap<int> paramTensor, gradTensor;
+  // ZeRO-1 (a parameter with cleave.state_axis): its parameter and
+  // gradient buffers seen flat and padded, and this rank's chunk of each.
+  struct SplitViews {
+    int paramFlat, paramChunk, gradFlat = -1, gradChunk = -1;
+  };
+  llvm::StringMap<SplitViews> splitViews;
   llvm::DenseSet<int> activationTensors;
   int currentBuffer = 0;
   int64_t slotBase = 0, slotBytes = 0, currentSlot = 0;

@@ -146,7 +146,8 @@ bool Runtime::hasLoss() const {
 }
 
 void Runtime::markLive(int id) {
-  if (live_[id])
+  // A view's bytes are another tensor's (or its padding): counted there.
+  if (live_[id] || program_.tensors(id).category() == pb::VIEW)
     return;
   live_[id] = 1;
   liveBytes_ += tensorBytes_[id];
@@ -180,6 +181,10 @@ Status Runtime::allocateArenas() {
       markLive(i);
     if (t.category() == pb::GRADIENTS)
       gradientTensors_.push_back(i);
+    // Views cover padding no other tensor writes (ZeRO-1's chunks), which
+    // must read as zeros: before the parameters are initialized.
+    if (t.category() == pb::VIEW)
+      CLEAVE_CHECK(backend_->zero(ref.data, tensorBytes_[i]));
   }
   return Status::ok();
 }

@@ -475,11 +475,14 @@ private:
       int id = inst.free().tensor();
       CLEAVE_CHECK(tensorId(id, where, "the tensor"));
       pb::Category category = p.tensors(id).category();
-      if (category == pb::PARAMETERS || category == pb::CONSTANTS)
+      if (category == pb::PARAMETERS || category == pb::CONSTANTS ||
+          category == pb::VIEW)
         return fail(where, "tensor " + str(id) + " '" + p.tensors(id).name() +
                                "' is a " +
                                (category == pb::PARAMETERS ? "parameter"
-                                                           : "constant") +
+                                : category == pb::CONSTANTS
+                                    ? "constant"
+                                    : "view of another tensor's bytes") +
                                ", which lives for the whole run");
       return Status::ok();
     }

@@ -327,6 +327,7 @@ int main(int argc, char **argv) {
   pipeline.microbatches = spec.microbatches;
   pipeline.dataDegree = spec.worldSize / (spec.pipelineParallelDegree *
                                           spec.tensorParallelDegree);
+  pipeline.shardOptimizerState = spec.shardOptimizerState;
   pipeline.globalBatch = spec.batchSize.value_or(0);
   pipeline.seed = spec.seed;
   const cleave::OptimizerSpec &opt = spec.optimizer;
