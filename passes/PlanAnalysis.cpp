@@ -133,6 +133,23 @@ StagePlan planStage(ModuleOp m, int64_t index, int64_t pipelineRanks,
             s.allReduceBytes += tensorBytes(param.getType());
         return;
       }
+      // ZeRO-1: a bucket's reduce-scatter and its all-gather move, on a
+      // ring, what one all-reduce of its padded buffers does; counted once,
+      // at the reduce-scatter.
+      if (auto scatter = dyn_cast<ReduceScatterGradsOp>(op)) {
+        ++s.allReduceBuckets;
+        for (Attribute name : scatter.getParams())
+          if (auto param = lookupParameter(op, name.cast<FlatSymbolRefAttr>()))
+            if (std::optional<StateShards> shards = stateShards(param))
+              s.allReduceBytes +=
+                  double(shards->padded()) *
+                  elementBytes(param.getType()
+                                   .cast<RankedTensorType>()
+                                   .getElementType());
+        return;
+      }
+      if (isa<AllGatherParamsOp>(op))
+        return;
       if (copy)
         return;
       if (auto send = dyn_cast<SendOp>(op)) {

@@ -78,7 +78,9 @@ struct StagePlan {
   double forwardFlops = 0, backwardFlops = 0;
   /// Once per step.
   double optimizerSeconds = 0, optimizerFlops = 0;
-  double allReduceBytes = 0;    // gradients all-reduced over the data axis
+  // Gradients all-reduced over the data axis (ZeRO-1: reduce-scattered,
+  // then the parameters all-gathered: the same bytes on a ring).
+  double allReduceBytes = 0;
   int64_t allReduceBuckets = 0; // collectives that carry them
   PlanMemory memory;
 };

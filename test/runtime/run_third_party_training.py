@@ -7,7 +7,12 @@ with their default tolerances.
 
 Each <model>_train_op<N>[_dyn].onnx is compiled with DIR/<model>.spec.json;
 the dynamic-batch exports with 2 microbatches (gradient accumulation), the
-static ones with 1 (the exported batch is the whole global batch). Prints
+static ones with 1 (the exported batch is the whole global batch).
+
+With --ranks N (N > 1) only the dynamic-batch exports run, each under
+`mpirun -np N` as N data-parallel ranks of one microbatch; --only REGEX
+keeps the exports whose name matches, and each --set KEY=VALUE is passed
+to cleave-compile after the script's own (e.g. shard_optimizer_state=true). Prints
 "<export>: losses ok, parameters ok" and the comparisons' worst figures per
 export (or what failed) and exits non-zero if any export differs or fails
 to compile or run.
@@ -31,9 +36,14 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("dir")
     ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--ranks", type=int, default=1)
+    ap.add_argument("--only", default="")
+    ap.add_argument("--set", action="append", default=[])
     a = ap.parse_args()
     d = a.dir
     exports = sorted(glob.glob(os.path.join(d, "*_train_op*.onnx")))
+    exports = [e for e in exports if re.search(a.only, os.path.basename(e))
+               and (a.ranks == 1 or e.endswith("_dyn.onnx"))]
     if not exports:
         sys.exit("run_third_party_training.py: no *_train_op*.onnx in %s" % d)
     failed = 0
@@ -42,14 +52,21 @@ def main():
         model = re.sub(r"_train_op\d+(_dyn)?$", "", tag)
         ref = os.path.join(d, model + ".train")
         out = os.path.join(d, tag + ".program")
-        microbatches = "2" if tag.endswith("_dyn") else "1"
+        microbatches = "2" if tag.endswith("_dyn") and a.ranks == 1 else "1"
+        sets = ["microbatches=" + microbatches]
+        launch = []
+        if a.ranks > 1:
+            sets += ["world_size=%d" % a.ranks, "ddp=true"]
+            launch = ["timeout", "300", "mpirun", "-np", str(a.ranks),
+                      "--oversubscribe", "--allow-run-as-root"]
         rc, text = run(["cleave-compile", onnx, "--spec",
-                        os.path.join(d, model + ".spec.json"),
-                        "--set", "microbatches=" + microbatches, "-o", out])
+                        os.path.join(d, model + ".spec.json"), "-o", out] +
+                       [arg for kv in sets + a.set for arg in ("--set", kv)])
         if rc == 0:
-            rc, text = run(["cleave-run", out, "--data", os.path.join(d, "tokens.bin"),
-                            "--steps", str(a.steps), "--metrics", out + ".jsonl",
-                            "--save-params", out + ".safetensors"])
+            rc, text = run(launch + ["cleave-run", out, "--data", os.path.join(d, "tokens.bin"),
+                                     "--steps", str(a.steps), "--threads", "1",
+                                     "--metrics", out + ".jsonl",
+                                     "--save-params", out + ".safetensors"])
         if rc != 0:
             print("%s: FAILED\n%s" % (tag, text))
             failed += 1

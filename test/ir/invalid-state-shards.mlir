@@ -1,0 +1,84 @@
+// The verifier messages of ZeRO-1's words: cleave.state_axis on a
+// parameter and a mesh axis; a split parameter's update and gradient read
+// take one chunk; the buckets name split parameters of their group.
+// RUN: cleave-opt %s --split-input-file --verify-diagnostics
+
+module attributes {cleave.mesh = #cleave.mesh<["data"=2]>} {
+  // expected-error @+1 {{attribute 'cleave.state_axis': "tensor" is not an axis of the enclosing mesh}}
+  cleave.parameter @w {cleave.state_axis = "tensor"} : tensor<3x5xf32>
+}
+
+// -----
+
+module attributes {cleave.mesh = #cleave.mesh<["data"=2]>} {
+  // expected-error @+1 {{attribute 'cleave.state_axis': expected the name of a mesh axis, on a cleave.parameter}}
+  cleave.parameter @w {cleave.state_axis = 2 : i64} : tensor<3x5xf32>
+}
+
+// -----
+
+module attributes {cleave.mesh = #cleave.mesh<["data"=2]>} {
+  cleave.parameter @w : tensor<3x5xf32>
+  func.func @optimizer() {
+    // expected-error @+1 {{parameter @w has no cleave.state_axis: its gradient is not split; use cleave.get_grad}}
+    %g = cleave.get_grad_shard @w : tensor<8xf32>
+    return
+  }
+}
+
+// -----
+
+module attributes {cleave.mesh = #cleave.mesh<["data"=2]>} {
+  cleave.parameter @w {cleave.state_axis = "data"} : tensor<3x5xf32>
+  func.func @optimizer() {
+    // 15 elements over 2 ranks: chunks of 8.
+    // expected-error @+1 {{the result must be 'tensor<8xf32>', got 'tensor<7xf32>'}}
+    %g = cleave.get_grad_shard @w : tensor<7xf32>
+    return
+  }
+}
+
+// -----
+
+module attributes {cleave.mesh = #cleave.mesh<["data"=2]>} {
+  cleave.parameter @w {cleave.state_axis = "data"} : tensor<3x5xf32>
+  func.func @optimizer(%step: tensor<i64>, %g: tensor<3x5xf32>) {
+    // expected-error @+1 {{the gradient of a parameter with split optimizer state must be 'tensor<8xf32>', got 'tensor<3x5xf32>'}}
+    cleave.adamw @w, %g, %step {lr = 1.0e-03} : tensor<3x5xf32>, tensor<i64>
+    return
+  }
+}
+
+// -----
+
+module attributes {cleave.mesh = #cleave.mesh<["data"=2, "pipeline"=2]>} {
+  cleave.parameter @w {cleave.state_axis = "data"} : tensor<3x5xf32>
+  cleave.parameter @b : tensor<5xf32>
+  func.func @optimizer() {
+    // expected-error @+1 {{parameter @b does not split its optimizer state over "data" (its cleave.state_axis)}}
+    cleave.reduce_scatter_grads [@w, @b] {group = "data"}
+    return
+  }
+}
+
+// -----
+
+module attributes {cleave.mesh = #cleave.mesh<["data"=2, "pipeline"=2]>} {
+  cleave.parameter @w {cleave.state_axis = "data"} : tensor<3x5xf32>
+  func.func @optimizer() {
+    // expected-error @+1 {{parameter @w does not split its optimizer state over "pipeline" (its cleave.state_axis)}}
+    cleave.all_gather_params [@w] {group = "pipeline"}
+    return
+  }
+}
+
+// -----
+
+module attributes {cleave.mesh = #cleave.mesh<["data"=2]>} {
+  cleave.parameter @w {cleave.state_axis = "data"} : tensor<3x5xf32>
+  func.func @optimizer() {
+    // expected-error @+1 {{reduce must be "mean" or "sum", got "max"}}
+    cleave.reduce_scatter_grads [@w] {group = "data", reduce = "max"}
+    return
+  }
+}
