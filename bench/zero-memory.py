@@ -1,0 +1,88 @@
+"""Bytes per rank of plain data parallelism and ZeRO-1 (issue 14): for each
+model, compiles RANKS-way data parallelism without and with
+shard_optimizer_state and prints, per rank, plan.json's predicted
+parameters, gradients, optimizer state and activations, the ZeRO paper's
+formula for the model states (fp32 AdamW: 4 + 4 + 8 bytes per parameter,
+the optimizer state divided by the ranks under ZeRO-1), and, with
+--measure, the peak that cleave-run measures over one step next to the
+plan's peak.
+
+    /usr/bin/python3 bench/zero-memory.py BUILD [--models gpt2-124m gpt2-350m]
+        [--ranks 8] [--seq 128] [--measure]
+
+Measuring runs RANKS processes of the whole model on this machine: about
+16 bytes per parameter per rank for plain data parallelism.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+MIB = 1 << 20
+
+
+def run(cmd, **kw):
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True, **kw)
+    if p.returncode:
+        sys.exit("failed: %s\n%s" % (" ".join(cmd), p.stdout[-3000:]))
+    return p.stdout
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("build")
+    ap.add_argument("--models", nargs="+", default=["gpt2-124m", "gpt2-350m"])
+    ap.add_argument("--ranks", type=int, default=8)
+    ap.add_argument("--seq", type=int, default=128)
+    ap.add_argument("--measure", action="store_true")
+    a = ap.parse_args()
+    bin_dir = os.path.join(os.path.abspath(a.build), "bin")
+    work = os.path.join(os.path.abspath(a.build), "bench-cache", "zero")
+    os.makedirs(work, exist_ok=True)
+    root_flag = ["--allow-run-as-root"] if os.geteuid() == 0 else []
+    print("%-10s %-7s %10s %10s %10s %10s %12s %12s %12s" %
+          ("model", "layout", "params", "grads", "opt_state", "activ.",
+           "formula", "plan peak", "measured"))
+    for model in a.models:
+        onnx = os.path.join(work, "%s-s%d.onnx" % (model, a.seq))
+        if not os.path.exists(onnx):
+            run(["/usr/bin/python3", os.path.join(ROOT, "models", "export.py"),
+                 model, "--dynamic-batch", "--seq", str(a.seq), "-o", onnx])
+        n_params = None
+        for layout, zero in (("ddp", False), ("zero1", True)):
+            out = os.path.join(work, "%s-s%d-%s-d%d" % (model, a.seq, layout, a.ranks))
+            run([os.path.join(bin_dir, "cleave-compile"), onnx, "-o", out,
+                 "--set", "world_size=%d" % a.ranks, "--set", "ddp=true",
+                 "--set", "batch_size=%d" % a.ranks,
+                 "--set", "shard_optimizer_state=%s" % str(zero).lower()])
+            plan = json.load(open(os.path.join(out, "plan.json")))
+            mem = plan["ranks"][0]["predicted_memory"]
+            if n_params is None:
+                # Parameters, from the plan of plain data parallelism: fp32,
+                # each buffer aligned (a few KiB over 4 bytes each).
+                n_params = mem["parameters"] / 4
+            state = 8 * n_params / (a.ranks if zero else 1)
+            formula = 4 * n_params + 4 * n_params + state
+            measured = "-"
+            if a.measure:
+                metrics = out + ".jsonl"
+                run(["mpirun", "-np", str(a.ranks), "--oversubscribe"] + root_flag +
+                    [os.path.join(bin_dir, "cleave-run"), out,
+                     "--data", os.path.join(ROOT, "data", "tokens.bin"),
+                     "--steps", "2", "--threads", "1", "--metrics", metrics],
+                    timeout=1800)
+                last = [json.loads(l) for l in open(metrics)][-1]
+                measured = "%.1f MiB" % (last["peak_bytes"] / MIB)
+            print("%-10s %-7s %10.1f %10.1f %10.1f %10.1f %8.1f MiB %8.1f MiB %12s" %
+                  (model, layout, mem["parameters"] / MIB, mem["gradients"] / MIB,
+                   mem["optimizer_state"] / MIB, mem["activations"] / MIB,
+                   formula / MIB, mem["peak_bytes"] / MIB, measured))
+            sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
