@@ -6,6 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ir/AttrNames.h"
+#include "ir/CleaveOps.h"
 #include "passes/Passes.h"
 #include "passes/PlanAnalysis.h"
 
@@ -68,6 +70,26 @@ struct CheckMemoryFit : mlir::cleave::impl::CheckMemoryFitBase<CheckMemoryFit> {
                           ? "lower 'batch_size' or raise 'microbatches' (or "
                             "'pipeline_parallel_degree')"
                           : "raise 'pipeline_parallel_degree'";
+    // Optimizer state first: ZeRO-1 splits it over the data-parallel ranks.
+    if (StringRef(largest.key) == "optimizer_state") {
+      bool split = false;
+      getOperation().walk(
+          [&](ParameterOp p) { split |= p->hasAttr(kStateAxisAttr); });
+      if (split)
+        fix = "add data-parallel ranks ('world_size'), over which "
+              "'shard_optimizer_state' splits it, or raise "
+              "'pipeline_parallel_degree'";
+      else if (dataDegree > 1)
+        fix = llvm::formatv("set 'shard_optimizer_state': true (each of the "
+                            "{0} data-parallel ranks would keep about {1} of "
+                            "it), or raise 'pipeline_parallel_degree'",
+                            int64_t(dataDegree),
+                            size(double(largest.bytes) / double(dataDegree)))
+                  .str();
+      else
+        fix = "add data-parallel ranks with 'shard_optimizer_state': true, "
+              "or raise 'pipeline_parallel_degree'";
+    }
     char limitText[32];
     std::snprintf(limitText, sizeof limitText, "%g", double(deviceMemoryGib));
     InFlightDiagnostic error = mlir::emitError(getOperation().getLoc());
