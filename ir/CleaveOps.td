@@ -1233,6 +1233,28 @@ def Cleave_ReduceScatterGradsOp : Cleave_Op<"reduce_scatter_grads"> {
   let hasVerifier = 1;
 }
 
+def Cleave_ReduceScatterGradsStartOp : Cleave_Op<"reduce_scatter_grads_start"> {
+  let summary = "starts the reduce-scatter of a bucket of gradient buffers";
+  let description = [{
+    The asynchronous form of `cleave.reduce_scatter_grads` (ZeRO-1), placed
+    by `cleave-overlap-gradients` exactly as `cleave.all_reduce_grads_start`
+    is: in the backward that runs for a step's last microbatch, right after
+    the bucket's gradients are complete; the optimizer's `cleave.wait_grads`
+    with the same `event` waits for it before a chunk is read. Events are
+    paired and checked as for `cleave.all_reduce_grads_start`.
+
+    ```mlir
+    cleave.reduce_scatter_grads_start [@"ln_f.bias", @"ln_f.weight"] event 1
+        {group = "data", reduce = "mean"}
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefArrayAttr:$params, I64Attr:$event,
+                       StrAttr:$group,
+                       DefaultValuedStrAttr<StrAttr, "mean">:$reduce);
+  let assemblyFormat = "$params `event` $event attr-dict";
+  let hasVerifier = 1;
+}
+
 def Cleave_GetGradShardOp : Cleave_Op<"get_grad_shard", [
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "reads this rank's chunk of a reduce-scattered gradient";

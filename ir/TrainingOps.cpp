@@ -352,7 +352,7 @@ LogicalResult AllReduceGradsOp::verify() {
 /// the functions of one rank's modules: the start in a backward function, the wait
 /// in the optimizer, each exactly once.
 static LogicalResult verifyGradientEvent(Operation *op, int64_t event) {
-  bool start = isa<AllReduceGradsStartOp>(op);
+  bool start = isa<AllReduceGradsStartOp, ReduceScatterGradsStartOp>(op);
   if (event < 1)
     return op->emitOpError() << "event must be at least 1, got " << event;
   StringRef expected = start ? "backward" : "optimizer";
@@ -372,6 +372,8 @@ static LogicalResult verifyGradientEvent(Operation *op, int64_t event) {
   for (auto f : m.getOps<FunctionOpInterface>())
     f->walk([&](Operation *o) {
       if (auto s = dyn_cast<AllReduceGradsStartOp>(o))
+        starts += int64_t(s.getEvent()) == event;
+      else if (auto s = dyn_cast<ReduceScatterGradsStartOp>(o))
         starts += int64_t(s.getEvent()) == event;
       else if (auto w = dyn_cast<WaitGradsOp>(o))
         waits += int64_t(w.getEvent()) == event;
@@ -402,5 +404,14 @@ LogicalResult AllReduceGradsStartOp::verify() {
 }
 
 LogicalResult WaitGradsOp::verify() {
+  return verifyGradientEvent(*this, getEvent());
+}
+
+LogicalResult ReduceScatterGradsStartOp::verify() {
+  if (getReduce() != "mean" && getReduce() != "sum")
+    return emitOpError() << "reduce must be \"mean\" or \"sum\", got \""
+                         << getReduce() << "\"";
+  if (failed(verifySplitBucket(*this, getParams(), getGroup())))
+    return failure();
   return verifyGradientEvent(*this, getEvent());
 }

@@ -182,14 +182,30 @@ LogicalResult RankProgram::emitFunction(func::FuncOp func) {
         return failure();
       continue;
     }
-    if (auto start = dyn_cast<AllReduceGradsStartOp>(op)) {
-      FailureOr<int> event = programEvent(&op, start.getEvent());
+    auto allReduceStart = dyn_cast<AllReduceGradsStartOp>(op);
+    auto scatterStart = dyn_cast<ReduceScatterGradsStartOp>(op);
+    if (allReduceStart || scatterStart) {
+      FailureOr<int> event = programEvent(
+          &op, allReduceStart ? allReduceStart.getEvent()
+                              : scatterStart.getEvent());
       pb::Instruction inst;
-      if (failed(event) ||
-          failed(emitBucket(inst.mutable_collective(), start.getParams(),
-                            start.getGroup(), std::nullopt, start.getReduce(),
-                            &op)))
+      if (failed(event))
         return failure();
+      if (allReduceStart &&
+          failed(emitBucket(inst.mutable_collective(),
+                            allReduceStart.getParams(),
+                            allReduceStart.getGroup(), std::nullopt,
+                            allReduceStart.getReduce(), &op)))
+        return failure();
+      if (scatterStart) {
+        if (failed(emitSplitBucket(inst.mutable_collective(),
+                                   scatterStart.getParams(),
+                                   scatterStart.getGroup(),
+                                   /*gather=*/false, &op)))
+          return failure();
+        inst.mutable_collective()->set_reduce(
+            scatterStart.getReduce() == "sum" ? pb::SUM : pb::MEAN);
+      }
       inst.mutable_collective()->set_event(*event);
       // Right after the kernel before it, ahead of that kernel's frees:
       // the reduction starts as soon as its gradients are final.

@@ -1,7 +1,8 @@
 //===- OverlapGradients.cpp - data-parallel all-reduces during backward ---===//
 //
 // cleave-data-parallel reduces the gradients in buckets at the optimizer's
-// start; a bucket's gradients are final earlier, once the step's last
+// start (ZeRO-1, cleave-shard-optimizer-state: reduce-scatters them); a
+// bucket's gradients are final earlier, once the step's last
 // microbatch has accumulated them. This pass starts each bucket there, in a
 // copy of the backward that only the last microbatch runs, and the
 // optimizer waits for it (see Passes.td for the IR before and after).
@@ -33,12 +34,23 @@ bool hasKind(func::FuncOp func, StringRef kind) {
   return attr && attr.getValue() == kind;
 }
 
+/// A data-parallel bucket the optimizer reduces synchronously: a
+/// `cleave.all_reduce_grads` or (ZeRO-1) a `cleave.reduce_scatter_grads`
+/// over the data axis; null for anything else.
+ArrayAttr bucketParams(Operation *op) {
+  if (auto reduce = dyn_cast<AllReduceGradsOp>(op))
+    return reduce.getGroup() == kDataAxis ? reduce.getParams() : ArrayAttr();
+  if (auto scatter = dyn_cast<ReduceScatterGradsOp>(op))
+    return scatter.getGroup() == kDataAxis ? scatter.getParams() : ArrayAttr();
+  return {};
+}
+
 /// The op after which `bucket`'s gradients are complete in `body`: the last
 /// accumulation into one of its parameters, provided every one of them is
 /// accumulated there; null otherwise.
-Operation *completionOf(AllReduceGradsOp bucket, Block &body) {
+Operation *completionOf(Operation *bucket, Block &body) {
   llvm::StringSet<> bucketParams, accumulated;
-  for (Attribute name : bucket.getParams())
+  for (Attribute name : ::bucketParams(bucket))
     bucketParams.insert(name.cast<FlatSymbolRefAttr>().getValue());
   Operation *last = nullptr;
   for (auto acc : body.getOps<AccumulateGradOp>())
@@ -74,16 +86,17 @@ struct OverlapGradients
     // The data-parallel buckets still reduced synchronously, in the
     // optimizer's order; and where numbering may go on (a rank that was
     // already overlapped once).
-    SmallVector<AllReduceGradsOp> buckets;
+    SmallVector<Operation *> buckets;
     int64_t nextEvent = 1;
     for (ModuleOp module : modules)
       for (auto func : module.getOps<func::FuncOp>())
         func.walk([&](Operation *op) {
           if (auto start = dyn_cast<AllReduceGradsStartOp>(op))
             nextEvent = std::max<int64_t>(nextEvent, start.getEvent() + 1);
-          if (auto bucket = dyn_cast<AllReduceGradsOp>(op))
-            if (hasKind(func, "optimizer") && bucket.getGroup() == kDataAxis)
-              buckets.push_back(bucket);
+          if (auto start = dyn_cast<ReduceScatterGradsStartOp>(op))
+            nextEvent = std::max<int64_t>(nextEvent, start.getEvent() + 1);
+          if (bucketParams(op) && hasKind(func, "optimizer"))
+            buckets.push_back(op);
         });
     if (buckets.empty())
       return;
@@ -97,9 +110,9 @@ struct OverlapGradients
           continue;
         // The buckets this backward completes, after the op that completes
         // them, in bucket order.
-        llvm::DenseMap<Operation *, SmallVector<AllReduceGradsOp>> startsAfter;
-        SmallVector<AllReduceGradsOp> rest;
-        for (AllReduceGradsOp bucket : buckets) {
+        llvm::DenseMap<Operation *, SmallVector<Operation *>> startsAfter;
+        SmallVector<Operation *> rest;
+        for (Operation *bucket : buckets) {
           if (Operation *done =
                   completionOf(bucket, backward.getBody().front()))
             startsAfter[done].push_back(bucket);
@@ -131,13 +144,18 @@ struct OverlapGradients
             continue;
           OpBuilder b(copy->getContext());
           b.setInsertionPointAfter(copy);
-          for (AllReduceGradsOp bucket : it->second) {
+          for (Operation *bucket : it->second) {
             int64_t event = nextEvent++;
-            b.create<AllReduceGradsStartOp>(
-                bucket.getLoc(), bucket.getParams(), event, bucket.getGroup(),
-                bucket.getReduce());
-            OpBuilder(bucket).create<WaitGradsOp>(bucket.getLoc(), event);
-            bucket.erase();
+            if (auto reduce = dyn_cast<AllReduceGradsOp>(bucket))
+              b.create<AllReduceGradsStartOp>(
+                  reduce.getLoc(), reduce.getParams(), event,
+                  reduce.getGroup(), reduce.getReduce());
+            else if (auto scatter = dyn_cast<ReduceScatterGradsOp>(bucket))
+              b.create<ReduceScatterGradsStartOp>(
+                  scatter.getLoc(), scatter.getParams(), event,
+                  scatter.getGroup(), scatter.getReduce());
+            OpBuilder(bucket).create<WaitGradsOp>(bucket->getLoc(), event);
+            bucket->erase();
           }
         }
       }

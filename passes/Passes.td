@@ -539,7 +539,10 @@ def ShardOptimizerState : Pass<"cleave-shard-optimizer-state", "ModuleOp"> {
     are viewed flat, padded with zeros to a multiple of the axis' ranks and
     split into one chunk per rank. The `@optimizer` function then
     reduce-scatters the gradients over the axis (mean, in buckets of about
-    `bucket-bytes`, after any tied-parameter sums) instead of all-reducing
+    `bucket-bytes`, first, as `cleave-data-parallel` all-reduces them, so
+    that `cleave-overlap-gradients` can start them in the backward; a tied
+    parameter's pipeline sum then adds whole buffers, each rank reading its
+    reduced chunk) instead of all-reducing
     them, reads each rank's chunk with `cleave.get_grad_shard`, sums the
     chunks' squares over the axis for clipping, updates only its chunk of
     each parameter (optimizer state of one chunk: 1/ranks of the state),

@@ -136,9 +136,14 @@ StagePlan planStage(ModuleOp m, int64_t index, int64_t pipelineRanks,
       // ZeRO-1: a bucket's reduce-scatter and its all-gather move, on a
       // ring, what one all-reduce of its padded buffers does; counted once,
       // at the reduce-scatter.
-      if (auto scatter = dyn_cast<ReduceScatterGradsOp>(op)) {
+      ArrayAttr scattered;
+      if (auto scatter = dyn_cast<ReduceScatterGradsOp>(op))
+        scattered = scatter.getParams();
+      else if (auto start = dyn_cast<ReduceScatterGradsStartOp>(op))
+        scattered = start.getParams();
+      if (scattered) {
         ++s.allReduceBuckets;
-        for (Attribute name : scatter.getParams())
+        for (Attribute name : scattered)
           if (auto param = lookupParameter(op, name.cast<FlatSymbolRefAttr>()))
             if (std::optional<StateShards> shards = stateShards(param))
               s.allReduceBytes +=

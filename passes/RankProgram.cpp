@@ -48,9 +48,16 @@ FailureOr<int> RankProgram::addTensor(Type type, int64_t offset,
 /// Numbers the events that `copy` starts, after those already numbered:
 /// called in the order the rank's schedule runs them.
 void RankProgram::numberGradientEvents(func::FuncOp copy) {
-  copy.walk([&](AllReduceGradsStartOp start) {
+  copy.walk([&](Operation *op) {
+    int64_t event = 0;
+    if (auto start = dyn_cast<AllReduceGradsStartOp>(op))
+      event = start.getEvent();
+    else if (auto start = dyn_cast<ReduceScatterGradsStartOp>(op))
+      event = start.getEvent();
+    else
+      return;
     int id = int(gradientEvents.size()) + 1;
-    gradientEvents.try_emplace(int64_t(start.getEvent()), id);
+    gradientEvents.try_emplace(event, id);
   });
 }
 

@@ -104,17 +104,14 @@ struct ShardOptimizerState
                                 .getElementType());
     }
 
-    // Reduce-scatter after the tied-parameter sums (which need the whole
-    // buffer), before anything reads a chunk.
+    // Reduce-scatter first, as cleave-data-parallel's all-reduce, so that
+    // cleave-overlap-gradients can start it in the backward: a tied
+    // parameter's sum over the pipeline then adds whole buffers, of which
+    // each rank reads only its chunk, reduced over the data axis on every
+    // pipeline rank holding the parameter (they share their data
+    // coordinate, so their chunks are the same elements).
     Block &body = optimizer.getBody().front();
-    Operation *lastSum = nullptr;
-    for (Operation &op : body)
-      if (isa<AllReduceGradsOp>(op))
-        lastSum = &op;
-    if (lastSum)
-      b.setInsertionPointAfter(lastSum);
-    else
-      b.setInsertionPointToStart(&body);
+    b.setInsertionPointToStart(&body);
     Location loc = optimizer.getLoc();
     Operation *last = nullptr;
     for (auto &bucket : buckets)
@@ -123,9 +120,9 @@ struct ShardOptimizerState
                                             b.getStringAttr("mean"));
 
     // Each read of a gradient becomes a read of this rank's chunk, right
-    // after the reduce-scatter (the reads come first in the optimizer, the
-    // tied sums after them, their users after both); the updates and the
-    // sum of squares take it as it is.
+    // after the reduce-scatter (a read names the buffer; the tied sums and
+    // every user of the chunks come after it); the updates and the sum of
+    // squares take it as it is.
     for (GetGradOp get : reads) {
       auto param = symbols.lookup<ParameterOp>(get.getName());
       // After the previous read: the builder's place may be the read that

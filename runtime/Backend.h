@@ -61,6 +61,10 @@ public:
   /// An in-place all-reduce that only finishCollective(event) waits for.
   virtual Status startAllReduce(int group, Reduce op, const TensorRef &t,
                                 int event) = 0;
+  /// A reduce-scatter of `in` into `out` (which may be this rank's part of
+  /// `in`) that only finishCollective(event) waits for.
+  virtual Status startReduceScatter(int group, Reduce op, const TensorRef &in,
+                                    const TensorRef &out, int event) = 0;
   virtual Status finishCollective(int event) = 0;
   virtual Status finishCollectives() = 0;
 };

@@ -235,10 +235,12 @@ private:
           Action a = at(f, i, step.microbatch());
           a.kind = Action::Kind::Collective;
           a.group = groupOf_[rank][c.group()];
-          a.started = c.kind() == pb::ALL_REDUCE && c.event() > 0 &&
-                      c.inputs_size() > 0 &&
-                      std::equal(c.inputs().begin(), c.inputs().end(),
-                                 c.outputs().begin());
+          a.started = c.event() > 0 &&
+                      ((c.kind() == pb::REDUCE_SCATTER &&
+                        c.inputs_size() > 0) ||
+                       (c.kind() == pb::ALL_REDUCE && c.inputs_size() > 0 &&
+                        std::equal(c.inputs().begin(), c.inputs().end(),
+                                   c.outputs().begin())));
           a.event = c.event();
           out.push_back(a);
           break;

@@ -281,7 +281,7 @@ Status Communicator::startAllReduce(int group, Reduce op, const TensorRef &t,
   MPI_Op mpiOp;
   CLEAVE_CHECK(datatype(t.dtype, type));
   CLEAVE_CHECK(reduceOp(t.dtype, op, mpiOp));
-  StartedReduce started{event, {}, t, op, int(g.ranks.size()), group};
+  StartedReduce started{event, {}, t, op, int(g.ranks.size()), group, {}};
   size_t elementSize = dtypeSize(t.dtype);
   char *base = static_cast<char *>(t.data);
   for (int64_t done = 0, n = t.numElements(); done < n;) {
@@ -295,6 +295,42 @@ Status Communicator::startAllReduce(int group, Reduce op, const TensorRef &t,
   return Status::ok();
 }
 
+Status Communicator::startReduceScatter(int group, Reduce op,
+                                        const TensorRef &in,
+                                        const TensorRef &out, int event) {
+  const Group &g = groups_[group];
+  int64_t n = out.numElements();
+  if (in.dtype != out.dtype || in.numElements() != n * int64_t(g.ranks.size()))
+    return Status::error("reduce-scatter of " + describe(in) + " into " +
+                         describe(out) + " over " +
+                         std::to_string(g.ranks.size()) +
+                         " ranks: the input must hold one result per rank");
+  if (g.ranks.size() == 1) {
+    if (in.data != out.data)
+      std::memmove(out.data, in.data, out.sizeBytes());
+    return Status::ok();
+  }
+  if (n > INT_MAX)
+    return Status::error("reduce-scatter into " + describe(out) +
+                         ": more elements than one MPI call takes");
+  MPI_Datatype type;
+  MPI_Op mpiOp;
+  CLEAVE_CHECK(datatype(in.dtype, type));
+  CLEAVE_CHECK(reduceOp(in.dtype, op, mpiOp));
+  StartedReduce started{event, {}, out, op, int(g.ranks.size()), group, {}};
+  const void *send = in.data;
+  if (overlaps(in, out)) {
+    started.staged.assign(static_cast<char *>(in.data),
+                          static_cast<char *>(in.data) + in.sizeBytes());
+    send = started.staged.data();
+  }
+  started.requests.push_back(MPI_REQUEST_NULL);
+  MPI_CHECK(MPI_Ireduce_scatter_block(send, out.data, int(n), type, mpiOp,
+                                      g.comm, &started.requests.back()));
+  started_.push_back(std::move(started));
+  return Status::ok();
+}
+
 Status Communicator::finishCollective(int event) {
   for (size_t i = 0; i < started_.size();) {
     if (started_[i].event != event) {
@@ -303,7 +339,7 @@ Status Communicator::finishCollective(int event) {
     }
     StartedReduce s = std::move(started_[i]);
     started_.erase(started_.begin() + i);
-    Watchdog::Wait wait(watchdog_, over("MPI_Waitall (a started all-reduce)",
+    Watchdog::Wait wait(watchdog_, over("MPI_Waitall (a started collective)",
                                         s.group, s.tensor.sizeBytes()));
     MPI_CHECK(MPI_Waitall(int(s.requests.size()), s.requests.data(),
                           MPI_STATUSES_IGNORE));

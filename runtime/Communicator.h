@@ -98,6 +98,10 @@ public:
   /// Starts an in-place all-reduce of `t` over `group` that `event`
   /// names, and returns at once; finishCollective(event) completes it.
   Status startAllReduce(int group, Reduce op, const TensorRef &t, int event);
+  /// Starts a reduce-scatter of `in` into `out` (ZeRO-1: out may be this
+  /// rank's part of in) that `event` names, as startAllReduce.
+  Status startReduceScatter(int group, Reduce op, const TensorRef &in,
+                            const TensorRef &out, int event);
   /// Completes the started all-reduces of `event` (none: nothing to do).
   Status finishCollective(int event);
   /// Completes every started all-reduce.
@@ -156,6 +160,8 @@ private:
     Reduce op;
     int count; // ranks in the group, for the mean
     int group;
+    // A started reduce-scatter's input, copied when the output lies in it.
+    std::vector<char> staged;
   };
   std::vector<StartedReduce> started_;
   // 16-bit float sum and max (MPI has no half types).

@@ -381,7 +381,10 @@ Status Runtime::communicate(const Op &op) {
         status = device->allGather(op.group, in, out);
         break;
       case pb::REDUCE_SCATTER:
-        status = device->reduceScatter(op.group, op.reduce, in, out);
+        status = op.event > 0 ? device->startReduceScatter(
+                                    op.group, op.reduce, in, out, op.event)
+                              : device->reduceScatter(op.group, op.reduce,
+                                                      in, out);
         break;
       case pb::BROADCAST:
         status = device->broadcast(op.group, op.root, in, out);
@@ -411,7 +414,9 @@ Status Runtime::communicate(const Op &op) {
       status = comm_.allGather(op.group, in, out);
       break;
     case pb::REDUCE_SCATTER:
-      status = comm_.reduceScatter(op.group, op.reduce, in, out);
+      status = op.event > 0 ? comm_.startReduceScatter(op.group, op.reduce, in,
+                                                       out, op.event)
+                            : comm_.reduceScatter(op.group, op.reduce, in, out);
       break;
     case pb::BROADCAST:
       status = comm_.broadcast(op.group, op.root, in, out);
@@ -461,6 +466,14 @@ Status Runtime::communicateStaged(const Op &op) {
     const TensorRef &in = op.inputs[i], &out = op.outputs[i];
     TensorRef hostIn = host(i, in);
     CLEAVE_CHECK(backend_->download(hostIn.data, in.data, hostIn.sizeBytes()));
+    if (op.collective == pb::REDUCE_SCATTER && op.event > 0) {
+      // Started: its host result is uploaded when the event is waited for.
+      TensorRef hostOut = host(outputs + i, out);
+      CLEAVE_CHECK(comm_.startReduceScatter(op.group, op.reduce, hostIn,
+                                            hostOut, op.event));
+      stagedReduces_.push_back({op.event, out.data, &op.staging[outputs + i]});
+      continue;
+    }
     bool started = op.collective == pb::ALL_REDUCE && op.event > 0 &&
                    in.data == out.data;
     if (started) {

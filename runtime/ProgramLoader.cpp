@@ -395,10 +395,14 @@ private:
                              " outputs; expected one output per input");
     if (c.event() < 0)
       return fail(where, "negative event " + str(c.event()));
-    if (c.event() > 0 && c.kind() != pb::ALL_REDUCE)
-      return fail(where, "only an ALL_REDUCE can be started without waiting "
-                         "(event " + str(c.event()) + ")");
-    for (int i = 0; c.event() > 0 && i < c.inputs_size(); ++i)
+    if (c.event() > 0 && c.kind() != pb::ALL_REDUCE &&
+        c.kind() != pb::REDUCE_SCATTER)
+      return fail(where, "only an ALL_REDUCE or a REDUCE_SCATTER can be "
+                         "started without waiting (event " +
+                             str(c.event()) + ")");
+    for (int i = 0; c.event() > 0 && c.kind() == pb::ALL_REDUCE &&
+                    i < c.inputs_size();
+         ++i)
       if (c.inputs(i) != c.outputs(i))
         return fail(where, "a started all-reduce works in place, but input " +
                                str(i) + " is tensor " + str(c.inputs(i)) +

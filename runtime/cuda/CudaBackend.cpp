@@ -222,6 +222,11 @@ public:
     CLEAVE_CHECK(adamw_.flush());
     return inner_.startAllReduce(group, op, t, event);
   }
+  Status startReduceScatter(int group, Reduce op, const TensorRef &in,
+                            const TensorRef &out, int event) override {
+    CLEAVE_CHECK(adamw_.flush());
+    return inner_.startReduceScatter(group, op, in, out, event);
+  }
   Status finishCollective(int event) override {
     CLEAVE_CHECK(adamw_.flush());
     return inner_.finishCollective(event);

@@ -229,6 +229,12 @@ Status NcclCommunication::startAllReduce(int group, Reduce op,
   return collective(group, op, t, t, kAllReduce, 0, event);
 }
 
+Status NcclCommunication::startReduceScatter(int group, Reduce op,
+                                             const TensorRef &in,
+                                             const TensorRef &out, int event) {
+  return collective(group, op, in, out, kReduceScatter, 0, event);
+}
+
 Status NcclCommunication::startSend(int peer, int tag, const TensorRef &t) {
   (void)tag;
   if (peer < 0 || peer >= worldSize_ || peer == rank_)

@@ -56,6 +56,8 @@ public:
   Status finishSends() override;
   Status startAllReduce(int group, Reduce op, const TensorRef &t,
                         int event) override;
+  Status startReduceScatter(int group, Reduce op, const TensorRef &in,
+                            const TensorRef &out, int event) override;
   Status finishCollective(int event) override;
   Status finishCollectives() override;
 

@@ -2,6 +2,7 @@
 // parameter and a mesh axis; a split parameter's update and gradient read
 // take one chunk; the buckets name split parameters of their group.
 // RUN: cleave-opt %s --split-input-file --verify-diagnostics
+// (The last case is valid: a started reduce-scatter and its wait.)
 
 module attributes {cleave.mesh = #cleave.mesh<["data"=2]>} {
   // expected-error @+1 {{attribute 'cleave.state_axis': "tensor" is not an axis of the enclosing mesh}}
@@ -79,6 +80,32 @@ module attributes {cleave.mesh = #cleave.mesh<["data"=2]>} {
   func.func @optimizer() {
     // expected-error @+1 {{reduce must be "mean" or "sum", got "max"}}
     cleave.reduce_scatter_grads [@w] {group = "data", reduce = "max"}
+    return
+  }
+}
+
+// -----
+
+module attributes {cleave.mesh = #cleave.mesh<["data"=2]>} {
+  cleave.parameter @w {cleave.state_axis = "data"} : tensor<3x5xf32>
+  func.func @backward() attributes {cleave.kind = "backward"} {
+    // expected-error @+1 {{event 3 is started but never waited for: the optimizer needs a cleave.wait_grads event 3}}
+    cleave.reduce_scatter_grads_start [@w] event 3 {group = "data"}
+    return
+  }
+}
+
+// -----
+
+module attributes {cleave.mesh = #cleave.mesh<["data"=2]>} {
+  cleave.parameter @w {cleave.state_axis = "data"} : tensor<3x5xf32>
+  func.func @backward() attributes {cleave.kind = "backward"} {
+    cleave.reduce_scatter_grads_start [@w] event 1 {group = "data"}
+    return
+  }
+  func.func @optimizer() attributes {cleave.kind = "optimizer"} {
+    cleave.wait_grads event 1
+    %g = cleave.get_grad_shard @w : tensor<8xf32>
     return
   }
 }

@@ -10,6 +10,9 @@
 // RUN: cleave-opt %s --cleave-input-roles --cleave-place-ranks=data=3 --cleave-autodiff --cleave-optimizer=grad-clip=1.0 "--cleave-shard-optimizer-state=bucket-bytes=100" --cleave-memory-plan | FileCheck %s
 // RUN: rm -rf %t && cleave-opt %s --cleave-input-roles --cleave-place-ranks=data=3 --cleave-autodiff --cleave-optimizer=grad-clip=1.0 "--cleave-shard-optimizer-state=bucket-bytes=1" --cleave-memory-plan --cleave-pipeline-schedule=microbatches=1 "--cleave-emit-program=output-dir=%t microbatches=1 data-degree=3" -o /dev/null
 // RUN: protoc --decode=cleave.program.Program -I %src_root/runtime %src_root/runtime/program.proto < %t/rank-2.pb | FileCheck %s --check-prefix=RANK2
+// RUN: cleave-opt %s --cleave-input-roles --cleave-place-ranks=data=3 --cleave-autodiff=microbatches=2 --cleave-optimizer=grad-clip=1.0 "--cleave-shard-optimizer-state=bucket-bytes=1" --cleave-memory-plan --cleave-overlap-gradients | FileCheck %s --check-prefix=OVERLAP
+// RUN: rm -rf %t.o && cleave-opt %s --cleave-input-roles --cleave-place-ranks=data=3 --cleave-autodiff=microbatches=2 --cleave-optimizer=grad-clip=1.0 "--cleave-shard-optimizer-state=bucket-bytes=1" --cleave-memory-plan --cleave-overlap-gradients --cleave-pipeline-schedule=microbatches=2 "--cleave-emit-program=output-dir=%t.o microbatches=2 data-degree=3" -o /dev/null
+// RUN: protoc --decode=cleave.program.Program -I %src_root/runtime %src_root/runtime/program.proto < %t.o/rank-0.pb | FileCheck %s --check-prefix=OVERLAP-PB
 // RUN: not cleave-opt %s --cleave-autodiff --cleave-optimizer --cleave-shard-optimizer-state 2>&1 | FileCheck %s --check-prefix=NOMESH
 // RUN: not cleave-opt %s --cleave-place-ranks=data=2 --cleave-autodiff --cleave-optimizer --cleave-data-parallel=degree=2 --cleave-shard-optimizer-state 2>&1 | FileCheck %s --check-prefix=TWICE
 
@@ -78,6 +81,25 @@ func.func @forward(%x: tensor<2x4xi64>, %t: tensor<2x4xi64>) -> tensor<f32> {
 // RANK2: state_range {
 // RANK2-NEXT: start: 6
 // RANK2-NEXT: size: 2
+
+// cleave-overlap-gradients starts each bucket's reduce-scatter in the last
+// microbatch's backward once its gradient is complete; the optimizer waits.
+// OVERLAP-LABEL: func.func @forward_backward_last_microbatch
+// OVERLAP: cleave.accumulate_grad @b
+// OVERLAP-NEXT: cleave.reduce_scatter_grads_start [@b] event 1 {group = "data"}
+// OVERLAP: cleave.accumulate_grad @w
+// OVERLAP-NEXT: cleave.reduce_scatter_grads_start [@w] event 2 {group = "data"}
+// OVERLAP-LABEL: func.func @optimizer
+// OVERLAP-NEXT: cleave.wait_grads event 1
+// OVERLAP-NEXT: cleave.wait_grads event 2
+// OVERLAP-NEXT: cleave.get_grad_shard @w
+// OVERLAP-PB: name: "forward_backward (last microbatch)"
+// OVERLAP-PB: op: "accumulate_grad"
+// OVERLAP-PB: kind: REDUCE_SCATTER
+// OVERLAP-PB-NEXT: inputs:
+// OVERLAP-PB-NEXT: outputs:
+// OVERLAP-PB-NEXT: reduce: MEAN
+// OVERLAP-PB-NEXT: event: 1
 
 // NOMESH: error: cleave-shard-optimizer-state: the module's mesh has no axis "data" to split optimizer state over; run cleave-place-ranks first
 // TWICE: error: cleave-shard-optimizer-state: the gradients are already all-reduced over "data"; run this pass instead of cleave-data-parallel, not after it
