@@ -8,7 +8,7 @@ the optimizer state divided by the ranks under ZeRO-1), and, with
 plan's peak.
 
     /usr/bin/python3 bench/zero-memory.py BUILD [--models gpt2-124m gpt2-350m]
-        [--ranks 8] [--seq 128] [--measure]
+        [--ranks 8] [--seq 128] [--measure] [--layouts ddp zero1]
 
 Measuring runs RANKS processes of the whole model on this machine: about
 16 bytes per parameter per rank for plain data parallelism.
@@ -39,6 +39,8 @@ def main():
     ap.add_argument("--ranks", type=int, default=8)
     ap.add_argument("--seq", type=int, default=128)
     ap.add_argument("--measure", action="store_true")
+    ap.add_argument("--layouts", nargs="+", default=["ddp", "zero1"],
+                    choices=["ddp", "zero1"])
     a = ap.parse_args()
     bin_dir = os.path.join(os.path.abspath(a.build), "bin")
     work = os.path.join(os.path.abspath(a.build), "bench-cache", "zero")
@@ -52,8 +54,8 @@ def main():
         if not os.path.exists(onnx):
             run(["/usr/bin/python3", os.path.join(ROOT, "models", "export.py"),
                  model, "--dynamic-batch", "--seq", str(a.seq), "-o", onnx])
-        n_params = None
-        for layout, zero in (("ddp", False), ("zero1", True)):
+        for layout in a.layouts:
+            zero = layout == "zero1"
             out = os.path.join(work, "%s-s%d-%s-d%d" % (model, a.seq, layout, a.ranks))
             run([os.path.join(bin_dir, "cleave-compile"), onnx, "-o", out,
                  "--set", "world_size=%d" % a.ranks, "--set", "ddp=true",
@@ -61,10 +63,9 @@ def main():
                  "--set", "shard_optimizer_state=%s" % str(zero).lower()])
             plan = json.load(open(os.path.join(out, "plan.json")))
             mem = plan["ranks"][0]["predicted_memory"]
-            if n_params is None:
-                # Parameters, from the plan of plain data parallelism: fp32,
-                # each buffer aligned (a few KiB over 4 bytes each).
-                n_params = mem["parameters"] / 4
+            # Parameters, from the plan: fp32, each buffer aligned (and
+            # under ZeRO-1 padded to whole chunks): a few KiB over.
+            n_params = mem["parameters"] / 4
             state = 8 * n_params / (a.ranks if zero else 1)
             formula = 4 * n_params + 4 * n_params + state
             measured = "-"
