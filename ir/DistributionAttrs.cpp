@@ -16,6 +16,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringSet.h"
 
+#include <algorithm>
 #include <map>
 
 using namespace mlir;
@@ -255,7 +256,11 @@ std::optional<StateShards> mlir::cleave::stateShards(ParameterOp param) {
   shards.axis = axis.getValue();
   shards.ranks = *ranks;
   shards.elements = type.getNumElements();
-  shards.chunk = (shards.elements + *ranks - 1) / *ranks;
+  int64_t bits = type.getElementType().getIntOrFloatBitWidth();
+  int64_t perAlignment =
+      std::max<int64_t>(1, kStateChunkAlignment * 8 / std::max<int64_t>(bits, 8));
+  int64_t chunk = (shards.elements + *ranks - 1) / *ranks;
+  shards.chunk = (chunk + perAlignment - 1) / perAlignment * perAlignment;
   return shards;
 }
 

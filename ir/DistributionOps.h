@@ -56,7 +56,11 @@ FailureOr<int64_t> groupSize(ArrayRef<StringRef> axes, MeshAttr mesh,
 /// the parameter viewed flat and padded with zeros to `ranks * chunk`
 /// elements, the rank at coordinate c on `axis` owning elements
 /// [c * chunk, (c + 1) * chunk). Its gradient and parameter buffers are
-/// planned at the padded size, its state tensors at `chunk`.
+/// planned at the padded size, its state tensors at `chunk`. A chunk is
+/// ceil(elements / ranks) rounded up to whole kStateChunkAlignment bytes,
+/// so that every rank's chunk starts where a tensor may.
+inline constexpr int64_t kStateChunkAlignment = 64;
+
 struct StateShards {
   StringRef axis;
   int64_t ranks = 1;

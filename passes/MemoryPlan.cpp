@@ -120,6 +120,18 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
                          << static_cast<int64_t>(alignment);
       return signalPassFailure();
     }
+    // ZeRO-1's chunks start at multiples of kStateChunkAlignment bytes
+    // within their parameter's buffer: no finer alignment can be promised.
+    bool split = false;
+    module.walk([&](ParameterOp p) { split |= bool(stateShards(p)); });
+    if (split && alignment > kStateChunkAlignment) {
+      module.emitError() << "cleave-memory-plan: alignment "
+                         << static_cast<int64_t>(alignment)
+                         << " is more than the " << kStateChunkAlignment
+                         << " bytes the chunks of split optimizer state "
+                            "(cleave.state_axis) are aligned to";
+      return signalPassFailure();
+    }
     if (failed(plan(module)))
       signalPassFailure();
   }

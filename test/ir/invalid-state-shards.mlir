@@ -32,8 +32,8 @@ module attributes {cleave.mesh = #cleave.mesh<["data"=2]>} {
 module attributes {cleave.mesh = #cleave.mesh<["data"=2]>} {
   cleave.parameter @w {cleave.state_axis = "data"} : tensor<3x5xf32>
   func.func @optimizer() {
-    // 15 elements over 2 ranks: chunks of 8.
-    // expected-error @+1 {{the result must be 'tensor<8xf32>', got 'tensor<7xf32>'}}
+    // 15 elements over 2 ranks: chunks of 8, rounded to 16 (64 bytes).
+    // expected-error @+1 {{the result must be 'tensor<16xf32>', got 'tensor<7xf32>'}}
     %g = cleave.get_grad_shard @w : tensor<7xf32>
     return
   }
@@ -44,7 +44,7 @@ module attributes {cleave.mesh = #cleave.mesh<["data"=2]>} {
 module attributes {cleave.mesh = #cleave.mesh<["data"=2]>} {
   cleave.parameter @w {cleave.state_axis = "data"} : tensor<3x5xf32>
   func.func @optimizer(%step: tensor<i64>, %g: tensor<3x5xf32>) {
-    // expected-error @+1 {{the gradient of a parameter with split optimizer state must be 'tensor<8xf32>', got 'tensor<3x5xf32>'}}
+    // expected-error @+1 {{the gradient of a parameter with split optimizer state must be 'tensor<16xf32>', got 'tensor<3x5xf32>'}}
     cleave.adamw @w, %g, %step {lr = 1.0e-03} : tensor<3x5xf32>, tensor<i64>
     return
   }
@@ -105,7 +105,7 @@ module attributes {cleave.mesh = #cleave.mesh<["data"=2]>} {
   }
   func.func @optimizer() attributes {cleave.kind = "optimizer"} {
     cleave.wait_grads event 1
-    %g = cleave.get_grad_shard @w : tensor<8xf32>
+    %g = cleave.get_grad_shard @w : tensor<16xf32>
     return
   }
 }

@@ -1,15 +1,18 @@
 // Tests of --cleave-shard-optimizer-state (ZeRO-1) on 3 data ranks: the
 // trained parameters get cleave.state_axis; the optimizer reduce-scatters
-// the gradients after nothing else, reads 1-D chunks (@w: 32 elements ->
-// chunks of 11, padded to 33; @b: 8 -> 3, padded to 9), sums the chunks'
-// squares over "data", updates the chunks and all-gathers them. The memory
-// plan pads the parameter and gradient buffers and gives the state one
-// chunk; the emitter writes views of the padded buffers and of this rank's
-// chunk, the rank's StateRange (rank 2: w's elements 22..31, b's 6..7) and
-// the collectives in place. Errors: no mesh axis, after cleave-data-parallel.
-// RUN: cleave-opt %s --cleave-input-roles --cleave-place-ranks=data=3 --cleave-autodiff --cleave-optimizer=grad-clip=1.0 "--cleave-shard-optimizer-state=bucket-bytes=100" --cleave-memory-plan | FileCheck %s
+// the gradients first, reads 1-D chunks (whole 64-byte units: see below),
+// sums the chunks' squares over "data", updates the chunks and all-gathers
+// them; with several microbatches the reduce-scatters start in the
+// backward. The memory plan pads the parameter and gradient buffers and
+// gives the state one chunk; the emitter writes views of the padded buffers
+// and of this rank's chunk, the rank's StateRange and the collectives in
+// place. Errors: no mesh axis, after cleave-data-parallel, an alignment
+// finer than the chunks'.
+// RUN: cleave-opt %s --cleave-input-roles --cleave-place-ranks=data=3 --cleave-autodiff --cleave-optimizer=grad-clip=1.0 "--cleave-shard-optimizer-state=bucket-bytes=1000" --cleave-memory-plan | FileCheck %s
 // RUN: rm -rf %t && cleave-opt %s --cleave-input-roles --cleave-place-ranks=data=3 --cleave-autodiff --cleave-optimizer=grad-clip=1.0 "--cleave-shard-optimizer-state=bucket-bytes=1" --cleave-memory-plan --cleave-pipeline-schedule=microbatches=1 "--cleave-emit-program=output-dir=%t microbatches=1 data-degree=3" -o /dev/null
 // RUN: protoc --decode=cleave.program.Program -I %src_root/runtime %src_root/runtime/program.proto < %t/rank-2.pb | FileCheck %s --check-prefix=RANK2
+// RUN: protoc --decode=cleave.program.Program -I %src_root/runtime %src_root/runtime/program.proto < %t/rank-1.pb | FileCheck %s --check-prefix=RANK1
+// RUN: not cleave-opt %s --cleave-place-ranks=data=2 --cleave-autodiff --cleave-optimizer --cleave-shard-optimizer-state --cleave-memory-plan=alignment=128 2>&1 | FileCheck %s --check-prefix=ALIGN
 // RUN: cleave-opt %s --cleave-input-roles --cleave-place-ranks=data=3 --cleave-autodiff=microbatches=2 --cleave-optimizer=grad-clip=1.0 "--cleave-shard-optimizer-state=bucket-bytes=1" --cleave-memory-plan --cleave-overlap-gradients | FileCheck %s --check-prefix=OVERLAP
 // RUN: rm -rf %t.o && cleave-opt %s --cleave-input-roles --cleave-place-ranks=data=3 --cleave-autodiff=microbatches=2 --cleave-optimizer=grad-clip=1.0 "--cleave-shard-optimizer-state=bucket-bytes=1" --cleave-memory-plan --cleave-overlap-gradients --cleave-pipeline-schedule=microbatches=2 "--cleave-emit-program=output-dir=%t.o microbatches=2 data-degree=3" -o /dev/null
 // RUN: protoc --decode=cleave.program.Program -I %src_root/runtime %src_root/runtime/program.proto < %t.o/rank-0.pb | FileCheck %s --check-prefix=OVERLAP-PB
@@ -29,38 +32,41 @@ func.func @forward(%x: tensor<2x4xi64>, %t: tensor<2x4xi64>) -> tensor<f32> {
   return %s : tensor<f32>
 }
 
-// 33 floats = 132 bytes, 192 with 64-byte alignment; 9 floats: 64.
-// CHECK: cleave.parameter @w {cleave.grad_offset = 256 : i64, cleave.offset = 0 : i64, cleave.state_axis = "data"
-// CHECK: cleave.parameter @b {cleave.grad_offset = 448 : i64, cleave.offset = 192 : i64, cleave.state_axis = "data"
+// Chunks are whole 64-byte units: @w's 32 elements over 3 ranks give
+// chunks of 11, rounded to 16 (padded: 48 floats, 192 bytes); @b's 8 give
+// 3, rounded to 16. Rank 1 holds w's elements 16..31 and none of b's (its
+// chunk starts at 16, past b's 8); rank 2 is padding only for both.
+// CHECK: cleave.parameter @w {cleave.grad_offset = 384 : i64, cleave.offset = 0 : i64, cleave.state_axis = "data"
+// CHECK: cleave.parameter @b {cleave.grad_offset = 576 : i64, cleave.offset = 192 : i64, cleave.state_axis = "data"
 // CHECK-LABEL: func.func @optimizer
 // CHECK-NEXT: cleave.reduce_scatter_grads [@b, @w] {group = "data"}
-// CHECK-NEXT: %[[W:.*]] = cleave.get_grad_shard @w : tensor<11xf32>
-// CHECK-NEXT: %[[B:.*]] = cleave.get_grad_shard @b : tensor<3xf32>
+// CHECK-NEXT: %[[W:.*]] = cleave.get_grad_shard @w : tensor<16xf32>
+// CHECK-NEXT: %[[B:.*]] = cleave.get_grad_shard @b : tensor<16xf32>
 // CHECK-NEXT: %[[S:.*]] = cleave.sum_squares %[[W]], %[[B]]
 // CHECK-NEXT: %[[N:.*]] = cleave.all_reduce %[[S]] {{{.*}}group = "data"} : tensor<f32>
-// CHECK-NEXT: cleave.adamw @w, %[[W]], %arg0 norm %[[N]] : tensor<f32> {cleave.state_offsets = array<i64: 512, 576>, {{.*}}} : tensor<11xf32>, tensor<i64>
-// CHECK-NEXT: cleave.adamw @b, %[[B]], %arg0 norm %[[N]] : tensor<f32> {cleave.state_offsets = array<i64: 640, 704>, {{.*}}} : tensor<3xf32>, tensor<i64>
+// CHECK-NEXT: cleave.adamw @w, %[[W]], %arg0 norm %[[N]] : tensor<f32> {cleave.state_offsets = array<i64: 768, 832>, {{.*}}} : tensor<16xf32>, tensor<i64>
+// CHECK-NEXT: cleave.adamw @b, %[[B]], %arg0 norm %[[N]] : tensor<f32> {cleave.state_offsets = array<i64: 896, 960>, {{.*}}} : tensor<16xf32>, tensor<i64>
 // CHECK-NEXT: cleave.all_gather_params [@b, @w] {group = "data"}
 // CHECK-NEXT: return
 
 // With buckets of 1 byte, one collective per parameter; @w's chunk of
-// rank 2 starts 2 x 11 x 4 = 88 bytes into its buffers (at 0 and 256).
-// RANK2: shape: 33
+// rank 2 starts 2 x 16 x 4 = 128 bytes into its buffers (at 0 and 384).
+// RANK2: shape: 48
 // RANK2-NEXT: dtype: F32
 // RANK2-NEXT: category: VIEW
 // RANK2-NEXT: name: "w (padded)"
-// RANK2: offset: 88
-// RANK2-NEXT: shape: 11
+// RANK2: offset: 128
+// RANK2-NEXT: shape: 16
 // RANK2-NEXT: dtype: F32
 // RANK2-NEXT: category: VIEW
 // RANK2-NEXT: name: "w (chunk)"
-// RANK2: offset: 344
-// RANK2-NEXT: shape: 11
+// RANK2: offset: 512
+// RANK2-NEXT: shape: 16
 // RANK2-NEXT: dtype: F32
 // RANK2-NEXT: category: VIEW
 // RANK2-NEXT: name: "w.grad (chunk)"
-// RANK2: offset: 640
-// RANK2-NEXT: shape: 3
+// RANK2: offset: 896
+// RANK2-NEXT: shape: 16
 // RANK2-NEXT: dtype: F32
 // RANK2-NEXT: category: OPTIMIZER_STATE
 // RANK2-NEXT: name: "b.exp_avg"
@@ -73,14 +79,23 @@ func.func @forward(%x: tensor<2x4xi64>, %t: tensor<2x4xi64>) -> tensor<f32> {
 // RANK2: op: "adamw"
 // RANK2: kind: ALL_GATHER
 // RANK2: kind: ALL_GATHER
+// (A size of 0 is left out of the text form.)
 // RANK2: name: "w"
 // RANK2: state_range {
-// RANK2-NEXT: start: 22
-// RANK2-NEXT: size: 10
+// RANK2-NEXT: start: 32
+// RANK2-NEXT: }
 // RANK2: name: "b"
 // RANK2: state_range {
-// RANK2-NEXT: start: 6
-// RANK2-NEXT: size: 2
+// RANK2-NEXT: start: 8
+// RANK2-NEXT: }
+// RANK1: name: "w"
+// RANK1: state_range {
+// RANK1-NEXT: start: 16
+// RANK1-NEXT: size: 16
+// RANK1: name: "b"
+// RANK1: state_range {
+// RANK1-NEXT: start: 8
+// RANK1-NEXT: }
 
 // cleave-overlap-gradients starts each bucket's reduce-scatter in the last
 // microbatch's backward once its gradient is complete; the optimizer waits.
@@ -101,5 +116,6 @@ func.func @forward(%x: tensor<2x4xi64>, %t: tensor<2x4xi64>) -> tensor<f32> {
 // OVERLAP-PB-NEXT: reduce: MEAN
 // OVERLAP-PB-NEXT: event: 1
 
+// ALIGN: error: cleave-memory-plan: alignment 128 is more than the 64 bytes the chunks of split optimizer state (cleave.state_axis) are aligned to
 // NOMESH: error: cleave-shard-optimizer-state: the module's mesh has no axis "data" to split optimizer state over; run cleave-place-ranks first
 // TWICE: error: cleave-shard-optimizer-state: the gradients are already all-reduced over "data"; run this pass instead of cleave-data-parallel, not after it
