@@ -15,7 +15,9 @@
 // a reader asks for the box it needs (planSlice) and gets it assembled from
 // whichever pieces cover it (readSlices). That is resharding on load, and
 // what cleave-checkpoint exports full tensors with; a layout that splits
-// tensors differently (tensor parallel, ZeRO) only writes other boxes.
+// tensors differently writes other boxes (tensor parallel) or flat ranges
+// of a box (ZeRO-1's optimizer state), and both are read as runs of the
+// full tensor's row-major order (flatRuns).
 //
 //===----------------------------------------------------------------------===//
 #ifndef CLEAVE_RUNTIME_CHECKPOINT_H
