@@ -25,6 +25,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <thread>
 #include <vector>
 
 using namespace cleave::runtime;
@@ -35,8 +36,11 @@ struct Runtime::StateTensor {
   std::string name;
   const char *kind = "parameter"; // or "optimizer_state"
   std::vector<int64_t> fullShape, sliceStart, sliceSize;
+  // ZeRO-1's optimizer state: the slice's elements [flatStart, flatStart +
+  // flatSize) first, then padding, which checkpoints leave out.
+  int64_t flatStart = 0, flatSize = -1;
   DType dtype = DType::F32;
-  uint64_t bytes = 0;
+  uint64_t bytes = 0; // the tensor's, padding included
 };
 
 namespace {
@@ -307,64 +311,70 @@ int64_t elementsOf(const std::vector<int64_t> &shape) {
   return n;
 }
 
-/// Calls f(aIndex, bIndex, count) for each run of `count` elements of the
-/// intersection of boxes A and B (of one full tensor) that is contiguous in
-/// both, indexes counted row-major within each box. Returns whether the
-/// boxes intersect.
-template <typename F>
-bool forEachOverlapRun(const std::vector<int64_t> &aStart,
-                       const std::vector<int64_t> &aSize,
-                       const std::vector<int64_t> &bStart,
-                       const std::vector<int64_t> &bSize, F &&f) {
-  size_t rank = aStart.size();
-  std::vector<int64_t> lo(rank), hi(rank);
-  for (size_t d = 0; d < rank; ++d) {
-    lo[d] = std::max(aStart[d], bStart[d]);
-    hi[d] = std::min(aStart[d] + aSize[d], bStart[d] + bSize[d]);
-    if (lo[d] >= hi[d])
-      return false;
-  }
-  if (rank == 0) {
-    f(int64_t(0), int64_t(0), int64_t(1));
-    return true;
-  }
-  std::vector<int64_t> aStride(rank, 1), bStride(rank, 1);
-  for (size_t d = rank - 1; d-- > 0;) {
-    aStride[d] = aStride[d + 1] * aSize[d + 1];
-    bStride[d] = bStride[d + 1] * bSize[d + 1];
-  }
-  int64_t run = hi[rank - 1] - lo[rank - 1];
-  std::vector<int64_t> index = lo;
-  while (true) {
-    int64_t a = 0, b = 0;
-    for (size_t d = 0; d < rank; ++d) {
-      a += (index[d] - aStart[d]) * aStride[d];
-      b += (index[d] - bStart[d]) * bStride[d];
-    }
-    f(a, b, run);
-    size_t d = rank - 1;
-    while (d-- > 0) {
-      if (++index[d] < hi[d])
-        break;
-      index[d] = lo[d];
-    }
-    if (d == size_t(-1))
-      return true;
-  }
-}
-
-bool contains(const std::vector<int64_t> &outerStart,
-              const std::vector<int64_t> &outerSize,
-              const std::vector<int64_t> &start,
-              const std::vector<int64_t> &size) {
-  for (size_t d = 0; d < start.size(); ++d)
-    if (start[d] < outerStart[d] ||
-        start[d] + size[d] > outerStart[d] + outerSize[d])
-      return false;
-  return true;
-}
-
 } // namespace
+
+int64_t CheckpointPiece::elements() const {
+  return flatSize >= 0 ? flatSize : elementsOf(sliceSize);
+}
+
+std::vector<FlatRun> cleave::runtime::flatRuns(
+    const std::vector<int64_t> &shape, const std::vector<int64_t> &start,
+    const std::vector<int64_t> &size, int64_t flatStart, int64_t flatSize) {
+  std::vector<FlatRun> runs;
+  int64_t elements = elementsOf(size);
+  int64_t begin = flatSize >= 0 ? flatStart : 0;
+  int64_t end = flatSize >= 0 ? flatStart + flatSize : elements;
+  if (begin >= end)
+    return runs;
+  // The box is blocks of `block` elements consecutive in the full tensor:
+  // its trailing axes that span the tensor, and the one before them.
+  size_t rank = shape.size();
+  size_t k = rank;
+  int64_t block = 1;
+  while (k > 0) {
+    --k;
+    block *= size[k];
+    if (size[k] != shape[k])
+      break;
+  }
+  std::vector<int64_t> fullStride(rank, 1);
+  for (size_t d = rank; d-- > 1;)
+    fullStride[d - 1] = fullStride[d] * shape[d];
+  std::vector<int64_t> index(rank, 0);
+  for (int64_t b = begin / block; b * block < end; ++b) {
+    // The block's index over the axes before k, then its first element.
+    int64_t rest = b, full = 0;
+    for (size_t d = k; d-- > 0;) {
+      full += (start[d] + rest % size[d]) * fullStride[d];
+      rest /= size[d];
+    }
+    for (size_t d = k; d < rank; ++d)
+      full += start[d] * fullStride[d];
+    int64_t lo = std::max(begin, b * block), hi = std::min(end, b * block + block);
+    runs.push_back({full + lo - b * block, lo - begin, hi - lo});
+  }
+  return runs;
+}
+
+int64_t cleave::runtime::forEachSharedRun(
+    const std::vector<FlatRun> &a, const std::vector<FlatRun> &b,
+    const std::function<void(int64_t, int64_t, int64_t)> &f) {
+  int64_t shared = 0;
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    int64_t aEnd = a[i].full + a[i].count, bEnd = b[j].full + b[j].count;
+    int64_t lo = std::max(a[i].full, b[j].full), hi = std::min(aEnd, bEnd);
+    if (lo < hi) {
+      f(a[i].local + lo - a[i].full, b[j].local + lo - b[j].full, hi - lo);
+      shared += hi - lo;
+    }
+    if (aEnd <= bEnd)
+      ++i;
+    else
+      ++j;
+  }
+  return shared;
+}
 
 uint64_t CheckpointTensor::fullBytes() const {
   return uint64_t(elementsOf(shape)) * dtypeSize(dtype);
@@ -496,6 +506,24 @@ Status cleave::runtime::readCheckpointManifest(const std::string &folder,
                              ints(piece.sliceStart) + " of size " +
                              ints(piece.sliceSize) + " does not lie in " +
                              ints(shape));
+      // Version 2: only a flat range of the box (ZeRO-1's state).
+      if (t.find("flat_range")) {
+        std::vector<int64_t> range;
+        if (!intsMember(t, "flat_range", range) || range.size() != 2 ||
+            range[0] < 0 || range[1] < 0 || range[0] > elements - range[1])
+          return Status::error(which + ": tensor '" + name +
+                               "': flat_range is not [start, size] within "
+                               "its slice's " +
+                               str(elements) + " elements");
+        piece.flatStart = range[0];
+        piece.flatSize = elements = range[1];
+      }
+      if (t.find("sha256")) {
+        piece.sha256 = stringMember(t, "sha256");
+        if (piece.sha256.size() != 64)
+          return Status::error(which + ": tensor '" + name +
+                               "': sha256 is not 64 hex digits");
+      }
       if (pieceBytes != elements * int64_t(dtypeSize(dtype)) || offset < 0 ||
           uint64_t(offset) + uint64_t(pieceBytes) > rank.bytes)
         return Status::error(which + ": tensor '" + name + "': its bytes [" +
@@ -534,6 +562,30 @@ Status cleave::runtime::streamCheckpointFile(
   const CheckpointRank &rank = m.ranks[rankIndex];
   std::string path = m.filePath(rankIndex);
   Sha256 hash;
+  // Each tensor's own hash, where the manifest has one: a flipped byte is
+  // then named by its tensor, not only its file.
+  struct Hashed {
+    const std::string *name;
+    const CheckpointPiece *piece;
+    Sha256 hash;
+  };
+  std::vector<Hashed> pieces;
+  for (auto &[name, t] : m.tensors)
+    for (const CheckpointPiece &p : t.pieces)
+      if (p.rankIndex == rankIndex && !p.sha256.empty())
+        pieces.push_back({&name, &p, Sha256()});
+  std::sort(pieces.begin(), pieces.end(), [](const Hashed &a, const Hashed &b) {
+    return a.piece->offset < b.piece->offset;
+  });
+  size_t first = 0; // pieces before it end before the chunk
+  // When the tensors' hashes cover every byte of the file (what a writer
+  // of them writes: the file is its tensors), they say all the file's
+  // would: it is not computed again (a second pass over every byte).
+  uint64_t coveredTo = 0;
+  for (const Hashed &h : pieces)
+    if (h.piece->offset <= coveredTo)
+      coveredTo = std::max(coveredTo, h.piece->offset + h.piece->bytes);
+  bool fileHash = coveredTo < rank.bytes;
   // 64 MiB: a read is cheap next to hashing it, and leaves no trace in the
   // memory of a rank.
   CLEAVE_CHECK(streamFile(
@@ -547,9 +599,32 @@ Status cleave::runtime::streamCheckpointFile(
                              ": the file is truncated or was replaced");
       },
       [&](uint64_t at, const char *data, size_t size) {
-        hash.update(data, size);
+        if (fileHash)
+          hash.update(data, size);
+        while (first < pieces.size() &&
+               pieces[first].piece->offset + pieces[first].piece->bytes <= at)
+          ++first;
+        for (size_t i = first;
+             i < pieces.size() && pieces[i].piece->offset < at + size; ++i) {
+          const CheckpointPiece &p = *pieces[i].piece;
+          uint64_t begin = std::max(at, p.offset);
+          uint64_t end = std::min(at + size, p.offset + p.bytes);
+          if (begin < end)
+            pieces[i].hash.update(data + (begin - at), size_t(end - begin));
+        }
         consume(at, data, size);
       }));
+  for (Hashed &h : pieces) {
+    std::string actual = h.hash.hexDigest();
+    if (actual != h.piece->sha256)
+      return Status::error(
+          path + ": bytes [" + str(int64_t(h.piece->offset)) + ", " +
+          str(int64_t(h.piece->offset + h.piece->bytes)) + ") of tensor '" +
+          *h.name + "' have SHA-256 " + actual + ", the manifest says " +
+          h.piece->sha256 + ": the file is corrupt");
+  }
+  if (!fileHash)
+    return Status::ok();
   std::string actual = hash.hexDigest();
   if (actual != rank.sha256)
     return Status::error(path + ": SHA-256 " + actual +
@@ -567,44 +642,63 @@ Status cleave::runtime::planSlice(const CheckpointManifest &m,
   for (size_t d = 0; inside && d < t.shape.size(); ++d)
     inside &= request.start[d] >= 0 && request.size[d] >= 0 &&
               request.start[d] + request.size[d] <= t.shape[d];
+  int64_t boxElements = inside ? elementsOf(request.size) : 0;
+  if (inside && request.flatSize >= 0)
+    inside = request.flatStart >= 0 &&
+             request.flatStart <= boxElements - request.flatSize;
+  std::string range =
+      request.flatSize < 0
+          ? std::string()
+          : " (its elements [" + str(request.flatStart) + ", " +
+                str(request.flatStart + request.flatSize) + "))";
   if (!inside)
     return Status::error(
         m.manifestPath() + ": tensor '" + t.name + "' is " + ints(t.shape) +
         " in the checkpoint, which has no slice at " + ints(request.start) +
-        " of size " + ints(request.size));
+        " of size " + ints(request.size) + range);
+  int64_t elements = request.flatSize >= 0 ? request.flatSize : boxElements;
+  if (elements == 0)
+    return Status::ok();
+  std::vector<FlatRun> wanted =
+      flatRuns(t.shape, request.start, request.size, request.flatStart,
+               request.flatSize);
+  std::vector<std::vector<FlatRun>> held;
+  for (const CheckpointPiece &p : t.pieces)
+    held.push_back(flatRuns(t.shape, p.sliceStart, p.sliceSize, p.flatStart,
+                            p.flatSize));
+  auto nothing = [](int64_t, int64_t, int64_t) {};
   // One piece that holds it all: the common case of replicas.
   const CheckpointPiece *whole = nullptr;
-  for (const CheckpointPiece &p : t.pieces)
-    if (contains(p.sliceStart, p.sliceSize, request.start, request.size) &&
-        (!whole || p.rankIndex == preferredRank))
-      whole = &p;
+  for (size_t i = 0; i < t.pieces.size(); ++i)
+    if ((!whole || t.pieces[i].rankIndex == preferredRank) &&
+        forEachSharedRun(wanted, held[i], nothing) == elements)
+      whole = &t.pieces[i];
   if (whole) {
     request.pieces.push_back(whole);
     return Status::ok();
   }
-  // Pieces that together cover it (a split tensor), each adding something.
-  int64_t elements = elementsOf(request.size);
+  // Pieces that together cover it (a split tensor, ZeRO-1's ranges), each
+  // adding something.
   std::vector<char> covered(size_t(elements), 0);
   int64_t left = elements;
-  for (const CheckpointPiece &p : t.pieces) {
+  for (size_t i = 0; i < t.pieces.size(); ++i) {
     int64_t added = 0;
-    forEachOverlapRun(request.start, request.size, p.sliceStart, p.sliceSize,
-                      [&](int64_t at, int64_t, int64_t n) {
-                        for (int64_t i = at; i < at + n; ++i)
-                          if (!covered[i]) {
-                            covered[i] = 1;
-                            ++added;
-                          }
-                      });
+    forEachSharedRun(wanted, held[i], [&](int64_t at, int64_t, int64_t n) {
+      for (int64_t e = at; e < at + n; ++e)
+        if (!covered[e]) {
+          covered[e] = 1;
+          ++added;
+        }
+    });
     if (added)
-      request.pieces.push_back(&p);
+      request.pieces.push_back(&t.pieces[i]);
     left -= added;
   }
   if (left)
     return Status::error(
         m.manifestPath() + ": tensor '" + t.name + "': " + str(left) +
         " elements of the slice at " + ints(request.start) + " of size " +
-        ints(request.size) + " are held by no rank of the checkpoint");
+        ints(request.size) + range + " are held by no rank of the checkpoint");
   return Status::ok();
 }
 
@@ -621,15 +715,22 @@ Status cleave::runtime::readSlices(const CheckpointManifest &m,
   };
   std::map<int, std::vector<Use>> byFile;
   for (SliceRequest &r : requests) {
-    r.bytes.assign(size_t(elementsOf(r.size)) * dtypeSize(r.tensor->dtype),
-                   '\0');
+    int64_t elements = r.flatSize >= 0 ? r.flatSize : elementsOf(r.size);
+    r.bytes.assign(size_t(elements) * dtypeSize(r.tensor->dtype), '\0');
     for (const CheckpointPiece *p : r.pieces)
       byFile[p->rankIndex].push_back({&r, p});
   }
   for (auto &[rankIndex, uses] : byFile) {
     for (Use &u : uses) {
-      if (u.piece->sliceStart == u.request->start &&
-          u.piece->sliceSize == u.request->size)
+      const CheckpointPiece &p = *u.piece;
+      const SliceRequest &r = *u.request;
+      bool wholeBox = p.flatSize < 0 ||
+                      (p.flatStart == 0 && p.flatSize == elementsOf(p.sliceSize));
+      bool wholeRequest = r.flatSize < 0 ||
+                          (r.flatStart == 0 && r.flatSize == elementsOf(r.size));
+      if (p.sliceStart == r.start && p.sliceSize == r.size &&
+          ((wholeBox && wholeRequest) ||
+           (p.flatStart == r.flatStart && p.flatSize == r.flatSize)))
         u.direct = &u.request->bytes[0];
       else
         u.buffer.assign(size_t(u.piece->bytes), '\0');
@@ -653,9 +754,13 @@ Status cleave::runtime::readSlices(const CheckpointManifest &m,
       size_t element = dtypeSize(u.request->tensor->dtype);
       char *to = &u.request->bytes[0];
       const char *from = u.buffer.data();
-      forEachOverlapRun(
-          u.request->start, u.request->size, u.piece->sliceStart,
-          u.piece->sliceSize, [&](int64_t at, int64_t in, int64_t n) {
+      const CheckpointTensor &t = *u.request->tensor;
+      const SliceRequest &r = *u.request;
+      const CheckpointPiece &p = *u.piece;
+      forEachSharedRun(
+          flatRuns(t.shape, r.start, r.size, r.flatStart, r.flatSize),
+          flatRuns(t.shape, p.sliceStart, p.sliceSize, p.flatStart, p.flatSize),
+          [&](int64_t at, int64_t in, int64_t n) {
             std::memcpy(to + at * element, from + in * element, n * element);
           });
       std::string().swap(u.buffer);
@@ -725,10 +830,20 @@ std::vector<Runtime::StateTensor> Runtime::stateTensors() const {
       size_t dot = s.name.rfind('.');
       if (dot != std::string::npos) {
         auto it = paramByName.find(s.name.substr(0, dot));
-        if (it != paramByName.end() &&
-            std::vector<int64_t>(it->second->slice_size().begin(),
-                                 it->second->slice_size().end()) == s.sliceSize)
+        std::vector<int64_t> slice;
+        if (it != paramByName.end())
+          slice.assign(it->second->slice_size().begin(),
+                       it->second->slice_size().end());
+        if (it != paramByName.end() && it->second->has_state_range() &&
+            s.sliceSize.size() == 1) {
+          // ZeRO-1: a flat chunk holding a range of the slice.
           param = it->second;
+          s.sliceSize = slice;
+          s.flatStart = param->state_range().start();
+          s.flatSize = param->state_range().size();
+        } else if (it != paramByName.end() && slice == s.sliceSize) {
+          param = it->second;
+        }
       }
     }
     if (param) {
@@ -760,16 +875,29 @@ Status Runtime::writeRankCheckpoint(const std::string &folder,
     std::vector<char> bytes;
     for (const StateTensor &s : state) {
       CLEAVE_CHECK(readTensor(s.id, bytes));
-      hash.update(bytes.data(), bytes.size());
-      CLEAVE_CHECK(sink(bytes.data(), bytes.size()));
+      // A ZeRO-1 chunk without its padding.
+      if (s.flatSize >= 0)
+        bytes.resize(size_t(s.flatSize) * dtypeSize(s.dtype));
+      // The file's hash and the tensor's, each a pass over the bytes: side
+      // by side, so that the second costs no time where a core is free.
+      Sha256 own;
+      std::thread fileHash([&] { hash.update(bytes.data(), bytes.size()); });
+      own.update(bytes.data(), bytes.size());
+      Status written = sink(bytes.data(), bytes.size());
+      fileHash.join();
+      CLEAVE_CHECK(written);
+      std::string range =
+          s.flatSize < 0 ? std::string()
+                         : ", \"flat_range\": " + ints({s.flatStart, s.flatSize});
       tensors += std::string(tensors.empty() ? "" : ",") +
                  "\n        {\"name\": " + jsonQuote(s.name) +
                  ", \"kind\": \"" + s.kind + "\", \"dtype\": \"" +
                  dtypeText(s.dtype) + "\", \"shape\": " + ints(s.fullShape) +
                  ", \"slice_start\": " + ints(s.sliceStart) +
-                 ", \"slice_size\": " + ints(s.sliceSize) +
+                 ", \"slice_size\": " + ints(s.sliceSize) + range +
                  ", \"offset\": " + str(offset) +
-                 ", \"bytes\": " + str(bytes.size()) + "}";
+                 ", \"bytes\": " + str(bytes.size()) + ", \"sha256\": \"" +
+                 own.hexDigest() + "\"}";
       offset += bytes.size();
     }
     return Status::ok();
@@ -826,9 +954,14 @@ Status Runtime::saveCheckpoint(const std::string &root, int64_t steps,
   CLEAVE_CHECK(comm_.gatherToRoot(entry, entries));
   if (comm_.rank() == 0) {
     const pb::Mesh &mesh = program_.mesh();
+    // Version 1 readers know no flat ranges: they must refuse such a
+    // checkpoint rather than misread it; without one it is version 1.
+    int version = 1;
+    for (const std::string &e : entries)
+      if (e.find("\"flat_range\"") != std::string::npos)
+        version = 2;
     std::string manifest =
-        "{\"format\": \"cleave-checkpoint\", \"version\": " +
-        str(kCheckpointVersion) + ", \"step\": " + str(steps) +
+        "{\"format\": \"cleave-checkpoint\", \"version\": " + str(version) + ", \"step\": " + str(steps) +
         ",\n  \"model\": " + jsonQuote(program_.model()) +
         ",\n  \"layout\": {\"world_size\": " + str(mesh.world_size()) +
         ", \"data_degree\": " + str(mesh.data_degree()) +
@@ -911,6 +1044,8 @@ Status Runtime::planCheckpointLoad(const CheckpointManifest &m,
     request.tensor = &t;
     request.start = s.sliceStart;
     request.size = s.sliceSize;
+    request.flatStart = s.flatStart;
+    request.flatSize = s.flatSize;
     CLEAVE_CHECK(planSlice(m, preferred, request));
     requests.push_back(std::move(request));
   }
@@ -983,8 +1118,11 @@ Status Runtime::loadCheckpoint(const std::string &folder, const TokenData *data,
     return Status::error(folder + ": another rank could not load its part "
                                   "of the checkpoint (its message says why)");
   std::vector<StateTensor> tensors = stateTensors();
-  for (size_t i = 0; i < tensors.size(); ++i)
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    // A ZeRO-1 chunk's padding stays zero.
+    requests[i].bytes.resize(size_t(tensors[i].bytes), '\0');
     CLEAVE_CHECK(writeTensor(tensors[i].id, requests[i].bytes.data()));
+  }
   scaler_.restore(state->scaler);
   optimizerSteps_ = state->optimizerSteps;
   steps = m.step;

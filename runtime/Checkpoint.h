@@ -15,7 +15,9 @@
 // a reader asks for the box it needs (planSlice) and gets it assembled from
 // whichever pieces cover it (readSlices). That is resharding on load, and
 // what cleave-checkpoint exports full tensors with; a layout that splits
-// tensors differently (tensor parallel, ZeRO) only writes other boxes.
+// tensors differently writes other boxes (tensor parallel) or flat ranges
+// of a box (ZeRO-1's optimizer state), and both are read as runs of the
+// full tensor's row-major order (flatRuns).
 //
 //===----------------------------------------------------------------------===//
 #ifndef CLEAVE_RUNTIME_CHECKPOINT_H
@@ -34,7 +36,10 @@
 
 namespace cleave::runtime {
 
-constexpr int kCheckpointVersion = 1;
+/// The newest manifest version this code reads. Version 2 added pieces
+/// with a flat range (ZeRO-1's optimizer state); a manifest without one is
+/// written as version 1, which every reader reads alike.
+constexpr int kCheckpointVersion = 2;
 
 /// The folder of step `step` under `root`: ROOT/step-S.
 std::string checkpointFolder(const std::string &root, int64_t step);
@@ -52,12 +57,38 @@ Status removeOldCheckpoints(const std::string &root, int64_t keep);
 
 /// One box of a tensor that one rank's file holds: the elements
 /// [sliceStart, sliceStart + sliceSize) of the full row-major tensor, as
-/// row-major bytes at `offset` of the file.
+/// row-major bytes at `offset` of the file; with a flat range (flatSize >=
+/// 0) only the box's elements [flatStart, flatStart + flatSize) counted
+/// row-major within the box (a ZeRO-1 rank's share of optimizer state).
 struct CheckpointPiece {
   int rankIndex = 0; // into CheckpointManifest::ranks
   std::vector<int64_t> sliceStart, sliceSize;
+  int64_t flatStart = 0, flatSize = -1; // -1: the whole box
   uint64_t offset = 0, bytes = 0;
+  std::string sha256; // of its bytes; empty in manifests before it
+  /// The elements it holds.
+  int64_t elements() const;
 };
+
+/// A run of `count` elements consecutive both in the full tensor (from
+/// row-major index `full`) and in what a piece or request holds (from
+/// element `local`).
+struct FlatRun {
+  int64_t full = 0, local = 0, count = 0;
+};
+
+/// The runs of a box of the full tensor `shape` (flatSize < 0) or of its
+/// flat range [flatStart, flatStart + flatSize), in order.
+std::vector<FlatRun> flatRuns(const std::vector<int64_t> &shape,
+                              const std::vector<int64_t> &start,
+                              const std::vector<int64_t> &size,
+                              int64_t flatStart, int64_t flatSize);
+
+/// Calls f(aLocal, bLocal, count) for each run the two run lists (of one
+/// tensor) share; returns the elements they share.
+int64_t forEachSharedRun(
+    const std::vector<FlatRun> &a, const std::vector<FlatRun> &b,
+    const std::function<void(int64_t, int64_t, int64_t)> &f);
 
 /// A tensor by its name: a parameter's ONNX initializer name, or
 /// `NAME.<state>` for its optimizer state.
@@ -119,16 +150,19 @@ Status readCheckpointManifest(const std::string &folder,
 
 /// Reads rank file `rankIndex` in chunks, handing each to
 /// `consume(offset, data, size)`, and checks its size (before reading) and
-/// SHA-256 (after) against the manifest; errors name the file. What
+/// SHA-256 (after) against the manifest, and each tensor's SHA-256 where
+/// the manifest has one; errors name the file (and tensor and its bytes). What
 /// `consume` saw is only to be used when this returns ok.
 Status streamCheckpointFile(
     const CheckpointManifest &manifest, int rankIndex,
     const std::function<void(uint64_t, const char *, size_t)> &consume);
 
-/// A box of one tensor a reader wants, and what fills it.
+/// A box of one tensor a reader wants (with flatSize >= 0, only the box's
+/// row-major elements [flatStart, flatStart + flatSize)), and what fills it.
 struct SliceRequest {
   const CheckpointTensor *tensor = nullptr;
   std::vector<int64_t> start, size;
+  int64_t flatStart = 0, flatSize = -1;
   std::vector<const CheckpointPiece *> pieces; // planSlice's choice
   std::string bytes;                           // readSlices' result
 };

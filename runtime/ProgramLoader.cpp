@@ -570,6 +570,43 @@ private:
                            "' (expected zeros, ones or normal:STD)");
   }
 
+  /// ZeRO-1: the range of the slice a parameter's optimizer state covers
+  /// lies in the slice, and every state tensor ("<name>.exp_avg"...) is
+  /// flat and holds it.
+  Status checkStateRange(const pb::Parameter &param, const std::string &where) {
+    if (!param.has_state_range())
+      return Status::ok();
+    const pb::StateRange &range = param.state_range();
+    int64_t elements = checkedElements(param.slice_size());
+    if (range.start() < 0 || range.size() < 0 ||
+        range.start() > elements - range.size())
+      return fail(where, "state_range start " + str(range.start()) +
+                             " size " + str(range.size()) +
+                             " is not within its slice's " + str(elements) +
+                             " elements (slice_size " +
+                             shapeText(param.slice_size()) +
+                             "): start and size must be >= 0 and start + "
+                             "size at most the slice's element count");
+    for (int i = 0; i < p.tensors_size(); ++i) {
+      const pb::Tensor &t = p.tensors(i);
+      const std::string &name = t.name();
+      if (t.category() != pb::OPTIMIZER_STATE ||
+          name.compare(0, param.name().size(), param.name()) != 0)
+        continue;
+      std::string state = name.substr(param.name().size());
+      if (state != ".exp_avg" && state != ".exp_avg_sq" &&
+          state != ".momentum_buffer")
+        continue;
+      if (t.shape_size() != 1 || t.shape(0) < range.size())
+        return fail(where, "state_range size " + str(range.size()) +
+                               ", but its optimizer state tensor " + str(i) +
+                               " '" + name + "' is " + shapeText(t.shape()) +
+                               ": expected one dimension of at least " +
+                               str(range.size()) + " elements");
+    }
+    return Status::ok();
+  }
+
   Status checkParameters() {
     std::vector<int> initializedBy(p.tensors_size(), -1);
     std::set<std::string> names;
@@ -615,6 +652,7 @@ private:
                                  " is not within full_shape " +
                                  shapeText(param.full_shape()) +
                                  " (dimension " + str(d) + ")");
+      CLEAVE_CHECK(checkStateRange(param, where));
       DType dtype = tensorDType(t);
       switch (param.init_case()) {
       case pb::Parameter::kGenerator:

@@ -14,6 +14,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <random>
 #include <string>
 
 using namespace cleave::runtime;
@@ -183,7 +185,7 @@ struct SplitCheckpoint {
   std::vector<std::string> tensors{"", "", ""};
 
   ~SplitCheckpoint() {
-    for (int r = 0; r < 3; ++r)
+    for (size_t r = 0; r < files.size(); ++r)
       unlink((folder + "/rank-" + std::to_string(r) + ".bin").c_str());
     unlink((folder + "/manifest.json").c_str());
     rmdir(folder.c_str());
@@ -191,7 +193,8 @@ struct SplitCheckpoint {
 
   void add(int rank, const std::string &name, const std::vector<int64_t> &shape,
            const std::vector<int64_t> &start, const std::vector<int64_t> &size,
-           const std::vector<float> &values) {
+           const std::vector<float> &values, int64_t flatStart = 0,
+           int64_t flatSize = -1) {
     auto ints = [](const std::vector<int64_t> &v) {
       std::string s = "[";
       for (size_t i = 0; i < v.size(); ++i)
@@ -203,10 +206,30 @@ struct SplitCheckpoint {
          "\", \"kind\": \"parameter\", \"dtype\": \"F32\", \"shape\": " +
          ints(shape) + ", \"slice_start\": " + ints(start) +
          ", \"slice_size\": " + ints(size) +
+         (flatSize < 0 ? std::string()
+                       : ", \"flat_range\": " + ints({flatStart, flatSize})) +
          ", \"offset\": " + std::to_string(files[rank].size()) +
-         ", \"bytes\": " + std::to_string(values.size() * 4) + "}";
+         ", \"bytes\": " + std::to_string(values.size() * 4) +
+         ", \"sha256\": \"" +
+         sha(std::string(reinterpret_cast<const char *>(values.data()),
+                         values.size() * 4)) +
+         "\"}";
     files[rank].append(reinterpret_cast<const char *>(values.data()),
                        values.size() * 4);
+    version = flatSize < 0 ? version : 2;
+  }
+
+  /// The elements of a [rows, 4] tensor whose value is their row-major
+  /// index, in the box at (r0, c0) of size (rows, cols), its flat range
+  /// [flatStart, flatStart + flatSize) (flatSize < 0: all of it).
+  static std::vector<float> range(int64_t r0, int64_t rows, int64_t c0,
+                                  int64_t cols, int64_t flatStart,
+                                  int64_t flatSize) {
+    std::vector<float> v;
+    for (int64_t e = 0; e < rows * cols; ++e)
+      if (flatSize < 0 || (e >= flatStart && e < flatStart + flatSize))
+        v.push_back(float((r0 + e / cols) * 4 + c0 + e % cols));
+    return v;
   }
 
   static std::vector<float> box(int64_t r0, int64_t r1, int64_t c0,
@@ -218,6 +241,8 @@ struct SplitCheckpoint {
     return v;
   }
 
+  int version = 1;
+
   void write() {
     folder = tempFolder();
     add(0, "w", {6, 4}, {0, 0}, {3, 4}, box(0, 3, 0, 4));
@@ -226,8 +251,15 @@ struct SplitCheckpoint {
     add(0, "b", {4}, {0}, {4}, {1, 2, 3, 4});
     add(2, "b", {4}, {0}, {4}, {1, 2, 3, 4});
     add(1, "s", {}, {}, {}, {7});
+    writeFiles();
+  }
+
+  void writeFiles() {
+    if (folder.empty())
+      folder = tempFolder();
     std::string ranks;
-    for (int r = 0; r < 3; ++r) {
+    int world = int(files.size());
+    for (int r = 0; r < world; ++r) {
       std::string file = "rank-" + std::to_string(r) + ".bin";
       std::FILE *f = std::fopen((folder + "/" + file).c_str(), "wb");
       std::fwrite(files[r].data(), 1, files[r].size(), f);
@@ -241,8 +273,10 @@ struct SplitCheckpoint {
                tensors[r] + "]}";
     }
     std::string manifest =
-        "{\"format\": \"cleave-checkpoint\", \"version\": 1, \"step\": 2, "
-        "\"layout\": {\"world_size\": 3, \"data_degree\": 1, "
+        "{\"format\": \"cleave-checkpoint\", \"version\": " +
+        std::to_string(version) + ", \"step\": 2, "
+        "\"layout\": {\"world_size\": " +
+        std::to_string(world) + ", \"data_degree\": 1, "
         "\"pipeline_degree\": 1, \"tensor_degree\": 3}, \"ranks\": [" +
         ranks + "]}";
     std::FILE *f = std::fopen((folder + "/manifest.json").c_str(), "w");
@@ -338,10 +372,216 @@ TEST(CheckpointSlices, MissingPartsAndBadFilesAreErrors) {
   std::fputc('x', f);
   std::fclose(f);
   ASSERT_TRUE(readCheckpointManifest(ck.folder, m));
+  // As a manifest from before per-tensor hashes: the file's names it.
+  for (auto &[name, t] : m.tensors)
+    for (CheckpointPiece &p : t.pieces)
+      p.sha256.clear();
   std::vector<NamedTensor> full;
   status = readFullTensors(m, false, full);
   ASSERT_FALSE(status);
   EXPECT_NE(status.message().find(path + ": SHA-256"), std::string::npos)
+      << status.message();
+  EXPECT_TRUE(full.empty());
+}
+
+namespace {
+
+/// What a box (and flat range) of `shape` holds, element by element: the
+/// full row-major index of each, in order.
+std::vector<int64_t> indexesOf(const std::vector<int64_t> &shape,
+                               const std::vector<int64_t> &start,
+                               const std::vector<int64_t> &size,
+                               int64_t flatStart, int64_t flatSize) {
+  std::vector<int64_t> out;
+  int64_t elements = 1;
+  for (int64_t d : size)
+    elements *= d;
+  for (int64_t e = 0; e < elements; ++e) {
+    if (flatSize >= 0 && (e < flatStart || e >= flatStart + flatSize))
+      continue;
+    int64_t rest = e, full = 0, stride = 1;
+    for (size_t d = shape.size(); d-- > 0;) {
+      full += (start[d] + rest % size[d]) * stride;
+      rest /= size[d];
+      stride *= shape[d];
+    }
+    out.push_back(full);
+  }
+  return out;
+}
+
+struct RandomPiece {
+  std::vector<int64_t> start, size;
+  int64_t flatStart = 0, flatSize = -1;
+};
+
+RandomPiece randomPiece(std::mt19937 &rng, const std::vector<int64_t> &shape) {
+  RandomPiece p;
+  int64_t elements = 1;
+  for (int64_t n : shape) {
+    int64_t a = int64_t(rng() % uint32_t(n + 1));
+    int64_t b = int64_t(rng() % uint32_t(n + 1));
+    p.start.push_back(std::min(a, b));
+    p.size.push_back(std::max(a, b) - std::min(a, b));
+    elements *= p.size.back();
+  }
+  if (rng() % 2) {
+    int64_t a = int64_t(rng() % uint32_t(elements + 1));
+    int64_t b = int64_t(rng() % uint32_t(elements + 1));
+    p.flatStart = std::min(a, b);
+    p.flatSize = std::max(a, b) - p.flatStart;
+  }
+  return p;
+}
+
+} // namespace
+
+// The runs of boxes and flat ranges, and what two of them share, equal an
+// element-by-element walk, for boxes and ranges of every kind: crossing
+// rows, crossing a box's edges, empty, whole, scalars.
+TEST(CheckpointSlices, FlatRunsEqualAnElementWalk) {
+  std::mt19937 rng(16);
+  for (int trial = 0; trial < 3000; ++trial) {
+    std::vector<int64_t> shape;
+    for (int d = int(rng() % 4); d > 0; --d)
+      shape.push_back(1 + int64_t(rng() % 5));
+    RandomPiece a = randomPiece(rng, shape), b = randomPiece(rng, shape);
+    std::vector<int64_t> aIndexes =
+        indexesOf(shape, a.start, a.size, a.flatStart, a.flatSize);
+    std::vector<int64_t> bIndexes =
+        indexesOf(shape, b.start, b.size, b.flatStart, b.flatSize);
+    std::vector<FlatRun> aRuns =
+        flatRuns(shape, a.start, a.size, a.flatStart, a.flatSize);
+    std::vector<FlatRun> bRuns =
+        flatRuns(shape, b.start, b.size, b.flatStart, b.flatSize);
+    std::vector<int64_t> walked;
+    for (const FlatRun &r : aRuns) {
+      ASSERT_EQ(r.local, int64_t(walked.size()));
+      for (int64_t i = 0; i < r.count; ++i)
+        walked.push_back(r.full + i);
+    }
+    ASSERT_EQ(walked, aIndexes) << "trial " << trial;
+    // Shared: each element of A that B holds, at its place in both.
+    std::map<int64_t, int64_t> bAt;
+    for (size_t i = 0; i < bIndexes.size(); ++i)
+      bAt[bIndexes[i]] = int64_t(i);
+    std::vector<std::pair<int64_t, int64_t>> expected, shared;
+    for (size_t i = 0; i < aIndexes.size(); ++i)
+      if (bAt.count(aIndexes[i]))
+        expected.push_back({int64_t(i), bAt[aIndexes[i]]});
+    int64_t count = forEachSharedRun(
+        aRuns, bRuns, [&](int64_t at, int64_t in, int64_t n) {
+          for (int64_t i = 0; i < n; ++i)
+            shared.push_back({at + i, in + i});
+        });
+    ASSERT_EQ(shared, expected) << "trial " << trial;
+    EXPECT_EQ(count, int64_t(expected.size()));
+  }
+}
+
+// ZeRO-1's state: `w` [6, 4] split over 2 tensor ranks by columns, each
+// half's 12 elements over 2 data ranks as flat ranges of 6 (crossing
+// rows), and `b` [5] whole over 4 data ranks in chunks of 2 (the last
+// empty: padding only). Boxes, flat ranges across the pieces, and whole
+// tensors are assembled from them.
+TEST(CheckpointSlices, FlatRangesFromAnySplit) {
+  SplitCheckpoint ck;
+  ck.files.assign(4, "");
+  ck.tensors.assign(4, "");
+  using C = SplitCheckpoint;
+  for (int t = 0; t < 2; ++t)
+    for (int d = 0; d < 2; ++d)
+      ck.add(2 * t + d, "w", {6, 4}, {0, 2 * t}, {6, 2},
+             C::range(0, 6, 2 * t, 2, 6 * d, 6), 6 * d, 6);
+  for (int d = 0; d < 4; ++d) {
+    int64_t start = std::min<int64_t>(2 * d, 5);
+    int64_t size = std::min<int64_t>(2, 5 - start);
+    std::vector<float> v;
+    for (int64_t i = start; i < start + size; ++i)
+      v.push_back(float(i));
+    ck.add(d, "b", {5}, {0}, {5}, v, start, size);
+  }
+  ck.writeFiles();
+  CheckpointManifest m;
+  Status status = readCheckpointManifest(ck.folder, m);
+  ASSERT_TRUE(status) << status.message();
+  EXPECT_EQ(m.version, 2);
+  ASSERT_EQ(m.tensors["w"].pieces.size(), 4u);
+  EXPECT_EQ(m.tensors["w"].pieces[1].flatStart, 6);
+
+  std::vector<SliceRequest> requests(5);
+  auto request = [&](int i, const char *name, std::vector<int64_t> start,
+                     std::vector<int64_t> size, int64_t flatStart,
+                     int64_t flatSize) {
+    requests[i].tensor = &m.tensors[name];
+    requests[i].start = std::move(start);
+    requests[i].size = std::move(size);
+    requests[i].flatStart = flatStart;
+    requests[i].flatSize = flatSize;
+  };
+  request(0, "w", {0, 0}, {6, 4}, 0, -1);   // whole: plain data parallel
+  request(1, "w", {1, 1}, {4, 2}, 2, 5);    // a range across all four
+  request(2, "w", {0, 0}, {6, 4}, 7, 10);   // ZeRO-1 on 2 without tensor
+  request(3, "b", {0}, {5}, 3, 2);          // chunks of another degree
+  request(4, "b", {0}, {5}, 5, 0);          // padding only: nothing read
+  for (SliceRequest &r : requests) {
+    status = planSlice(m, -1, r);
+    ASSERT_TRUE(status) << status.message();
+  }
+  EXPECT_EQ(requests[0].pieces.size(), 4u);
+  EXPECT_EQ(requests[3].pieces.size(), 2u);
+  EXPECT_TRUE(requests[4].pieces.empty());
+  status = readSlices(m, requests);
+  ASSERT_TRUE(status) << status.message();
+  EXPECT_EQ(floats(requests[0].bytes), C::range(0, 6, 0, 4, 0, -1));
+  EXPECT_EQ(floats(requests[1].bytes), C::range(1, 4, 1, 2, 2, 5));
+  EXPECT_EQ(floats(requests[2].bytes), C::range(0, 6, 0, 4, 7, 10));
+  EXPECT_EQ(floats(requests[3].bytes), (std::vector<float>{3, 4}));
+  EXPECT_TRUE(requests[4].bytes.empty());
+
+  // Export: whole tensors.
+  std::vector<NamedTensor> full;
+  status = readFullTensors(m, false, full);
+  ASSERT_TRUE(status) << status.message();
+  ASSERT_EQ(full.size(), 2u);
+  EXPECT_EQ(floats(full[1].bytes), C::range(0, 6, 0, 4, 0, -1));
+  EXPECT_EQ(floats(full[0].bytes), (std::vector<float>{0, 1, 2, 3, 4}));
+
+  // A rank missing: its range is named.
+  m.tensors["w"].pieces.erase(m.tensors["w"].pieces.begin() + 1);
+  status = planSlice(m, -1, requests[2]);
+  ASSERT_FALSE(status);
+  EXPECT_NE(status.message().find("tensor 'w': 3 elements of the slice at "
+                                  "[0, 0] of size [6, 4] (its elements [7, "
+                                  "17)) are held by no rank"),
+            std::string::npos)
+      << status.message();
+}
+
+// A flipped byte names its tensor, its bytes and its file.
+TEST(CheckpointSlices, AFlippedByteNamesItsTensor) {
+  SplitCheckpoint ck;
+  ck.write();
+  CheckpointManifest m;
+  ASSERT_TRUE(readCheckpointManifest(ck.folder, m));
+  const CheckpointPiece &w = m.tensors["w"].pieces[2];
+  std::string path = ck.folder + "/rank-2.bin";
+  std::FILE *f = std::fopen(path.c_str(), "r+b");
+  std::fseek(f, long(w.offset + 5), SEEK_SET);
+  std::fputc(0x5a, f);
+  std::fclose(f);
+  std::vector<NamedTensor> full;
+  Status status = readFullTensors(m, false, full);
+  ASSERT_FALSE(status);
+  EXPECT_NE(status.message().find(
+                path + ": bytes [" + std::to_string(w.offset) + ", " +
+                std::to_string(w.offset + w.bytes) + ") of tensor 'w' have "
+                "SHA-256 "),
+            std::string::npos)
+      << status.message();
+  EXPECT_NE(status.message().find(", the manifest says " + w.sha256 +
+                                  ": the file is corrupt"),
+            std::string::npos)
       << status.message();
   EXPECT_TRUE(full.empty());
 }

@@ -508,6 +508,52 @@ const BadField kBadFields[] = {
      },
      "functions[0].body[11].copy: the destination is tensor 11 'one', a "
      "constant, which nothing may write"},
+    // ZeRO-1 state ranges (Parameter.state_range): inside the slice, and
+    // every state tensor of the parameter flat and long enough for it.
+    {"StateRangeNegativeStart",
+     [](TinyModel &m) {
+       auto *range = m.b.p.mutable_parameters(2)->mutable_state_range();
+       range->set_start(-1);
+       range->set_size(2);
+     },
+     "parameters[2] 'head.bias': state_range start -1 size 2 is not within "
+     "its slice's 5 elements (slice_size [5]): start and size must be >= 0 "
+     "and start + size at most the slice's element count"},
+    {"StateRangeNegativeSize",
+     [](TinyModel &m) {
+       m.b.p.mutable_parameters(2)->mutable_state_range()->set_size(-3);
+     },
+     "parameters[2] 'head.bias': state_range start 0 size -3 is not within "
+     "its slice's 5 elements (slice_size [5]): start and size must be >= 0 "
+     "and start + size at most the slice's element count"},
+    {"StateRangePastTheSlice",
+     [](TinyModel &m) {
+       auto *range = m.b.p.mutable_parameters(2)->mutable_state_range();
+       range->set_start(4);
+       range->set_size(2);
+     },
+     "parameters[2] 'head.bias': state_range start 4 size 2 is not within "
+     "its slice's 5 elements (slice_size [5]): start and size must be >= 0 "
+     "and start + size at most the slice's element count"},
+    {"StateTensorNotFlat",
+     [](TinyModel &m) {
+       m.b.f32({3, 1}, "head.bias.exp_avg", pb::OPTIMIZER_STATE);
+       auto *range = m.b.p.mutable_parameters(2)->mutable_state_range();
+       range->set_start(3);
+       range->set_size(2);
+     },
+     "parameters[2] 'head.bias': state_range size 2, but its optimizer state "
+     "tensor 11 'head.bias.exp_avg' is [3, 1]: expected one dimension of at "
+     "least 2 elements"},
+    {"StateTensorTooShort",
+     [](TinyModel &m) {
+       m.b.f32({3}, "head.bias.exp_avg", pb::OPTIMIZER_STATE);
+       m.b.f32({2}, "head.bias.momentum_buffer", pb::OPTIMIZER_STATE);
+       m.b.p.mutable_parameters(2)->mutable_state_range()->set_size(3);
+     },
+     "parameters[2] 'head.bias': state_range size 3, but its optimizer state "
+     "tensor 12 'head.bias.momentum_buffer' is [2]: expected one dimension "
+     "of at least 3 elements"},
 };
 
 INSTANTIATE_TEST_SUITE_P(
@@ -515,6 +561,22 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<BadField> &info) {
       return std::string(info.param.name);
     });
+
+TEST(ProgramLoader, StateRangesWithTheirPaddingLoad) {
+  // head.bias (5 elements) over a data degree of 2: chunks of 3, the second
+  // rank's range [3, 5) and a padding element; the third of 4 ranks (chunks
+  // of 2) holds only padding.
+  TinyModel m = tinyLanguageModel();
+  m.b.f32({3}, "head.bias.exp_avg", pb::OPTIMIZER_STATE);
+  m.b.f32({3}, "head.bias.exp_avg_sq", pb::OPTIMIZER_STATE);
+  auto *range = m.b.p.mutable_parameters(2)->mutable_state_range();
+  range->set_start(3);
+  range->set_size(2);
+  EXPECT_EQ(loadError(m.b), "");
+  range->set_start(5);
+  range->set_size(0);
+  EXPECT_EQ(loadError(m.b), "");
+}
 
 TEST(ProgramLoader, EveryChangedByteOfAProgramFileIsRefused) {
   // The seal (ProgramSeal.h): whichever byte changes, the file is refused,

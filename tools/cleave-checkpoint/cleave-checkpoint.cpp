@@ -34,8 +34,10 @@ const char *kUsage =
     "\n"
     "  inspect      the layout that wrote it, the step, the training state\n"
     "               and every tensor (name, kind, dtype, full shape, bytes,\n"
-    "               the ranks holding its slices); checks every rank file's\n"
-    "               size and SHA-256 and names each that fails (exit 1)\n"
+    "               the ranks holding its slices and flat ranges); checks\n"
+    "               every rank file's size and SHA-256 and every tensor's\n"
+    "               SHA-256, and names each file and tensor that fails\n"
+    "               (exit 1)\n"
     "  export       the full parameters as safetensors keyed by ONNX\n"
     "               initializer name (the module's state_dict names for an\n"
     "               export of a PyTorch module), whatever the layout\n"
@@ -47,18 +49,22 @@ const char *kUsage =
 std::string str(int64_t v) { return std::to_string(v); }
 
 /// Where a tensor's pieces are: "0, 2" when each is whole, else each
-/// piece's rank and box, "1 [0:128, 0:64]".
+/// piece's rank and box, "1 [0:128, 0:64]", and a flat range of the box
+/// (ZeRO-1's state) as "elements 96:160".
 std::string holders(const CheckpointTensor &t) {
   std::string s;
   for (const CheckpointPiece &p : t.pieces) {
     s += (s.empty() ? "" : ", ") + str(p.rankIndex);
-    if (p.sliceSize == t.shape)
-      continue;
-    s += " [";
-    for (size_t d = 0; d < p.sliceStart.size(); ++d)
-      s += (d ? ", " : "") + str(p.sliceStart[d]) + ":" +
-           str(p.sliceStart[d] + p.sliceSize[d]);
-    s += "]";
+    if (p.sliceSize != t.shape) {
+      s += " [";
+      for (size_t d = 0; d < p.sliceStart.size(); ++d)
+        s += (d ? ", " : "") + str(p.sliceStart[d]) + ":" +
+             str(p.sliceStart[d] + p.sliceSize[d]);
+      s += "]";
+    }
+    if (p.flatSize >= 0)
+      s += " elements " + str(p.flatStart) + ":" +
+           str(p.flatStart + p.flatSize);
   }
   return s;
 }
@@ -90,7 +96,8 @@ int inspect(const CheckpointManifest &m) {
   size_t width = 4;
   for (auto &[name, t] : m.tensors)
     width = std::max(width, name.size());
-  std::printf("\ntensors (full shapes; held by: rank [slice]):\n");
+  std::printf("\ntensors (full shapes; held by: rank [slice] elements "
+              "FROM:TO of the slice, row-major):\n");
   std::printf("  %-*s  %-15s  %-5s  %-16s  %10s  %s\n", int(width), "name",
               "kind", "dtype", "shape", "bytes", "held by");
   for (auto &[name, t] : m.tensors) {
