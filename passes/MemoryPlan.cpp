@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ir/AttrNames.h"
 #include "ir/CleaveOps.h"
 #include "passes/Layout.h"
 #include "passes/Passes.h"
@@ -89,6 +90,35 @@ private:
   int64_t alignment;
   int64_t top = 0;
   std::map<int64_t, int64_t> freeBlocks; // offset -> size
+};
+
+/// The activations of one step, one first-fit allocator per memory space:
+/// a value whose op carries `cleave.memory_space = #cleave.memory_space<host>`
+/// (activation offload) takes space in the host arena, every other one in
+/// the device arena.
+struct SpaceAllocators {
+  explicit SpaceAllocators(int64_t alignment)
+      : device(alignment), host(alignment) {}
+  Allocator device, host;
+  llvm::DenseSet<Value> onHost;
+
+  static bool isHost(Value v) {
+    Operation *def = v.getDefiningOp();
+    auto space =
+        def ? def->getAttrOfType<MemorySpaceAttr>(kMemorySpaceAttr) : nullptr;
+    return space && space.getValue() == MemorySpace::host;
+  }
+  int64_t allocate(Value v) {
+    if (isHost(v)) {
+      onHost.insert(v);
+      return host.allocate(tensorBytes(v.getType()));
+    }
+    return device.allocate(tensorBytes(v.getType()));
+  }
+  void release(Value v, int64_t offset) {
+    (onHost.contains(v) ? host : device)
+        .release(offset, tensorBytes(v.getType()));
+  }
 };
 
 /// An argument the runtime fills once per step (the step number, the loss
@@ -238,7 +268,7 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
 
     // Activations: one timeline over the functions in module order (the
     // order a step runs them: forward, its backward, the optimizer).
-    Allocator activations(alignment);
+    SpaceAllocators activations(alignment);
     llvm::DenseMap<Value, int64_t> offsetOf; // allocator-relative
     llvm::DenseMap<Value, Value> alias;      // backward arg -> forward value
     for (func::FuncOp func : funcs) {
@@ -267,8 +297,13 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
                             b.getI64IntegerAttr(fixed->second));
           } else if (auto it = offsetOf.find(source); it != offsetOf.end()) {
             offsetOf[arg] = it->second;
+            bool host = activations.onHost.contains(source);
+            if (host)
+              activations.onHost.insert(arg);
             func.setArgAttr(arg.getArgNumber(), "cleave.offset",
-                            b.getI64IntegerAttr(activationBase + it->second));
+                            b.getI64IntegerAttr(host ? it->second
+                                                     : activationBase +
+                                                           it->second));
           } else if (auto at = offsetAttrOf(source)) {
             func.setArgAttr(arg.getArgNumber(), "cleave.offset", at);
           }
@@ -278,7 +313,8 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
         return failure();
     }
 
-    int64_t activationPeak = alignUp(activations.peak, alignment);
+    int64_t activationPeak = alignUp(activations.device.peak, alignment);
+    int64_t hostPeak = alignUp(activations.host.peak, alignment);
     int64_t arena = activationBase + activationPeak;
     NamedAttrList memory;
     memory.append("arena_bytes", b.getI64IntegerAttr(arena));
@@ -289,6 +325,13 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
     memory.append("activations",
                   b.getI64IntegerAttr(activationPeak +
                                       slotBytes * std::max<int64_t>(slots, 1)));
+    // By memory space, from each space's allocator: the device arena holds
+    // the slots and the device activations, the host arena the offloaded.
+    memory.append("device_activations",
+                  b.getI64IntegerAttr(activationPeak +
+                                      slotBytes * std::max<int64_t>(slots, 1)));
+    memory.append("host_activations", b.getI64IntegerAttr(hostPeak));
+    memory.append("host_arena_bytes", b.getI64IntegerAttr(hostPeak));
     memory.append("gradients", b.getI64IntegerAttr(gradBytes));
     memory.append("optimizer_state", b.getI64IntegerAttr(stateBytes));
     memory.append("workspace", b.getI64IntegerAttr(0));
@@ -320,7 +363,7 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
     return {};
   }
 
-  LogicalResult planBody(func::FuncOp func, Allocator &activations,
+  LogicalResult planBody(func::FuncOp func, SpaceAllocators &activations,
                          llvm::DenseMap<Value, int64_t> &offsetOf,
                          int64_t activationBase) {
     Builder b(func.getContext());
@@ -345,7 +388,7 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
     auto release = [&](Value v) {
       auto it = offsetOf.find(v);
       if (it != offsetOf.end())
-        activations.release(it->second, tensorBytes(v.getType()));
+        activations.release(v, it->second);
     };
     // Saved values the backward never reads are released at its start.
     for (BlockArgument arg : body.getArguments())
@@ -366,7 +409,9 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
         Value x = fused.getInput();
         if (offsetOf.count(x) && !fixedOffset.count(x) && !saved.contains(x) &&
             lastUse.lookup(x) == index[&op] && x != fused.getTarget() &&
-            x != fused.getDloss() && !fixedOffset.count(fused.getDinput())) {
+            x != fused.getDloss() && !fixedOffset.count(fused.getDinput()) &&
+            !activations.onHost.contains(x) &&
+            !SpaceAllocators::isHost(fused.getDinput())) {
           inPlaceFrom = x;
           inPlaceTo = fused.getDinput();
         }
@@ -385,9 +430,12 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
           offsets.push_back(activationBase + offset);
           continue;
         }
-        int64_t offset = activations.allocate(tensorBytes(result.getType()));
+        int64_t offset = activations.allocate(result);
         offsetOf[result] = offset;
-        offsets.push_back(activationBase + offset);
+        // A host value's offset is in the host arena, which starts at 0.
+        offsets.push_back(activations.onHost.contains(result)
+                              ? offset
+                              : activationBase + offset);
       }
       op.setAttr("cleave.offsets", b.getDenseI64ArrayAttr(offsets));
       // Inputs are read while outputs are written, so an operand's space is

@@ -68,9 +68,12 @@ PlanMemory memoryOf(DictionaryAttr dict) {
   m.peakBytes = intIn(dict, "peak_bytes");
   for (const PlanMemoryCategory &c : kPlanMemoryCategories)
     m.*c.bytes = intIn(dict, c.key);
-  // One arena per stage, on the device; nothing is offloaded yet.
+  // A device arena per stage (the peak), and a host arena for what the
+  // plan offloads.
   m.deviceBytes = m.peakBytes;
-  m.hostBytes = 0;
+  m.hostBytes = intIn(dict, "host_arena_bytes");
+  m.deviceActivations = intIn(dict, "device_activations");
+  m.hostActivations = intIn(dict, "host_activations");
   return m;
 }
 
@@ -80,6 +83,8 @@ void add(PlanMemory &into, const PlanMemory &m) {
     into.*c.bytes += m.*c.bytes;
   into.deviceBytes += m.deviceBytes;
   into.hostBytes += m.hostBytes;
+  into.deviceActivations += m.deviceActivations;
+  into.hostActivations += m.hostActivations;
 }
 
 /// A stage's sizes and costs. `rates` cost what the schedule pass did not
@@ -546,6 +551,9 @@ llvm::json::Value mlir::cleave::toJSON(const Plan &plan) {
         {"predicted_memory_by_space",
          llvm::json::Object{{"device", r.memory.deviceBytes},
                             {"host", r.memory.hostBytes}}},
+        {"predicted_activations_by_space",
+         llvm::json::Object{{"device", r.memory.deviceActivations},
+                            {"host", r.memory.hostActivations}}},
         {"predicted_step_seconds", step},
         {"predicted_step_breakdown",
          llvm::json::Object{{"pipeline_seconds", r.pipelineSeconds},

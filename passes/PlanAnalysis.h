@@ -56,8 +56,11 @@ struct PlanMemory {
   int64_t peakBytes = 0;
   int64_t parameters = 0, gradients = 0, optimizerState = 0, activations = 0,
           workspace = 0, constants = 0, io = 0;
-  /// By memory space: every arena is on the device until offload exists.
+  /// By memory space: the device arena (the peak) and the host arena
+  /// (offloaded activations), and the activations each holds, as the memory
+  /// plan's allocator of each space sized them.
   int64_t deviceBytes = 0, hostBytes = 0;
+  int64_t deviceActivations = 0, hostActivations = 0;
 };
 
 /// The categories the memory-fit advice chooses among, with their keys.

@@ -42,6 +42,9 @@ def check(plan):
         space = r["predicted_memory_by_space"]
         if space["device"] != r["predicted_memory"]["peak_bytes"] or space["host"] != 0:
             return f"rank {r['rank']}: memory by space is not the device's peak"
+        acts = r["predicted_activations_by_space"]
+        if acts["device"] != r["predicted_memory"]["activations"] or acts["host"] != space["host"]:
+            return f"rank {r['rank']}: activations by space are not the device arena's activations and the host arena"
         if (mesh["data"] > 1) != (b["all_reduce_seconds"] > 0):
             return f"rank {r['rank']}: an all-reduce without data parallelism or none with it"
         if r["first_sample"] != r["data_rank"] * plan["batch"]["microbatch_size"] * mbs:
