@@ -67,6 +67,7 @@ inline constexpr llvm::StringLiteral kKnownAttrNames[] = {
     "cleave.loss_scaling",
     "cleave.memory",
     "cleave.memory_space",
+    "cleave.memory_timeline",
     "cleave.mesh",
     "cleave.offset",
     "cleave.offsets",

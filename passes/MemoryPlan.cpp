@@ -84,6 +84,16 @@ public:
     freeBlocks[offset] = size;
   }
 
+  /// The end of the space in use: the top, less a free block ending there.
+  int64_t inUseExtent() const {
+    if (!freeBlocks.empty()) {
+      auto last = std::prev(freeBlocks.end());
+      if (last->first + last->second == top)
+        return last->first;
+    }
+    return top;
+  }
+
   int64_t peak = 0;
 
 private:
@@ -378,6 +388,7 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
     // Liveness: the index of each value's last use in block order.
     llvm::DenseMap<Value, int64_t> lastUse;
     llvm::DenseMap<Operation *, int64_t> index;
+    SmallVector<int64_t> timeline;
     int64_t i = 0;
     for (Operation &op : body) {
       index[&op] = i;
@@ -397,8 +408,11 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
 
     for (Operation &op : body) {
       if (isa<ConstantOp, GetParamOp, GetGradOp>(op) || op.getNumResults() == 0) {
-        if (op.getNumResults() == 0 && &op != ret)
+        if (op.getNumResults() == 0 && &op != ret) {
+          timeline.push_back(activationBase +
+                             activations.device.inUseExtent());
           releaseLastUses(op, index[&op], lastUse, saved, release);
+        }
         continue;
       }
       SmallVector<int64_t> offsets;
@@ -438,6 +452,9 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
                               : activationBase + offset);
       }
       op.setAttr("cleave.offsets", b.getDenseI64ArrayAttr(offsets));
+      // The device arena in use while the op runs (its operands and
+      // results live): the highest of these over the step is the peak.
+      timeline.push_back(activationBase + activations.device.inUseExtent());
       // Inputs are read while outputs are written, so an operand's space is
       // released only after the op that uses it last; a result nobody uses
       // is released at once.
@@ -446,6 +463,7 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
           release(result);
       releaseLastUses(op, index[&op], lastUse, saved, release);
     }
+    func->setAttr("cleave.memory_timeline", b.getDenseI64ArrayAttr(timeline));
     // What the return reads is released at the function's end, except the
     // values saved for the backward function.
     llvm::SmallPtrSet<Value, 8> done;

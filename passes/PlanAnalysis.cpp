@@ -107,6 +107,13 @@ StagePlan planStage(ModuleOp m, int64_t index, int64_t pipelineRanks,
     // The last microbatch's copy of a backward (cleave-overlap-gradients)
     // runs instead of it, not besides it: only the buckets it starts count.
     bool copy = func->hasAttr(kLastMicrobatchOfAttr);
+    if (auto bytes = func->getAttrOfType<DenseI64ArrayAttr>(
+            "cleave.memory_timeline");
+        bytes && !copy)
+      s.memoryTimeline.push_back(
+          {func.getName().str(),
+           std::vector<int64_t>(bytes.asArrayRef().begin(),
+                                bytes.asArrayRef().end())});
     FunctionKind kind = kindOf(func);
     hasBackward |= kind == FunctionKind::Backward;
     if (kind == FunctionKind::Forward) {
@@ -473,6 +480,18 @@ llvm::json::Object memoryJSON(const PlanMemory &m) {
   return object;
 }
 
+llvm::json::Array timelineJSON(const StagePlan &s) {
+  llvm::json::Array functions;
+  for (auto &[name, bytes] : s.memoryTimeline) {
+    llvm::json::Array values;
+    for (int64_t b : bytes)
+      values.push_back(b);
+    functions.push_back(
+        llvm::json::Object{{"function", name}, {"bytes", std::move(values)}});
+  }
+  return functions;
+}
+
 } // namespace
 
 double Plan::stepSeconds() const {
@@ -534,7 +553,8 @@ llvm::json::Value mlir::cleave::toJSON(const Plan &plan) {
                            {"all_reduce_bytes", s.allReduceBytes},
                            {"sent_bytes", s.sentBytes},
                            {"slots", s.slots},
-                           {"predicted_memory", memoryJSON(s.memory)}});
+                           {"predicted_memory", memoryJSON(s.memory)},
+                           {"memory_timeline", timelineJSON(s)}});
   llvm::json::Array ranks;
   for (const RankPlan &r : plan.ranks) {
     llvm::json::Array held;

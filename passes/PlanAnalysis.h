@@ -84,6 +84,10 @@ struct StagePlan {
   double allReduceBytes = 0;    // gradients all-reduced over the data axis
   int64_t allReduceBuckets = 0; // collectives that carry them
   PlanMemory memory;
+  /// The device arena in use at each op of one microbatch's functions and
+  /// the optimizer, in module order (cleave-memory-plan's
+  /// `cleave.memory_timeline`): its highest value is the stage's peak.
+  std::vector<std::pair<std::string, std::vector<int64_t>>> memoryTimeline;
 };
 
 struct RankPlan {

@@ -22,6 +22,12 @@ def check(plan):
     if len(ranks) != plan["world_size"] or plan["world_size"] != mesh["data"] * mesh["pipeline"] * mesh["tensor"]:
         return "the ranks do not cover the mesh"
     by_stage = {s["stage"]: s for s in stages}
+    for s in stages:
+        # The device-memory timeline (the arena in use at each op, from the
+        # memory plan's offsets and lifetimes) peaks at the stage's peak.
+        points = [b for f in s["memory_timeline"] for b in f["bytes"]]
+        if not points or max(points) != s["predicted_memory"]["peak_bytes"]:
+            return f"stage {s['stage']}: the memory timeline's highest point is not its peak"
     mbs = plan["batch"]["microbatches"]
     step = 0.0
     for r in ranks:
