@@ -72,6 +72,7 @@ inline constexpr llvm::StringLiteral kKnownAttrNames[] = {
     "cleave.loss_scaling",
     "cleave.memory",
     "cleave.memory_space",
+    "cleave.memory_timeline",
     "cleave.mesh",
     "cleave.offset",
     "cleave.offsets",

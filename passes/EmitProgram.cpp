@@ -299,6 +299,12 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
     for (int64_t st = p; st < s; st += pipelineRanks, ++chunk) {
       ModuleOp m = stages[st];
       auto memory = m->getAttrOfType<DictionaryAttr>("cleave.memory");
+      if (intFrom(memory, "host_arena_bytes") > 0)
+        return m.emitError()
+               << "the memory plan puts activations in a host arena (values "
+                  "with cleave.memory_space = #cleave.memory_space<host>), "
+                  "which the emitter does not write yet (activation offload, "
+                  "issue 15 item 3); remove the attribute";
       pb::Buffer *arena = program.add_buffers();
       arena->set_space(pb::DEVICE);
       arena->set_size_bytes(intFrom(memory, "arena_bytes"));

@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ir/AttrNames.h"
 #include "ir/CleaveOps.h"
 #include "ir/DistributionOps.h"
 #include "passes/Layout.h"
@@ -84,12 +85,51 @@ public:
     freeBlocks[offset] = size;
   }
 
+  /// The end of the space in use: the top, less a free block ending there.
+  int64_t inUseExtent() const {
+    if (!freeBlocks.empty()) {
+      auto last = std::prev(freeBlocks.end());
+      if (last->first + last->second == top)
+        return last->first;
+    }
+    return top;
+  }
+
   int64_t peak = 0;
 
 private:
   int64_t alignment;
   int64_t top = 0;
   std::map<int64_t, int64_t> freeBlocks; // offset -> size
+};
+
+/// The activations of one step, one first-fit allocator per memory space:
+/// a value whose op carries `cleave.memory_space = #cleave.memory_space<host>`
+/// (activation offload) takes space in the host arena, every other one in
+/// the device arena.
+struct SpaceAllocators {
+  explicit SpaceAllocators(int64_t alignment)
+      : device(alignment), host(alignment) {}
+  Allocator device, host;
+  llvm::DenseSet<Value> onHost;
+
+  static bool isHost(Value v) {
+    Operation *def = v.getDefiningOp();
+    auto space =
+        def ? def->getAttrOfType<MemorySpaceAttr>(kMemorySpaceAttr) : nullptr;
+    return space && space.getValue() == MemorySpace::host;
+  }
+  int64_t allocate(Value v) {
+    if (isHost(v)) {
+      onHost.insert(v);
+      return host.allocate(tensorBytes(v.getType()));
+    }
+    return device.allocate(tensorBytes(v.getType()));
+  }
+  void release(Value v, int64_t offset) {
+    (onHost.contains(v) ? host : device)
+        .release(offset, tensorBytes(v.getType()));
+  }
 };
 
 /// An argument the runtime fills once per step (the step number, the loss
@@ -264,7 +304,7 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
 
     // Activations: one timeline over the functions in module order (the
     // order a step runs them: forward, its backward, the optimizer).
-    Allocator activations(alignment);
+    SpaceAllocators activations(alignment);
     llvm::DenseMap<Value, int64_t> offsetOf; // allocator-relative
     llvm::DenseMap<Value, Value> alias;      // backward arg -> forward value
     for (func::FuncOp func : funcs) {
@@ -293,8 +333,13 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
                             b.getI64IntegerAttr(fixed->second));
           } else if (auto it = offsetOf.find(source); it != offsetOf.end()) {
             offsetOf[arg] = it->second;
+            bool host = activations.onHost.contains(source);
+            if (host)
+              activations.onHost.insert(arg);
             func.setArgAttr(arg.getArgNumber(), "cleave.offset",
-                            b.getI64IntegerAttr(activationBase + it->second));
+                            b.getI64IntegerAttr(host ? it->second
+                                                     : activationBase +
+                                                           it->second));
           } else if (auto at = offsetAttrOf(source)) {
             func.setArgAttr(arg.getArgNumber(), "cleave.offset", at);
           }
@@ -304,7 +349,8 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
         return failure();
     }
 
-    int64_t activationPeak = alignUp(activations.peak, alignment);
+    int64_t activationPeak = alignUp(activations.device.peak, alignment);
+    int64_t hostPeak = alignUp(activations.host.peak, alignment);
     int64_t arena = activationBase + activationPeak;
     NamedAttrList memory;
     memory.append("arena_bytes", b.getI64IntegerAttr(arena));
@@ -315,6 +361,13 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
     memory.append("activations",
                   b.getI64IntegerAttr(activationPeak +
                                       slotBytes * std::max<int64_t>(slots, 1)));
+    // By memory space, from each space's allocator: the device arena holds
+    // the slots and the device activations, the host arena the offloaded.
+    memory.append("device_activations",
+                  b.getI64IntegerAttr(activationPeak +
+                                      slotBytes * std::max<int64_t>(slots, 1)));
+    memory.append("host_activations", b.getI64IntegerAttr(hostPeak));
+    memory.append("host_arena_bytes", b.getI64IntegerAttr(hostPeak));
     memory.append("gradients", b.getI64IntegerAttr(gradBytes));
     memory.append("optimizer_state", b.getI64IntegerAttr(stateBytes));
     memory.append("workspace", b.getI64IntegerAttr(0));
@@ -346,7 +399,7 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
     return {};
   }
 
-  LogicalResult planBody(func::FuncOp func, Allocator &activations,
+  LogicalResult planBody(func::FuncOp func, SpaceAllocators &activations,
                          llvm::DenseMap<Value, int64_t> &offsetOf,
                          int64_t activationBase) {
     Builder b(func.getContext());
@@ -361,6 +414,7 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
     // Liveness: the index of each value's last use in block order.
     llvm::DenseMap<Value, int64_t> lastUse;
     llvm::DenseMap<Operation *, int64_t> index;
+    SmallVector<int64_t> timeline;
     int64_t i = 0;
     for (Operation &op : body) {
       index[&op] = i;
@@ -371,7 +425,7 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
     auto release = [&](Value v) {
       auto it = offsetOf.find(v);
       if (it != offsetOf.end())
-        activations.release(it->second, tensorBytes(v.getType()));
+        activations.release(v, it->second);
     };
     // Saved values the backward never reads are released at its start.
     for (BlockArgument arg : body.getArguments())
@@ -381,8 +435,11 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
     for (Operation &op : body) {
       if (isa<ConstantOp, GetParamOp, GetGradOp, GetGradShardOp>(op) ||
           op.getNumResults() == 0) {
-        if (op.getNumResults() == 0 && &op != ret)
+        if (op.getNumResults() == 0 && &op != ret) {
+          timeline.push_back(activationBase +
+                             activations.device.inUseExtent());
           releaseLastUses(op, index[&op], lastUse, saved, release);
+        }
         continue;
       }
       SmallVector<int64_t> offsets;
@@ -393,7 +450,9 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
         Value x = fused.getInput();
         if (offsetOf.count(x) && !fixedOffset.count(x) && !saved.contains(x) &&
             lastUse.lookup(x) == index[&op] && x != fused.getTarget() &&
-            x != fused.getDloss() && !fixedOffset.count(fused.getDinput())) {
+            x != fused.getDloss() && !fixedOffset.count(fused.getDinput()) &&
+            !activations.onHost.contains(x) &&
+            !SpaceAllocators::isHost(fused.getDinput())) {
           inPlaceFrom = x;
           inPlaceTo = fused.getDinput();
         }
@@ -412,11 +471,17 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
           offsets.push_back(activationBase + offset);
           continue;
         }
-        int64_t offset = activations.allocate(tensorBytes(result.getType()));
+        int64_t offset = activations.allocate(result);
         offsetOf[result] = offset;
-        offsets.push_back(activationBase + offset);
+        // A host value's offset is in the host arena, which starts at 0.
+        offsets.push_back(activations.onHost.contains(result)
+                              ? offset
+                              : activationBase + offset);
       }
       op.setAttr("cleave.offsets", b.getDenseI64ArrayAttr(offsets));
+      // The device arena in use while the op runs (its operands and
+      // results live): the highest of these over the step is the peak.
+      timeline.push_back(activationBase + activations.device.inUseExtent());
       // Inputs are read while outputs are written, so an operand's space is
       // released only after the op that uses it last; a result nobody uses
       // is released at once.
@@ -425,6 +490,7 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
           release(result);
       releaseLastUses(op, index[&op], lastUse, saved, release);
     }
+    func->setAttr("cleave.memory_timeline", b.getDenseI64ArrayAttr(timeline));
     // What the return reads is released at the function's end, except the
     // values saved for the backward function.
     llvm::SmallPtrSet<Value, 8> done;

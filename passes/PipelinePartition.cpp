@@ -13,6 +13,7 @@
 
 #include "ir/CleaveOps.h"
 #include "passes/CostModel.h"
+#include "passes/CutPoints.h"
 #include "passes/Layout.h"
 #include "passes/NodeName.h"
 #include "passes/Passes.h"
@@ -48,10 +49,9 @@ struct PipelinePartition
 
   // The forward function's work, in order: ops that are not cloned.
   SmallVector<Operation *> work;
-  llvm::DenseMap<Operation *, int64_t> position;
   // Per value defined by a work op: its def position and last use position
   // (work.size() when the function returns it).
-  llvm::MapVector<Value, std::pair<int64_t, int64_t>> spans;
+  ValueSpans spans;
 
   void runOnOperation() override {
     if (failed(partition()))
@@ -86,60 +86,15 @@ struct PipelinePartition
     Block &body = forward.getBody().front();
     Operation *ret = body.getTerminator();
     for (Operation &op : body)
-      if (&op != ret && !cloned(&op)) {
-        position[&op] = work.size();
+      if (&op != ret && !cloned(&op))
         work.push_back(&op);
-      }
-    int64_t n = work.size();
-    for (Operation *op : work)
-      for (Value r : op->getResults())
-        spans[r] = {position[op], position[op]};
-    for (Operation *op : work)
-      for (Value v : op->getOperands())
-        if (auto it = spans.find(v); it != spans.end())
-          it->second.second = std::max(it->second.second, position[op]);
-    for (Value v : ret->getOperands())
-      if (auto it = spans.find(v); it != spans.end())
-        it->second.second = n;
+    spans = valueSpans(work, ret->getOperands());
 
     FailureOr<SmallVector<int64_t>> cuts =
         splitPoints.empty() ? chooseCuts(forward) : namedCuts(forward);
     if (failed(cuts))
       return failure();
     return build(module, forward, *cuts);
-  }
-
-  /// Bytes of activations crossing the cut before work[c]. With
-  /// `asFp32`, every float counts 4 bytes an element, whatever its type:
-  /// the size the places between layers are found by must not depend on
-  /// the compute precision. Under mixed precision the last norm's output is
-  /// cast to bf16 for the head's product, so the place before that product
-  /// crosses half the bytes of the (fp32) residual stream between layers
-  /// and, counted in real bytes, would be the only least place: a 4-stage
-  /// GPT-2 was refused as having 1 place to cut, 2 stages put the whole
-  /// body on stage 0.
-  SmallVector<int64_t> crossingBytes(bool asFp32 = false) {
-    int64_t n = work.size();
-    SmallVector<int64_t> delta(n + 2, 0);
-    for (auto &[v, span] : spans) {
-      auto [def, last] = span;
-      if (last <= def)
-        continue;
-      // Crosses cuts def+1 .. last.
-      auto tensor = v.getType().cast<RankedTensorType>();
-      int64_t size = asFp32 && tensor.getElementType().isa<FloatType>()
-                         ? tensor.getNumElements() * 4
-                         : tensorBytes(tensor);
-      delta[def + 1] += size;
-      delta[last + 1] -= size;
-    }
-    SmallVector<int64_t> crossing(n + 1, 0);
-    int64_t running = 0;
-    for (int64_t c = 0; c <= n; ++c) {
-      running += delta[c];
-      crossing[c] = running;
-    }
-    return crossing;
   }
 
   /// The values crossing the cut before work[c], in order of definition.
@@ -189,25 +144,11 @@ struct PipelinePartition
     FailureOr<Rates> rates = loadRates(forward);
     if (failed(rates))
       return failure();
-    SmallVector<int64_t> crossing = crossingBytes();
+    SmallVector<int64_t> crossing = crossingBytes(spans, n, /*asFp32=*/false);
     // Places between layers: where the fewest bytes cross (the residual
     // stream of a transformer, once per half block), counted as if in fp32.
-    SmallVector<int64_t> structural = crossingBytes(/*asFp32=*/true);
-    int64_t least = std::numeric_limits<int64_t>::max();
-    for (int64_t c = 1; c < n; ++c)
-      if (structural[c] > 0)
-        least = std::min(least, structural[c]);
-    SmallVector<int64_t> candidates;
-    for (int64_t c = 1; c < n; ++c)
-      if (structural[c] == least)
-        candidates.push_back(c);
-    // Adjacent equal places (a reshape between layers) are one place.
-    SmallVector<int64_t> places;
-    for (int64_t c : candidates)
-      if (places.empty() || c != places.back() + 1)
-        places.push_back(c);
-      else
-        places.back() = c;
+    SmallVector<int64_t> places =
+        leastCrossingPlaces(crossingBytes(spans, n, /*asFp32=*/true));
     if ((int64_t)places.size() < stages - 1)
       return mlir::emitError(forward.getLoc())
              << static_cast<int64_t>(stages)

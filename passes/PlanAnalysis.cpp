@@ -68,9 +68,12 @@ PlanMemory memoryOf(DictionaryAttr dict) {
   m.peakBytes = intIn(dict, "peak_bytes");
   for (const PlanMemoryCategory &c : kPlanMemoryCategories)
     m.*c.bytes = intIn(dict, c.key);
-  // One arena per stage, on the device; nothing is offloaded yet.
+  // A device arena per stage (the peak), and a host arena for what the
+  // plan offloads.
   m.deviceBytes = m.peakBytes;
-  m.hostBytes = 0;
+  m.hostBytes = intIn(dict, "host_arena_bytes");
+  m.deviceActivations = intIn(dict, "device_activations");
+  m.hostActivations = intIn(dict, "host_activations");
   return m;
 }
 
@@ -80,6 +83,8 @@ void add(PlanMemory &into, const PlanMemory &m) {
     into.*c.bytes += m.*c.bytes;
   into.deviceBytes += m.deviceBytes;
   into.hostBytes += m.hostBytes;
+  into.deviceActivations += m.deviceActivations;
+  into.hostActivations += m.hostActivations;
 }
 
 /// A stage's sizes and costs. `rates` cost what the schedule pass did not
@@ -102,6 +107,13 @@ StagePlan planStage(ModuleOp m, int64_t index, int64_t pipelineRanks,
     // The last microbatch's copy of a backward (cleave-overlap-gradients)
     // runs instead of it, not besides it: only the buckets it starts count.
     bool copy = func->hasAttr(kLastMicrobatchOfAttr);
+    if (auto bytes = func->getAttrOfType<DenseI64ArrayAttr>(
+            "cleave.memory_timeline");
+        bytes && !copy)
+      s.memoryTimeline.push_back(
+          {func.getName().str(),
+           std::vector<int64_t>(bytes.asArrayRef().begin(),
+                                bytes.asArrayRef().end())});
     FunctionKind kind = kindOf(func);
     hasBackward |= kind == FunctionKind::Backward;
     if (kind == FunctionKind::Forward) {
@@ -490,6 +502,18 @@ llvm::json::Object memoryJSON(const PlanMemory &m) {
   return object;
 }
 
+llvm::json::Array timelineJSON(const StagePlan &s) {
+  llvm::json::Array functions;
+  for (auto &[name, bytes] : s.memoryTimeline) {
+    llvm::json::Array values;
+    for (int64_t b : bytes)
+      values.push_back(b);
+    functions.push_back(
+        llvm::json::Object{{"function", name}, {"bytes", std::move(values)}});
+  }
+  return functions;
+}
+
 } // namespace
 
 double Plan::stepSeconds() const {
@@ -551,7 +575,8 @@ llvm::json::Value mlir::cleave::toJSON(const Plan &plan) {
                            {"all_reduce_bytes", s.allReduceBytes},
                            {"sent_bytes", s.sentBytes},
                            {"slots", s.slots},
-                           {"predicted_memory", memoryJSON(s.memory)}});
+                           {"predicted_memory", memoryJSON(s.memory)},
+                           {"memory_timeline", timelineJSON(s)}});
   llvm::json::Array ranks;
   for (const RankPlan &r : plan.ranks) {
     llvm::json::Array held;
@@ -568,6 +593,9 @@ llvm::json::Value mlir::cleave::toJSON(const Plan &plan) {
         {"predicted_memory_by_space",
          llvm::json::Object{{"device", r.memory.deviceBytes},
                             {"host", r.memory.hostBytes}}},
+        {"predicted_activations_by_space",
+         llvm::json::Object{{"device", r.memory.deviceActivations},
+                            {"host", r.memory.hostActivations}}},
         {"predicted_step_seconds", step},
         {"predicted_step_breakdown",
          llvm::json::Object{{"pipeline_seconds", r.pipelineSeconds},

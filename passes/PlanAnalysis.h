@@ -56,8 +56,11 @@ struct PlanMemory {
   int64_t peakBytes = 0;
   int64_t parameters = 0, gradients = 0, optimizerState = 0, activations = 0,
           workspace = 0, constants = 0, io = 0;
-  /// By memory space: every arena is on the device until offload exists.
+  /// By memory space: the device arena (the peak) and the host arena
+  /// (offloaded activations), and the activations each holds, as the memory
+  /// plan's allocator of each space sized them.
   int64_t deviceBytes = 0, hostBytes = 0;
+  int64_t deviceActivations = 0, hostActivations = 0;
 };
 
 /// The categories the memory-fit advice chooses among, with their keys.
@@ -83,6 +86,10 @@ struct StagePlan {
   double allReduceBytes = 0;
   int64_t allReduceBuckets = 0; // collectives that carry them
   PlanMemory memory;
+  /// The device arena in use at each op of one microbatch's functions and
+  /// the optimizer, in module order (cleave-memory-plan's
+  /// `cleave.memory_timeline`): its highest value is the stage's peak.
+  std::vector<std::pair<std::string, std::vector<int64_t>>> memoryTimeline;
 };
 
 struct RankPlan {

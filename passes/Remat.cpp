@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ir/CleaveOps.h"
+#include "passes/CutPoints.h"
 #include "passes/Layout.h"
 #include "passes/NodeName.h"
 #include "passes/Passes.h"
@@ -25,7 +26,6 @@
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringMap.h"
 
-#include <limits>
 
 namespace mlir::cleave {
 #define GEN_PASS_DEF_REMAT
@@ -173,44 +173,13 @@ struct Remat : mlir::cleave::impl::RematBase<Remat> {
     // The places where the fewest activation bytes cross, as the pipeline
     // partition finds them; the values saved for the backward are no uses.
     Operation *ret = forward.getBody().front().getTerminator();
-    llvm::MapVector<Value, std::pair<int64_t, int64_t>> spans;
-    for (Operation *op : work)
-      for (Value r : op->getResults())
-        spans[r] = {position[op], position[op]};
-    for (Operation *op : work)
-      for (Value v : op->getOperands())
-        if (auto it = spans.find(v); it != spans.end())
-          it->second.second = std::max(it->second.second, position[op]);
+    SmallVector<Value> liveOut;
     for (unsigned i = 0; i < ret->getNumOperands(); ++i)
       if (!forward.getResultAttr(i, "cleave.saved"))
-        if (auto it = spans.find(ret->getOperand(i)); it != spans.end())
-          it->second.second = n;
-    SmallVector<int64_t> delta(n + 2, 0);
-    for (auto &[v, span] : spans) {
-      if (span.second <= span.first)
-        continue;
-      auto tensor = v.getType().cast<RankedTensorType>();
-      int64_t size = tensor.getElementType().isa<FloatType>()
-                         ? tensor.getNumElements() * 4
-                         : tensorBytes(tensor);
-      delta[span.first + 1] += size;
-      delta[span.second + 1] -= size;
-    }
-    SmallVector<int64_t> crossing(n + 1, 0);
-    for (int64_t c = 0, running = 0; c <= n; ++c)
-      crossing[c] = running += delta[c];
-    int64_t least = std::numeric_limits<int64_t>::max();
-    for (int64_t c = 1; c < n; ++c)
-      if (crossing[c] > 0)
-        least = std::min(least, crossing[c]);
+        liveOut.push_back(ret->getOperand(i));
     SmallVector<int64_t> bounds = {0};
-    for (int64_t c = 1; c < n; ++c)
-      if (crossing[c] == least) {
-        if (bounds.size() > 1 && bounds.back() == c - 1)
-          bounds.back() = c; // a reshape between layers: one place
-        else
-          bounds.push_back(c);
-      }
+    bounds.append(leastCrossingPlaces(
+        crossingBytes(valueSpans(work, liveOut), n, /*asFp32=*/true)));
     bounds.push_back(n);
 
     // Pieces into layers by their numbered module.

@@ -1003,6 +1003,78 @@ void writeTimeline(raw_ostream &os, const Plan &plan,
 
 } // namespace
 
+/// The device arena in use over one step's ops, per stage (plan.json's
+/// stages[].memory_timeline, from the memory plan's offsets and lifetimes):
+/// a line per stage, the functions' bounds marked, the peak named. Plans
+/// without it (older ones) render without the section.
+void writeMemoryTimeline(raw_ostream &os, const json::Object &planObject) {
+  const json::Array *stages = planObject.getArray("stages");
+  if (!stages)
+    return;
+  struct Line {
+    int64_t stage = 0;
+    std::vector<double> bytes;
+    std::vector<std::pair<size_t, std::string>> starts; // function bounds
+  };
+  std::vector<Line> lines;
+  for (const json::Value &v : *stages) {
+    const json::Object *stage = v.getAsObject();
+    const json::Array *functions =
+        stage ? stage->getArray("memory_timeline") : nullptr;
+    if (!functions)
+      continue;
+    Line line;
+    line.stage = stage->getInteger("stage").value_or(0);
+    for (const json::Value &f : *functions) {
+      const json::Object *fn = f.getAsObject();
+      const json::Array *bytes = fn ? fn->getArray("bytes") : nullptr;
+      if (!bytes)
+        continue;
+      line.starts.push_back(
+          {line.bytes.size(), fn->getString("function").value_or("").str()});
+      for (const json::Value &b : *bytes)
+        line.bytes.push_back(b.getAsNumber().value_or(0));
+    }
+    if (!line.bytes.empty())
+      lines.push_back(std::move(line));
+  }
+  if (lines.empty())
+    return;
+  os << "<h2>Device memory over one step</h2>\n<p class=\"note\">The "
+        "device arena in use at each op of one microbatch's forward and "
+        "backward and the optimizer (parameters, gradients, optimizer state, "
+        "inputs and the activation slots are the floor; the activations "
+        "above them), from the memory plan. Its highest point is the "
+        "stage's predicted peak.</p>\n";
+  constexpr double width = 860, height = 120, left = 150;
+  for (const Line &line : lines) {
+    double top = *std::max_element(line.bytes.begin(), line.bytes.end());
+    size_t at = std::max_element(line.bytes.begin(), line.bytes.end()) -
+                line.bytes.begin();
+    double scale = top > 0 ? height / top : 0;
+    double step = line.bytes.size() > 1 ? width / (line.bytes.size() - 1) : 0;
+    os << "<svg class=\"memory-timeline\" width=\"" << px(left + width + 20)
+       << "\" height=\"" << px(height + 30) << "\">\n";
+    os << "<text x=\"0\" y=\"" << px(height / 2) << "\" font-size=\"12\">stage "
+       << line.stage << "</text>\n";
+    for (auto &[index, name] : line.starts)
+      os << "<line x1=\"" << px(left + index * step) << "\" y1=\"0\" x2=\""
+         << px(left + index * step) << "\" y2=\"" << px(height)
+         << "\" stroke=\"#bbb\"/><text x=\"" << px(left + index * step + 2)
+         << "\" y=\"" << px(height + 14) << "\" font-size=\"10\">"
+         << escape(name) << "</text>\n";
+    os << "<polyline fill=\"none\" stroke=\"#e15759\" points=\"";
+    for (size_t i = 0; i < line.bytes.size(); ++i)
+      os << px(left + i * step) << "," << px(height - line.bytes[i] * scale)
+         << " ";
+    os << "\"/>\n<text x=\"" << px(left + at * step) << "\" y=\"10\" "
+       << "font-size=\"12\" font-weight=\"600\">peak " << formatBytes(top)
+       << "</text>\n</svg>\n";
+    os << "<!-- memory-timeline stage=" << line.stage << " ops="
+       << line.bytes.size() << " peak=" << int64_t(top) << " -->\n";
+  }
+}
+
 Expected<std::string> renderReport(const json::Object &planObject) {
   Expected<Plan> plan = readPlan(planObject);
   if (!plan)
@@ -1017,6 +1089,7 @@ Expected<std::string> renderReport(const json::Object &planObject) {
   writeHeader(os, *plan);
   writePartition(os, *plan, chunks);
   writeMemory(os, *plan);
+  writeMemoryTimeline(os, planObject);
   writeTimeline(os, *plan, chunks);
   os << "</body>\n</html>\n";
   return std::move(os.str());

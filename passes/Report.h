@@ -3,8 +3,8 @@
 // `cleave-compile --report` (cleave-emit-program report=true) writes the
 // plan analysis (passes/PlanAnalysis.h, as toJSON gives it) as a
 // self-contained page (inline SVG and CSS, nothing fetched): the stage
-// partition, the predicted memory per rank by category and the pipeline
-// timeline per rank.
+// partition, the predicted memory per rank by category, the device memory
+// over one step per stage and the pipeline timeline per rank.
 //
 //===----------------------------------------------------------------------===//
 

@@ -5,7 +5,7 @@
 // RUN: not cleave-opt %s --cleave-memory-plan=alignment=48 2>&1 | FileCheck %s --check-prefix=BADALIGN
 
 // The plan's totals are on the module (one arena for all its functions).
-// CHECK: module attributes {cleave.memory = {activations = 1280 : i64, alignment = 64 : i64, arena_bytes = 2176 : i64, constants = 64 : i64, gradients = 0 : i64, io = 256 : i64, optimizer_state = 0 : i64, parameters = 576 : i64, peak_bytes = 2176 : i64, workspace = 0 : i64}}
+// CHECK: module attributes {cleave.memory = {activations = 1280 : i64, alignment = 64 : i64, arena_bytes = 2176 : i64, constants = 64 : i64, device_activations = 1280 : i64, gradients = 0 : i64, host_activations = 0 : i64, host_arena_bytes = 0 : i64, io = 256 : i64, optimizer_state = 0 : i64, parameters = 576 : i64, peak_bytes = 2176 : i64, workspace = 0 : i64}}
 // 16x8 f32 = 512 bytes; 8 f32 = 32 bytes, padded to 64.
 // CHECK: cleave.parameter @w {cleave.offset = 0 : i64} : tensor<16x8xf32>
 // CHECK: cleave.parameter @b {cleave.offset = 512 : i64} : tensor<8xf32>

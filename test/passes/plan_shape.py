@@ -22,6 +22,12 @@ def check(plan):
     if len(ranks) != plan["world_size"] or plan["world_size"] != mesh["data"] * mesh["pipeline"] * mesh["tensor"]:
         return "the ranks do not cover the mesh"
     by_stage = {s["stage"]: s for s in stages}
+    for s in stages:
+        # The device-memory timeline (the arena in use at each op, from the
+        # memory plan's offsets and lifetimes) peaks at the stage's peak.
+        points = [b for f in s["memory_timeline"] for b in f["bytes"]]
+        if not points or max(points) != s["predicted_memory"]["peak_bytes"]:
+            return f"stage {s['stage']}: the memory timeline's highest point is not its peak"
     mbs = plan["batch"]["microbatches"]
     step = 0.0
     for r in ranks:
@@ -42,6 +48,9 @@ def check(plan):
         space = r["predicted_memory_by_space"]
         if space["device"] != r["predicted_memory"]["peak_bytes"] or space["host"] != 0:
             return f"rank {r['rank']}: memory by space is not the device's peak"
+        acts = r["predicted_activations_by_space"]
+        if acts["device"] != r["predicted_memory"]["activations"] or acts["host"] != space["host"]:
+            return f"rank {r['rank']}: activations by space are not the device arena's activations and the host arena"
         if (mesh["data"] > 1) != (b["all_reduce_seconds"] > 0):
             return f"rank {r['rank']}: an all-reduce without data parallelism or none with it"
         if r["first_sample"] != r["data_rank"] * plan["batch"]["microbatch_size"] * mbs:

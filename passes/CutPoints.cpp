@@ -1,0 +1,74 @@
+//===- CutPoints.cpp - the places between layers of a forward function ----===//
+
+#include "passes/CutPoints.h"
+#include "passes/Layout.h"
+
+#include "llvm/ADT/DenseMap.h"
+
+#include <algorithm>
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::cleave;
+
+ValueSpans mlir::cleave::valueSpans(ArrayRef<Operation *> work,
+                                    ValueRange liveOut) {
+  int64_t n = work.size();
+  llvm::DenseMap<Operation *, int64_t> position;
+  for (auto [i, op] : llvm::enumerate(work))
+    position[op] = i;
+  ValueSpans spans;
+  for (Operation *op : work)
+    for (Value r : op->getResults())
+      spans[r] = {position[op], position[op]};
+  for (Operation *op : work)
+    for (Value v : op->getOperands())
+      if (auto it = spans.find(v); it != spans.end())
+        it->second.second = std::max(it->second.second, position[op]);
+  for (Value v : liveOut)
+    if (auto it = spans.find(v); it != spans.end())
+      it->second.second = n;
+  return spans;
+}
+
+SmallVector<int64_t> mlir::cleave::crossingBytes(const ValueSpans &spans,
+                                                 int64_t n, bool asFp32) {
+  SmallVector<int64_t> delta(n + 2, 0);
+  for (auto &[v, span] : spans) {
+    auto [def, last] = span;
+    if (last <= def)
+      continue;
+    // Crosses cuts def+1 .. last.
+    auto tensor = v.getType().cast<RankedTensorType>();
+    int64_t size = asFp32 && tensor.getElementType().isa<FloatType>()
+                       ? tensor.getNumElements() * 4
+                       : tensorBytes(tensor);
+    delta[def + 1] += size;
+    delta[last + 1] -= size;
+  }
+  SmallVector<int64_t> crossing(n + 1, 0);
+  int64_t running = 0;
+  for (int64_t c = 0; c <= n; ++c) {
+    running += delta[c];
+    crossing[c] = running;
+  }
+  return crossing;
+}
+
+SmallVector<int64_t>
+mlir::cleave::leastCrossingPlaces(ArrayRef<int64_t> crossing) {
+  int64_t n = int64_t(crossing.size()) - 1;
+  int64_t least = std::numeric_limits<int64_t>::max();
+  for (int64_t c = 1; c < n; ++c)
+    if (crossing[c] > 0)
+      least = std::min(least, crossing[c]);
+  SmallVector<int64_t> places;
+  for (int64_t c = 1; c < n; ++c)
+    if (crossing[c] == least) {
+      if (!places.empty() && places.back() == c - 1)
+        places.back() = c;
+      else
+        places.push_back(c);
+    }
+  return places;
+}

@@ -1,0 +1,47 @@
+//===- CutPoints.h - the places between layers of a forward function -*- C++ -*-===//
+//
+// The pipeline partition cuts a forward function into stages, and the remat
+// pass cuts it into layers to checkpoint; both cut where the fewest
+// activation bytes cross (the residual stream of a transformer, once per
+// half block). This is that one search, over a function's work ops in
+// order.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CLEAVE_PASSES_CUTPOINTS_H
+#define CLEAVE_PASSES_CUTPOINTS_H
+
+#include "mlir/IR/Operation.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <utility>
+
+namespace mlir::cleave {
+
+/// Per value defined by a work op, in order of definition: the position of
+/// the op defining it and of its last use (work.size() when it is live out).
+using ValueSpans = llvm::MapVector<Value, std::pair<int64_t, int64_t>>;
+
+/// The spans of the values `work` defines; those in `liveOut` (what the
+/// function returns and someone reads after it) stay live to the end.
+ValueSpans valueSpans(ArrayRef<Operation *> work, ValueRange liveOut);
+
+/// Bytes of the values crossing the cut before work[c], for c in
+/// 0..work.size(). With `asFp32`, every float counts 4 bytes an element,
+/// whatever its type: the places between layers must not depend on the
+/// compute precision. (Under mixed precision the last norm's output is cast
+/// to bf16 for the head's product, so the place before that product crosses
+/// half the bytes of the fp32 residual stream and, counted in real bytes,
+/// would be the only least place.)
+SmallVector<int64_t> crossingBytes(const ValueSpans &spans, int64_t n,
+                                   bool asFp32);
+
+/// The places between layers: the cuts c in 1..n-1 where the fewest (but
+/// some) bytes cross, by `crossing` (from crossingBytes with asFp32), in
+/// order. Adjacent least places (a reshape between layers) are one place,
+/// the later.
+SmallVector<int64_t> leastCrossingPlaces(ArrayRef<int64_t> crossing);
+
+} // namespace mlir::cleave
+
+#endif // CLEAVE_PASSES_CUTPOINTS_H
