@@ -1,9 +1,9 @@
 //===- Kernels.h - the CPU backend's kernel entry point --------*- C++ -*-===//
 //
 // One kernel per cleave dialect op (ir/CleaveOps.td gives each op's
-// semantics; runtime/ops/OpTable.h what every backend checks first). The executor calls runKernel with views of planned memory; the
-// outputs are allocated and shaped already. Kernels are multithreaded with
-// OpenMP and call OpenBLAS for matrix products.
+// semantics, runtime/ops/OpTable.h what every backend checks first); the
+// executor calls it with views of planned memory, outputs already shaped.
+// Kernels are multithreaded with OpenMP and call OpenBLAS for products.
 //
 //===----------------------------------------------------------------------===//
 #ifndef CLEAVE_RUNTIME_CPU_KERNELS_H

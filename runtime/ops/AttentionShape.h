@@ -3,8 +3,8 @@
 // What the CPU and CUDA kernels of attention and attention_grad share: the
 // sizes of q [B, H, Tq, D], k [B, Hkv, Tk, D] and v [B, Hkv, Tk, Dv], the
 // mask's strides over [B, H, Tq, Tk], and checkAttention and
-// checkAttentionGrad, which read and check them (defined in AttentionShape.cpp),
-// so that every backend gives the same errors.
+// checkAttentionGrad, which read and check them (AttentionShape.cpp), so
+// that every backend gives the same errors.
 //
 //===----------------------------------------------------------------------===//
 #ifndef CLEAVE_RUNTIME_OPS_ATTENTIONSHAPE_H

@@ -1,4 +1,4 @@
-//===- ElementTypes.h - the element types as host code reads them -*- C++ -*-===//
+//===- ElementTypes.h - the element types as host code reads them - C++ -*-===//
 //
 // IEEE binary16 and bfloat16 stored as their bits, their conversions to and
 // from float (round-to-nearest-even), and the type each storage type is

@@ -1,4 +1,4 @@
-//===- OpTable.h - the dialect ops as every backend receives them -*- C++ -*-===//
+//===- OpTable.h - the dialect ops as every backend receives them - C++ -*-===//
 //
 // What a backend is handed for one op of a program: its attributes (as
 // program.proto carries them) and the checks every backend makes before

@@ -1,9 +1,9 @@
 //===- OptimizerShape.h - the optimizer ops' checks ------------*- C++ -*-===//
 //
 // What the CPU (optimizer.cpp) and CUDA (cuda/optimizer.cu) kernels of
-// accumulate_grad, sgd and adamw share, so both say the same about operands that
-// do not fit. (The step's value is read on the CPU only: on the device it
-// is read by the kernel.)
+// accumulate_grad, sgd and adamw share, so both say the same about
+// operands that do not fit. (The step's value is read on the CPU only: on
+// the device it is read by the kernel.)
 //
 //===----------------------------------------------------------------------===//
 #ifndef CLEAVE_RUNTIME_OPS_OPTIMIZERSHAPE_H
