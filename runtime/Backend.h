@@ -21,7 +21,7 @@
 #include "runtime/Communicator.h"
 #include "runtime/Status.h"
 #include "runtime/Tensor.h"
-#include "runtime/cpu/Kernels.h"
+#include "runtime/ops/OpTable.h"
 
 #include <cstdint>
 #include <memory>

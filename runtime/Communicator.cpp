@@ -1,7 +1,7 @@
 //===- Communicator.cpp - MPI for the CPU backend -------------------------===//
 
 #include "runtime/Communicator.h"
-#include "runtime/cpu/KernelSupport.h"
+#include "runtime/ops/KernelArgs.h"
 
 #include <unistd.h>
 
@@ -11,8 +11,8 @@
 #include <map>
 
 using namespace cleave::runtime;
-using cpu::BFloat16;
-using cpu::Half;
+using ops::BFloat16;
+using ops::Half;
 
 namespace {
 
@@ -35,7 +35,7 @@ bool overlaps(const TensorRef &a, const TensorRef &b) {
 }
 
 std::string describe(const TensorRef &t) {
-  return std::string(dtypeName(t.dtype)) + cpu::shapeString(t.shape);
+  return std::string(dtypeName(t.dtype)) + ops::shapeString(t.shape);
 }
 
 // MPI user reductions for the 16-bit floats: through float, rounded back.
@@ -44,8 +44,8 @@ void reduce16(void *in, void *inout, int *len, MPI_Datatype *) {
   auto *a = static_cast<const T *>(in);
   auto *b = static_cast<T *>(inout);
   for (int i = 0; i < *len; ++i) {
-    float x = cpu::load(a[i]), y = cpu::load(b[i]);
-    b[i] = cpu::store<T>(IsMax ? std::max(x, y) : x + y);
+    float x = ops::load(a[i]), y = ops::load(b[i]);
+    b[i] = ops::store<T>(IsMax ? std::max(x, y) : x + y);
   }
 }
 
@@ -228,13 +228,13 @@ Status Communicator::scaleMean(const TensorRef &t, int count) const {
   case DType::F16: {
     Half *p = t.as<Half>();
     for (int64_t i = 0; i < n; ++i)
-      p[i] = cpu::store<Half>(cpu::load(p[i]) / float(count));
+      p[i] = ops::store<Half>(ops::load(p[i]) / float(count));
     return Status::ok();
   }
   case DType::BF16: {
     BFloat16 *p = t.as<BFloat16>();
     for (int64_t i = 0; i < n; ++i)
-      p[i] = cpu::store<BFloat16>(cpu::load(p[i]) / float(count));
+      p[i] = ops::store<BFloat16>(ops::load(p[i]) / float(count));
     return Status::ok();
   }
   default:

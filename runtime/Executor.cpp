@@ -2,7 +2,7 @@
 
 #include "runtime/Executor.h"
 #include "runtime/ProgramLoader.h"
-#include "runtime/cpu/KernelSupport.h"
+#include "runtime/ops/KernelArgs.h"
 
 #include <sys/resource.h>
 #include <unistd.h>

@@ -70,7 +70,7 @@
 #include "runtime/Status.h"
 #include "runtime/Tensor.h"
 #include "runtime/TokenData.h"
-#include "runtime/cpu/Kernels.h"
+#include "runtime/ops/OpTable.h"
 
 #include "program.pb.h"
 

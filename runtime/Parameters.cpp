@@ -3,7 +3,7 @@
 #include "runtime/Parameters.h"
 #include "runtime/Executor.h"
 #include "runtime/ProgramLoader.h"
-#include "runtime/cpu/KernelSupport.h"
+#include "runtime/ops/KernelArgs.h"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -1,7 +1,9 @@
 //===- Tensor.cpp - element types of the runtime --------------------------===//
 
 #include "runtime/Tensor.h"
-#include "runtime/cpu/KernelSupport.h"
+#include "runtime/ops/ElementTypes.h"
+
+#include <cmath>
 
 using namespace cleave::runtime;
 
@@ -42,9 +44,9 @@ double cleave::runtime::loadElement(const void *data, DType dtype, int64_t i) {
   case DType::F32: return static_cast<const float *>(data)[i];
   case DType::F64: return static_cast<const double *>(data)[i];
   case DType::F16:
-    return cpu::halfToFloat(static_cast<const cpu::Half *>(data)[i]);
+    return ops::halfToFloat(static_cast<const ops::Half *>(data)[i]);
   case DType::BF16:
-    return cpu::bf16ToFloat(static_cast<const cpu::BFloat16 *>(data)[i]);
+    return ops::bf16ToFloat(static_cast<const ops::BFloat16 *>(data)[i]);
   case DType::I64: return double(static_cast<const int64_t *>(data)[i]);
   case DType::I32: return static_cast<const int32_t *>(data)[i];
   case DType::I16: return static_cast<const int16_t *>(data)[i];
@@ -65,10 +67,10 @@ void cleave::runtime::storeElement(void *data, DType dtype, int64_t i,
   case DType::F32: static_cast<float *>(data)[i] = float(v); break;
   case DType::F64: static_cast<double *>(data)[i] = v; break;
   case DType::F16:
-    static_cast<cpu::Half *>(data)[i] = cpu::floatToHalf(float(v));
+    static_cast<ops::Half *>(data)[i] = ops::floatToHalf(float(v));
     break;
   case DType::BF16:
-    static_cast<cpu::BFloat16 *>(data)[i] = cpu::floatToBf16(float(v));
+    static_cast<ops::BFloat16 *>(data)[i] = ops::floatToBf16(float(v));
     break;
   case DType::I64: static_cast<int64_t *>(data)[i] = int64_t(v); break;
   case DType::I32: static_cast<int32_t *>(data)[i] = int32_t(v); break;

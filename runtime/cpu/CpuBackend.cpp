@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/Backend.h"
+#include "runtime/cpu/Kernels.h"
 
 #include <sys/mman.h>
 #include <unistd.h>

@@ -11,11 +11,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cpu/ElementwiseShape.h"
+#include "runtime/ops/ElementwiseShape.h"
 #include "runtime/cpu/KernelTable.h"
 
 using namespace cleave::runtime;
 using namespace cleave::runtime::cpu;
+using namespace cleave::runtime::ops;
 
 namespace {
 
@@ -448,25 +449,6 @@ template <typename Op> Status activationGrad(const KernelArgs &a) {
 }
 
 } // namespace
-
-Status cpu::checkBroadcast(const KernelArgs &a, size_t first, size_t count) {
-  Shape shape = a.in(first).shape;
-  bool fits = true;
-  for (size_t i = first + 1; fits && i < first + count; ++i) {
-    Shape merged;
-    fits = broadcastShapes(shape, a.in(i).shape, merged);
-    shape = merged;
-  }
-  if (fits && shape == a.out().shape)
-    return Status::ok();
-  std::string shapes;
-  for (size_t i = first; i < first + count; ++i)
-    shapes += (i > first ? (i + 1 == first + count ? " and " : ", ") : "") +
-              shapeString(a.in(i).shape);
-  return a.error("operands of shapes " + shapes +
-                 " do not broadcast to the result shape " +
-                 shapeString(a.out().shape));
-}
 
 //===----------------------------------------------------------------------===//
 // Entry points

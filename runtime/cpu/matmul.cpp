@@ -27,6 +27,7 @@
 
 using namespace cleave::runtime;
 using namespace cleave::runtime::cpu;
+using namespace cleave::runtime::ops;
 
 namespace {
 

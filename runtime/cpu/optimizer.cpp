@@ -18,10 +18,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/KernelTable.h"
-#include "runtime/cpu/OptimizerShape.h"
+#include "runtime/ops/OptimizerShape.h"
 
 using namespace cleave::runtime;
 using namespace cleave::runtime::cpu;
+using namespace cleave::runtime::ops;
 
 namespace {
 
@@ -39,10 +40,6 @@ Status visitGrad(const KernelArgs &a, DType dtype, F &&f, const char *what) {
   default:
     return a.unsupported(dtype, what);
   }
-}
-
-std::string typeText(const TensorRef &t) {
-  return std::string(dtypeName(t.dtype)) + shapeString(t.shape);
 }
 
 Status expectScalar(const KernelArgs &a, const TensorRef &t, DType dtype,
@@ -163,12 +160,6 @@ Status readUpdate(const KernelArgs &a, Update &u) {
   return Status::ok();
 }
 
-/// Checks that optimizer state output `i` is f32 of the parameter's shape.
-Status expectState(const KernelArgs &a, size_t i, const char *what) {
-  CLEAVE_CHECK(a.expectDType(a.out(i), DType::F32, what));
-  return a.expectShape(a.out(i), a.out(0).shape, what);
-}
-
 //===----------------------------------------------------------------------===//
 // adamw
 //===----------------------------------------------------------------------===//
@@ -254,42 +245,6 @@ CLEAVE_TARGET_AVX2 void sgdRangeAvx2(const G *grad, float *p, float *buf,
 }
 
 } // namespace
-
-Status cpu::checkAccumulateGrad(const KernelArgs &a) {
-  const TensorRef &grad = a.in(0), &acc = a.out();
-  if (grad.shape != acc.shape)
-    return a.error("grad is " + typeText(grad) +
-                   ", but the gradient buffer is " + typeText(acc));
-  bool sameOrWider = grad.dtype == acc.dtype ||
-                     (acc.dtype == DType::F32 &&
-                      (grad.dtype == DType::F16 || grad.dtype == DType::BF16));
-  if (!sameOrWider)
-    return a.error(std::string("cannot add a ") + dtypeName(grad.dtype) +
-                   " gradient into a " + dtypeName(acc.dtype) +
-                   " gradient buffer (same type, or 16-bit into f32)");
-  return Status::ok();
-}
-
-Status cpu::checkSgdResults(const KernelArgs &a) {
-  if (a.outputs.size() != 1 && a.outputs.size() != 2)
-    return a.error("got " + std::to_string(a.outputs.size()) +
-                   " results, expected the parameter and, with momentum, "
-                   "its momentum buffer");
-  return Status::ok();
-}
-
-Status cpu::sgdMomentum(const KernelArgs &a, double &momentum) {
-  CLEAVE_CHECK(a.floatAttr("momentum", momentum, 0.0));
-  bool hasBuffer = a.outputs.size() == 2;
-  if ((momentum != 0) != hasBuffer)
-    return a.error(momentum != 0
-                       ? "momentum " + std::to_string(momentum) +
-                             " needs a momentum buffer as result 1"
-                       : std::string("a momentum buffer without momentum"));
-  if (hasBuffer)
-    CLEAVE_CHECK(expectState(a, 1, "the momentum buffer"));
-  return Status::ok();
-}
 
 Status cpu::accumulateGradKernel(const KernelArgs &a) {
   const TensorRef &grad = a.in(0), &acc = a.out();

@@ -39,20 +39,20 @@ __device__ __forceinline__ float applyMask(const M *mask, int64_t at,
     return score + maskValue(mask[at]);
 }
 
-/// Calls f(cpu::Tag<M>{}) for the device type of a mask of element type
+/// Calls f(ops::Tag<M>{}) for the device type of a mask of element type
 /// `dtype` (checkAttention has accepted it); float when there is no mask.
 template <typename F> Status visitDeviceMask(const TensorRef *mask, F &&f) {
   switch (mask ? mask->dtype : DType::F32) {
   case DType::Bool:
-    return f(cpu::Tag<MaskBool>{});
+    return f(ops::Tag<MaskBool>{});
   case DType::F64:
-    return f(cpu::Tag<double>{});
+    return f(ops::Tag<double>{});
   case DType::F16:
-    return f(cpu::Tag<__half>{});
+    return f(ops::Tag<__half>{});
   case DType::BF16:
-    return f(cpu::Tag<__nv_bfloat16>{});
+    return f(ops::Tag<__nv_bfloat16>{});
   default:
-    return f(cpu::Tag<float>{});
+    return f(ops::Tag<float>{});
   }
 }
 

@@ -20,7 +20,7 @@
 
 #include "runtime/Status.h"
 #include "runtime/Tensor.h"
-#include "runtime/cpu/Kernels.h"
+#include "runtime/ops/OpTable.h"
 
 #include <cuda_runtime_api.h>
 
@@ -119,87 +119,87 @@ Status checkAdamW(const Attributes &attributes, const TensorRef &step,
 // Not API: what the kernel files share
 //===----------------------------------------------------------------------===//
 
-namespace cpu {
+namespace ops {
 struct KernelArgs;
-} // namespace cpu
+} // namespace ops
 
 namespace cuda {
 
 /// A kernel of the dispatch table: checks its operands (the dispatcher has
 /// checked their counts) and enqueues its work on `stream`.
-using KernelFn = Status (*)(const cpu::KernelArgs &args, cudaStream_t stream);
+using KernelFn = Status (*)(const ops::KernelArgs &args, cudaStream_t stream);
 /// A kernel that keeps state in a CudaContext: what runCudaKernel calls
 /// when it is given one (the KernelFn of the same op otherwise).
-using ContextKernelFn = Status (*)(const cpu::KernelArgs &args,
+using ContextKernelFn = Status (*)(const ops::KernelArgs &args,
                                    cudaStream_t stream, CudaContext &context);
 
 // elementwise.cu
-Status addKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status subKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status mulKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status divKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status powKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status maxKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status minKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status andKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status orKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status equalKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status lessKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status lessEqualKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status greaterKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status greaterEqualKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status selectKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status negKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status absKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status reluKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status notKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status expKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status logKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status sqrtKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status rsqrtKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status reciprocalKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status tanhKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status erfKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status sigmoidKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status sinKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status cosKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status geluKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status siluKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status geluGradKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status siluGradKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status castKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status addKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status subKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status mulKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status divKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status powKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status maxKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status minKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status andKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status orKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status equalKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status lessKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status lessEqualKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status greaterKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status greaterEqualKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status selectKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status negKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status absKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status reluKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status notKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status expKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status logKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status sqrtKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status rsqrtKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status reciprocalKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status tanhKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status erfKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status sigmoidKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status sinKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status cosKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status geluKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status siluKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status geluGradKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status siluGradKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status castKernel(const ops::KernelArgs &a, cudaStream_t stream);
 // movement.cu
-Status reshapeKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status transposeKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status broadcastToKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status sliceKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status sliceGradKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status concatKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status reshapeKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status transposeKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status broadcastToKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status sliceKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status sliceGradKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status concatKernel(const ops::KernelArgs &a, cudaStream_t stream);
 // reductions.cu
-Status reduceSumKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status reduceMeanKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status reduceMaxKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status reduceMinKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status cumsumKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status reduceSumKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status reduceMeanKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status reduceMaxKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status reduceMinKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status cumsumKernel(const ops::KernelArgs &a, cudaStream_t stream);
 // softmax.cu
-Status softmaxKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status logSoftmaxKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status softmaxGradKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status logSoftmaxGradKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status softmaxKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status logSoftmaxKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status softmaxGradKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status logSoftmaxGradKernel(const ops::KernelArgs &a, cudaStream_t stream);
 // norms.cu
-Status layerNormKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status rmsNormKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status layerNormGradKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status rmsNormGradKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status layerNormKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status rmsNormKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status layerNormGradKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status rmsNormGradKernel(const ops::KernelArgs &a, cudaStream_t stream);
 // matmul.cpp
-Status matmulKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status matmulKernelInContext(const cpu::KernelArgs &a, cudaStream_t stream,
+Status matmulKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status matmulKernelInContext(const ops::KernelArgs &a, cudaStream_t stream,
                              CudaContext &context);
 // optimizer.cu
-Status adamwKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status sgdKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status accumulateGradKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status sumSquaresKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status adamwKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status sgdKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status accumulateGradKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status sumSquaresKernel(const ops::KernelArgs &a, cudaStream_t stream);
 /// Loss scaling: sets *deviceFlag (device memory) to 1 when an element of
 /// the f32 tensor is not finite; never clears it.
 Status countNonFinite(const TensorRef &grad, unsigned *deviceFlag,
@@ -207,27 +207,27 @@ Status countNonFinite(const TensorRef &grad, unsigned *deviceFlag,
 /// Loss scaling: grad *= factor (f32).
 Status scaleInPlace(const TensorRef &grad, float factor, cudaStream_t stream);
 // indexing.cu
-Status gatherElementsKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status gatherElementsGradKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status gatherNdKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status scatterNdKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status gatherElementsKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status gatherElementsGradKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status gatherNdKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status scatterNdKernel(const ops::KernelArgs &a, cudaStream_t stream);
 // lookup.cu
-Status embeddingKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status gatherKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status embeddingGradKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status gatherGradKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status embeddingKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status gatherKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status embeddingGradKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status gatherGradKernel(const ops::KernelArgs &a, cudaStream_t stream);
 // losses.cu
-Status softmaxCrossEntropyKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status nllLossKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status softmaxCrossEntropyGradKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status softmaxCrossEntropyFusedKernel(const cpu::KernelArgs &a, cudaStream_t stream);
-Status nllLossGradKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status softmaxCrossEntropyKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status nllLossKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status softmaxCrossEntropyGradKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status softmaxCrossEntropyFusedKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status nllLossGradKernel(const ops::KernelArgs &a, cudaStream_t stream);
 // attention.cu
-Status attentionKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status attentionKernel(const ops::KernelArgs &a, cudaStream_t stream);
 // attention_grad.cu
-Status attentionGradKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status attentionGradKernel(const ops::KernelArgs &a, cudaStream_t stream);
 // rotary.cu
-Status rotaryKernel(const cpu::KernelArgs &a, cudaStream_t stream);
+Status rotaryKernel(const ops::KernelArgs &a, cudaStream_t stream);
 
 /// Threads per block of the elementwise kernels, and the most blocks their
 /// grid-stride loops are launched with.
@@ -243,27 +243,28 @@ inline unsigned blocksFor(int64_t n, int threads = kBlockThreads) {
 } // namespace cleave::runtime
 
 #ifdef __CUDACC__
-// Only KernelSupport.h's KernelArgs, shapes and broadcasting plans are used
-// (its OpenMP loops are not: compile with -Xcompiler -Wno-unknown-pragmas).
-#include "runtime/cpu/KernelSupport.h"
+// The calling convention and the checks every backend shares (KernelArgs,
+// element types, shapes and broadcasting plans): runtime/ops/, not the CPU
+// backend's folder.
+#include "runtime/ops/KernelArgs.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 namespace cleave::runtime::cuda {
 
-/// Calls f(cpu::Tag<T>{}) for the device storage type of a float dtype
+/// Calls f(ops::Tag<T>{}) for the device storage type of a float dtype
 /// (float, __nv_bfloat16, __half); other types are an error naming `what`.
 template <typename F>
-Status visitDeviceFloat(const cpu::KernelArgs &a, DType dtype, F &&f,
+Status visitDeviceFloat(const ops::KernelArgs &a, DType dtype, F &&f,
                         const char *what = "x") {
   switch (dtype) {
   case DType::F32:
-    return f(cpu::Tag<float>{});
+    return f(ops::Tag<float>{});
   case DType::BF16:
-    return f(cpu::Tag<__nv_bfloat16>{});
+    return f(ops::Tag<__nv_bfloat16>{});
   case DType::F16:
-    return f(cpu::Tag<__half>{});
+    return f(ops::Tag<__half>{});
   default:
     return a.error(std::string("no CUDA kernel for element type ") +
                    dtypeName(dtype) + " (" + what +

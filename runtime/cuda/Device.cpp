@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cpu/KernelSupport.h"
+#include "runtime/ops/KernelArgs.h"
 #include "runtime/cuda/CudaCheck.h"
 #include "runtime/cuda/CudaKernels.h"
 
@@ -28,7 +28,7 @@ struct KernelEntry {
 };
 
 // Sorted by name (cudaKernelOps lists them in this order). The operand
-// counts are runtime/cpu/Kernels.cpp's (checkKernelOperands).
+// counts are runtime/ops/OpTable.cpp's (checkKernelOperands).
 const KernelEntry kKernels[] = {
     {"abs", cuda::absKernel},
     {"accumulate_grad", cuda::accumulateGradKernel},
@@ -169,7 +169,7 @@ Status cleave::runtime::runCudaKernel(const std::string &op,
                          "backend implements " +
                          implementedOps());
   CLEAVE_CHECK(checkKernelOperands(op, inputs, outputs));
-  cpu::KernelArgs args{op, attributes, inputs, outputs};
+  ops::KernelArgs args{op, attributes, inputs, outputs};
   Status status = context && entry->inContext
                       ? entry->inContext(args, stream, *context)
                       : entry->fn(args, stream);

@@ -19,12 +19,12 @@
 // rescales its running state, and each lane accumulates value columns
 // lane, lane + 32, ... of every row. Causal blocks stop at their last row's
 // key. D and Dv are at most 256. The operand checks are the CPU kernel's
-// (checkAttention, runtime/cpu/AttentionShape.h); the mask's types are in
+// (checkAttention, runtime/ops/AttentionShape.h); the mask's types are in
 // AttentionMask.h. The gradient is in attention_grad.cu.
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cpu/AttentionShape.h"
+#include "runtime/ops/AttentionShape.h"
 #include "runtime/cuda/AttentionMask.h"
 #include "runtime/cuda/CudaCheck.h"
 #include "runtime/cuda/CudaKernels.h"
@@ -34,8 +34,8 @@
 
 using namespace cleave::runtime;
 using namespace cleave::runtime::cuda;
-using cpu::AttentionShape;
-using cpu::KernelArgs;
+using ops::AttentionShape;
+using ops::KernelArgs;
 
 namespace {
 
@@ -208,7 +208,7 @@ Status attentionKernel(const KernelArgs &a, cudaStream_t stream) {
   double scale;
   int64_t causal;
   const TensorRef *maskRef;
-  CLEAVE_CHECK(cpu::checkAttention(a, 0, s, scale, causal, maskRef));
+  CLEAVE_CHECK(ops::checkAttention(a, 0, s, scale, causal, maskRef));
   const TensorRef &q = a.in(0);
   CLEAVE_CHECK(a.expectDType(a.out(), q.dtype, "the result"));
   CLEAVE_CHECK(a.expectShape(a.out(), {s.b, s.h, s.tq, s.dv}, "the result"));

@@ -34,7 +34,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cpu/AttentionShape.h"
+#include "runtime/ops/AttentionShape.h"
 #include "runtime/cuda/AttentionMask.h"
 #include "runtime/cuda/CudaCheck.h"
 #include "runtime/cuda/CudaKernels.h"
@@ -44,8 +44,8 @@
 
 using namespace cleave::runtime;
 using namespace cleave::runtime::cuda;
-using cpu::AttentionShape;
-using cpu::KernelArgs;
+using ops::AttentionShape;
+using ops::KernelArgs;
 
 namespace {
 
@@ -516,7 +516,7 @@ Status attentionGradKernel(const KernelArgs &a, cudaStream_t stream) {
   double scale;
   int64_t causal;
   const TensorRef *mask;
-  CLEAVE_CHECK(cpu::checkAttentionGrad(a, s, scale, causal, mask));
+  CLEAVE_CHECK(ops::checkAttentionGrad(a, s, scale, causal, mask));
   if (s.d > kMaxHeadDim || s.dv > kMaxHeadDim)
     return a.error("the CUDA attention_grad kernel takes head dimensions up "
                    "to " +

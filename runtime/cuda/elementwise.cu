@@ -32,7 +32,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cpu/ElementwiseShape.h"
+#include "runtime/ops/ElementwiseShape.h"
 #include "runtime/cuda/CudaCheck.h"
 #include "runtime/cuda/CudaKernels.h"
 
@@ -41,9 +41,9 @@
 
 using namespace cleave::runtime;
 using namespace cleave::runtime::cuda;
-using cpu::KernelArgs;
-using cpu::Shape;
-using cpu::Tag;
+using ops::KernelArgs;
+using ops::Shape;
+using ops::Tag;
 
 namespace {
 
@@ -439,7 +439,7 @@ Status broadcastIndex(const KernelArgs &a, size_t count,
   std::vector<Shape> shapes;
   for (size_t i = 0; i < count; ++i)
     shapes.push_back(a.in(i).shape);
-  cpu::BroadcastPlan plan = cpu::makeBroadcastPlan(shapes, a.out().shape);
+  ops::BroadcastPlan plan = ops::makeBroadcastPlan(shapes, a.out().shape);
   size_t rank = plan.outerDims.size() + 1;
   if (rank > size_t(kMaxDims))
     return a.error("a broadcast over " + std::to_string(rank) +
@@ -484,7 +484,7 @@ Status runBinary(const KernelArgs &a, Op op, cudaStream_t stream) {
 Status checkBinary(const KernelArgs &a, DType result) {
   CLEAVE_CHECK(a.expectDType(a.in(1), a.in(0).dtype, "rhs"));
   CLEAVE_CHECK(a.expectDType(a.out(), result, "the result"));
-  return cpu::checkBroadcast(a, 0, 2);
+  return ops::checkBroadcast(a, 0, 2);
 }
 
 /// add, sub, mul, pow, max, min: the result has the operands' type.
@@ -656,13 +656,13 @@ Status selectKernel(const KernelArgs &a, cudaStream_t stream) {
   DType dtype = a.in(1).dtype;
   CLEAVE_CHECK(a.expectDType(a.in(2), dtype, "on_false"));
   CLEAVE_CHECK(a.expectDType(a.out(), dtype, "the result"));
-  CLEAVE_CHECK(cpu::checkBroadcast(a, 0, 3));
+  CLEAVE_CHECK(ops::checkBroadcast(a, 0, 3));
   int64_t n = a.out().numElements();
   bool same = sameShapes(a, 0, 3);
   BroadcastIndex index;
   if (!same)
     CLEAVE_CHECK(broadcastIndex(a, 3, index));
-  return cpu::visitBytes(
+  return ops::visitBytes(
       a, dtype,
       [&](auto tag) -> Status {
         using W = typename decltype(tag)::type;

@@ -2,7 +2,7 @@
 //===//
 //
 // The CUDA side of runtime/cpu/indexing.cpp, with its shape checks
-// (runtime/cpu/IndexingShape.h). gather_elements and gather_nd only move
+// (runtime/ops/IndexingShape.h). gather_elements and gather_nd only move
 // bytes, so they take every element type; an index out of [-size, size)
 // gives 0xff bytes there (NaN in every float type), as cuda/lookup.cu's
 // gather does, because the device cannot report it without a sync.
@@ -16,7 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cpu/IndexingShape.h"
+#include "runtime/ops/IndexingShape.h"
 #include "runtime/cuda/CudaCheck.h"
 #include "runtime/cuda/CudaKernels.h"
 
@@ -26,8 +26,8 @@
 
 using namespace cleave::runtime;
 using namespace cleave::runtime::cuda;
-using cpu::KernelArgs;
-using cpu::Tag;
+using ops::KernelArgs;
+using ops::Tag;
 
 namespace {
 
@@ -39,7 +39,7 @@ struct ElementDims {
   int64_t data[kMaxRank], indices[kMaxRank];
 };
 
-Status elementDims(const KernelArgs &a, const cpu::ElementsPlan &p,
+Status elementDims(const KernelArgs &a, const ops::ElementsPlan &p,
                    ElementDims &dims) {
   if (p.data.size() > size_t(kMaxRank))
     return a.error("rank " + std::to_string(p.data.size()) +
@@ -131,7 +131,7 @@ struct TupleDims {
   int64_t sizes[kMaxRank], strides[kMaxRank];
 };
 
-Status tupleDims(const KernelArgs &a, const cpu::TuplePlan &p,
+Status tupleDims(const KernelArgs &a, const ops::TuplePlan &p,
                  TupleDims &dims) {
   if (p.k > kMaxRank)
     return a.error("index tuples of " + std::to_string(p.k) +
@@ -259,8 +259,8 @@ Status visitWord(const KernelArgs &a, DType dtype, F &&f, const char *what) {
 namespace cleave::runtime::cuda {
 
 Status gatherElementsKernel(const KernelArgs &a, cudaStream_t stream) {
-  cpu::ElementsPlan plan;
-  CLEAVE_CHECK(cpu::checkGatherElements(a, plan));
+  ops::ElementsPlan plan;
+  CLEAVE_CHECK(ops::checkGatherElements(a, plan));
   ElementDims dims;
   CLEAVE_CHECK(elementDims(a, plan, dims));
   int64_t n = a.out().numElements();
@@ -270,7 +270,7 @@ Status gatherElementsKernel(const KernelArgs &a, cudaStream_t stream) {
       a, a.in(0).dtype,
       [&](auto word) {
         using W = typename decltype(word)::type;
-        return cpu::visitIndex(
+        return ops::visitIndex(
             a, a.in(1).dtype,
             [&](auto tag) -> Status {
               using I = typename decltype(tag)::type;
@@ -285,12 +285,12 @@ Status gatherElementsKernel(const KernelArgs &a, cudaStream_t stream) {
 }
 
 Status gatherElementsGradKernel(const KernelArgs &a, cudaStream_t stream) {
-  cpu::ElementsPlan plan;
-  CLEAVE_CHECK(cpu::checkGatherElementsGrad(a, plan));
+  ops::ElementsPlan plan;
+  CLEAVE_CHECK(ops::checkGatherElementsGrad(a, plan));
   ElementDims dims;
   CLEAVE_CHECK(elementDims(a, plan, dims));
   int64_t count = plan.indices[plan.axis];
-  int64_t inner = cpu::product(plan.indices, plan.axis + 1);
+  int64_t inner = ops::product(plan.indices, plan.axis + 1);
   int64_t n = a.in(1).numElements();
   int64_t lines = count ? n / count : 0;
   return visitDeviceFloat(
@@ -301,7 +301,7 @@ Status gatherElementsGradKernel(const KernelArgs &a, cudaStream_t stream) {
             a.out().data, 0, a.out().numElements() * sizeof(T), stream));
         if (lines == 0)
           return Status::ok();
-        return cpu::visitIndex(
+        return ops::visitIndex(
             a, a.in(1).dtype,
             [&](auto itag) -> Status {
               using I = typename decltype(itag)::type;
@@ -318,8 +318,8 @@ Status gatherElementsGradKernel(const KernelArgs &a, cudaStream_t stream) {
 }
 
 Status gatherNdKernel(const KernelArgs &a, cudaStream_t stream) {
-  cpu::TuplePlan plan;
-  CLEAVE_CHECK(cpu::checkGatherNd(a, plan));
+  ops::TuplePlan plan;
+  CLEAVE_CHECK(ops::checkGatherNd(a, plan));
   TupleDims dims;
   CLEAVE_CHECK(tupleDims(a, plan, dims));
   int64_t n = plan.tuples * plan.slice;
@@ -329,7 +329,7 @@ Status gatherNdKernel(const KernelArgs &a, cudaStream_t stream) {
       a, a.in(0).dtype,
       [&](auto word) {
         using W = typename decltype(word)::type;
-        return cpu::visitIndex(
+        return ops::visitIndex(
             a, a.in(1).dtype,
             [&](auto tag) -> Status {
               using I = typename decltype(tag)::type;
@@ -344,8 +344,8 @@ Status gatherNdKernel(const KernelArgs &a, cudaStream_t stream) {
 }
 
 Status scatterNdKernel(const KernelArgs &a, cudaStream_t stream) {
-  cpu::TuplePlan plan;
-  CLEAVE_CHECK(cpu::checkScatterNd(a, plan));
+  ops::TuplePlan plan;
+  CLEAVE_CHECK(ops::checkScatterNd(a, plan));
   TupleDims dims;
   CLEAVE_CHECK(tupleDims(a, plan, dims));
   size_t bytes = a.out().numElements() * dtypeSize(a.in(0).dtype);
@@ -357,7 +357,7 @@ Status scatterNdKernel(const KernelArgs &a, cudaStream_t stream) {
     return Status::ok();
   auto launch = [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
-    return cpu::visitIndex(
+    return ops::visitIndex(
         a, a.in(1).dtype,
         [&](auto itag) -> Status {
           using I = typename decltype(itag)::type;

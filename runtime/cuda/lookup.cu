@@ -23,7 +23,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cpu/LookupShape.h"
+#include "runtime/ops/LookupShape.h"
 #include "runtime/cuda/CudaCheck.h"
 #include "runtime/cuda/CudaKernels.h"
 
@@ -34,7 +34,7 @@
 
 using namespace cleave::runtime;
 using namespace cleave::runtime::cuda;
-using cpu::KernelArgs;
+using ops::KernelArgs;
 
 namespace {
 
@@ -88,7 +88,7 @@ Status gatherBytes(const KernelArgs &a, const void *data, const TensorRef &ids,
                    const char *what, cudaStream_t stream) {
   int64_t count = ids.numElements();
   void *out = a.out().data;
-  return cpu::visitIndex(
+  return ops::visitIndex(
       a, ids.dtype,
       [&](auto tag) -> Status {
         using I = typename decltype(tag)::type;
@@ -234,7 +234,7 @@ Status scatterAdd(const KernelArgs &a, const TensorRef &indices, int64_t outer,
   int64_t count = indices.numElements();
   return visitDeviceFloat(a, dy.dtype, [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
-    return cpu::visitIndex(
+    return ops::visitIndex(
         a, indices.dtype,
         [&](auto index) -> Status {
           using I = typename decltype(index)::type;
@@ -273,7 +273,7 @@ namespace cleave::runtime::cuda {
 
 
 Status embeddingKernel(const KernelArgs &a, cudaStream_t stream) {
-  CLEAVE_CHECK(cpu::checkEmbedding(a));
+  CLEAVE_CHECK(ops::checkEmbedding(a));
   const TensorRef &table = a.in(0);
   return gatherBytes(a, table.data, a.in(1), 1, table.shape[0],
                      table.shape[1] * int64_t(dtypeSize(table.dtype)), "ids",
@@ -282,7 +282,7 @@ Status embeddingKernel(const KernelArgs &a, cudaStream_t stream) {
 
 Status gatherKernel(const KernelArgs &a, cudaStream_t stream) {
   int64_t outer, axisSize, inner;
-  CLEAVE_CHECK(cpu::checkGather(a, outer, axisSize, inner));
+  CLEAVE_CHECK(ops::checkGather(a, outer, axisSize, inner));
   const TensorRef &data = a.in(0);
   return gatherBytes(a, data.data, a.in(1), outer, axisSize,
                      inner * int64_t(dtypeSize(data.dtype)), "indices",
@@ -291,7 +291,7 @@ Status gatherKernel(const KernelArgs &a, cudaStream_t stream) {
 
 Status embeddingGradKernel(const KernelArgs &a, cudaStream_t stream) {
   int64_t paddingRow;
-  CLEAVE_CHECK(cpu::checkEmbeddingGrad(a, paddingRow));
+  CLEAVE_CHECK(ops::checkEmbeddingGrad(a, paddingRow));
   const TensorRef &out = a.out();
   return scatterAdd(a, a.in(1), 1, out.shape[0], out.shape[1], paddingRow,
                     "ids", stream);
@@ -299,7 +299,7 @@ Status embeddingGradKernel(const KernelArgs &a, cudaStream_t stream) {
 
 Status gatherGradKernel(const KernelArgs &a, cudaStream_t stream) {
   int64_t outer, axisSize, inner;
-  CLEAVE_CHECK(cpu::checkGatherGrad(a, outer, axisSize, inner));
+  CLEAVE_CHECK(ops::checkGatherGrad(a, outer, axisSize, inner));
   return scatterAdd(a, a.in(1), outer, axisSize, inner, /*skip=*/-1, "indices",
                     stream);
 }

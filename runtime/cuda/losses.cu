@@ -32,18 +32,18 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cpu/LossShape.h"
+#include "runtime/ops/LossShape.h"
 #include "runtime/cuda/CudaCheck.h"
 #include "runtime/cuda/CudaKernels.h"
 
 using namespace cleave::runtime;
 using namespace cleave::runtime::cuda;
-using cpu::KernelArgs;
+using ops::KernelArgs;
 
 namespace {
 
-using cpu::LossShape;
-using cpu::Reduction;
+using ops::LossShape;
+using ops::Reduction;
 
 /// Where position `p`'s loss goes: `losses` (doubles, for a reduction) when
 /// not null, else `out`.
@@ -232,13 +232,13 @@ Status lossOn(const KernelArgs &a, const LossShape &s, cudaStream_t stream) {
 template <bool CrossEntropy>
 Status loss(const KernelArgs &a, cudaStream_t stream) {
   LossShape s;
-  CLEAVE_CHECK(cpu::checkLoss(a, s));
+  CLEAVE_CHECK(ops::checkLoss(a, s));
   const TensorRef &input = a.in(0), &target = a.in(1);
   return visitDeviceFloat(
       a, input.dtype,
       [&](auto tag) -> Status {
         using T = typename decltype(tag)::type;
-        return cpu::visitIndex(
+        return ops::visitIndex(
             a, target.dtype,
             [&](auto index) -> Status {
               using I = typename decltype(index)::type;
@@ -536,13 +536,13 @@ Status enqueueLossFused(const KernelArgs &a, const LossShape &s,
 /// softmax_cross_entropy_fused (input, target, dloss) -> (loss, dinput).
 Status lossFused(const KernelArgs &a, cudaStream_t stream) {
   LossShape s;
-  CLEAVE_CHECK(cpu::checkLossFused(a, s));
+  CLEAVE_CHECK(ops::checkLossFused(a, s));
   const TensorRef &input = a.in(0), &target = a.in(1);
   return visitDeviceFloat(
       a, input.dtype,
       [&](auto tag) -> Status {
         using T = typename decltype(tag)::type;
-        return cpu::visitIndex(
+        return ops::visitIndex(
             a, target.dtype,
             [&](auto index) -> Status {
               using I = typename decltype(index)::type;
@@ -582,12 +582,12 @@ Status lossGrad(const KernelArgs &a, cudaStream_t stream) {
     CLEAVE_CHECK(a.expectShape(a.out(), a.in(1).shape, "the result"));
   }
   LossShape s;
-  CLEAVE_CHECK(cpu::checkLossGrad(a, target, s));
+  CLEAVE_CHECK(ops::checkLossGrad(a, target, s));
   return visitDeviceFloat(
       a, CrossEntropy ? a.in(1).dtype : a.out().dtype,
       [&](auto tag) -> Status {
         using T = typename decltype(tag)::type;
-        return cpu::visitIndex(
+        return ops::visitIndex(
             a, target.dtype,
             [&](auto index) -> Status {
               using I = typename decltype(index)::type;

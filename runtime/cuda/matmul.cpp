@@ -27,7 +27,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cpu/KernelSupport.h"
+#include "runtime/ops/KernelArgs.h"
 #include "runtime/cuda/CudaCheck.h"
 #include "runtime/cuda/CudaKernels.h"
 
@@ -40,8 +40,8 @@
 
 using namespace cleave::runtime;
 using namespace cleave::runtime::cuda;
-using cpu::KernelArgs;
-using cpu::Shape;
+using ops::KernelArgs;
+using ops::Shape;
 
 namespace {
 
@@ -160,8 +160,8 @@ Status makePlan(const KernelArgs &a, cublasLtHandle_t handle,
       &heuristic, &found));
   if (found == 0)
     return a.error("cuBLASLt has no algorithm for this product (lhs " +
-                   cpu::shapeString(a.in(0).shape) + ", rhs " +
-                   cpu::shapeString(a.in(1).shape) + ", " +
+                   ops::shapeString(a.in(0).shape) + ", rhs " +
+                   ops::shapeString(a.in(1).shape) + ", " +
                    dtypeName(a.in(0).dtype) + ")");
   plan.algo = heuristic.algo;
   return Status::ok();
@@ -273,8 +273,8 @@ Status matmulOn(const KernelArgs &a, cudaStream_t stream,
   const TensorRef &lhs = a.in(0), &rhs = a.in(1), &out = a.out();
   if (lhs.rank() < 2 || rhs.rank() < 2)
     return a.error("operands must have rank 2 or more, got shapes " +
-                   cpu::shapeString(lhs.shape) + " and " +
-                   cpu::shapeString(rhs.shape));
+                   ops::shapeString(lhs.shape) + " and " +
+                   ops::shapeString(rhs.shape));
   CLEAVE_CHECK(a.expectDType(rhs, lhs.dtype, "rhs"));
   CLEAVE_CHECK(a.expectDType(out, lhs.dtype, "the result"));
   int64_t transLhs, transRhs;
@@ -286,16 +286,16 @@ Status matmulOn(const KernelArgs &a, cudaStream_t stream,
   int64_t rk = rhs.shape[rr - (transRhs ? 1 : 2)];
   int64_t n = rhs.shape[rr - (transRhs ? 2 : 1)];
   if (rk != k)
-    return a.error("lhs of shape " + cpu::shapeString(lhs.shape) +
-                   " and rhs of shape " + cpu::shapeString(rhs.shape) +
+    return a.error("lhs of shape " + ops::shapeString(lhs.shape) +
+                   " and rhs of shape " + ops::shapeString(rhs.shape) +
                    " do not agree on the contracted dimension (" +
                    std::to_string(k) + " vs " + std::to_string(rk) + ")");
   Shape lhsBatch(lhs.shape.begin(), lhs.shape.end() - 2);
   Shape rhsBatch(rhs.shape.begin(), rhs.shape.end() - 2);
   Shape outBatch;
-  if (!cpu::broadcastShapes(lhsBatch, rhsBatch, outBatch))
-    return a.error("batch dimensions " + cpu::shapeString(lhsBatch) + " and " +
-                   cpu::shapeString(rhsBatch) + " do not broadcast");
+  if (!ops::broadcastShapes(lhsBatch, rhsBatch, outBatch))
+    return a.error("batch dimensions " + ops::shapeString(lhsBatch) + " and " +
+                   ops::shapeString(rhsBatch) + " do not broadcast");
   Shape expected = outBatch;
   expected.push_back(m);
   expected.push_back(n);
@@ -318,8 +318,8 @@ Status matmulOn(const KernelArgs &a, cudaStream_t stream,
                    " (lhs); the CUDA kernels take f32, bf16 and f16");
   }
   p.elementSize = dtypeSize(lhs.dtype);
-  int64_t batches = cpu::product(outBatch);
-  int64_t lhsCount = cpu::product(lhsBatch), rhsCount = cpu::product(rhsBatch);
+  int64_t batches = ops::product(outBatch);
+  int64_t lhsCount = ops::product(lhsBatch), rhsCount = ops::product(rhsBatch);
   if (batches == 0 || m == 0 || n == 0)
     return Status::ok();
   if (k == 0) { // an empty sum: zeros (+0.0 is all-zero bits in every type)
@@ -394,8 +394,8 @@ Status matmulOn(const KernelArgs &a, cudaStream_t stream,
   if (stacked || strided)
     return product(lhsData, rhsData, outData);
   // Batch dimensions broadcasting both ways: the CPU's batch plan.
-  cpu::BroadcastPlan broadcast =
-      cpu::makeBroadcastPlan({lhsBatch, rhsBatch}, outBatch);
+  ops::BroadcastPlan broadcast =
+      ops::makeBroadcastPlan({lhsBatch, rhsBatch}, outBatch);
   for (int64_t row = 0, batch = 0; row < broadcast.rows; ++row) {
     int64_t l = broadcast.rowOffset(0, row), r = broadcast.rowOffset(1, row);
     for (int64_t j = 0; j < broadcast.inner; ++j, ++batch)

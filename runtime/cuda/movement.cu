@@ -4,7 +4,7 @@
 // side of runtime/cpu/movement.cpp. They move elements without looking at
 // them, so they work on the element's size (1, 2, 4 or 8 bytes) for every
 // element type, and give the CPU's results bit for bit. The operand and
-// attribute checks are the CPU's (runtime/cpu/MovementShape.h).
+// attribute checks are the CPU's (runtime/ops/MovementShape.h).
 //
 // reshape, and a transpose that moves nothing, are a device-to-device copy.
 // broadcast_to, slice and a transpose that keeps the source's last
@@ -21,7 +21,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cpu/MovementShape.h"
+#include "runtime/ops/MovementShape.h"
 #include "runtime/cuda/CudaCheck.h"
 #include "runtime/cuda/CudaKernels.h"
 
@@ -30,8 +30,8 @@
 
 using namespace cleave::runtime;
 using namespace cleave::runtime::cuda;
-using cpu::KernelArgs;
-using cpu::Shape;
+using ops::KernelArgs;
+using ops::Shape;
 
 namespace {
 
@@ -143,7 +143,7 @@ __global__ void copyRows(const V *__restrict__ src, V *__restrict__ dst, I n,
 /// The merged walk of `dims` (contiguous) with `strides` on the other side.
 Status stridedIndex(const KernelArgs &a, const Shape &dims,
                     const Shape &strides, StridedIndex &index) {
-  cpu::BroadcastPlan plan = cpu::planFromStrides(dims, {strides});
+  ops::BroadcastPlan plan = ops::planFromStrides(dims, {strides});
   size_t rank = plan.outerDims.size() + 1;
   if (rank > size_t(kMaxDims))
     return a.error("a strided copy over " + std::to_string(rank) +
@@ -179,7 +179,7 @@ Status stridedCopy(const KernelArgs &a, const TensorRef &in, int64_t base,
   StridedIndex index;
   CLEAVE_CHECK(stridedIndex(a, dims, strides, index));
   int64_t n = out.numElements();
-  return cpu::visitBytes(a, in.dtype, [&](auto tag) -> Status {
+  return ops::visitBytes(a, in.dtype, [&](auto tag) -> Status {
     using W = typename decltype(tag)::type;
     const W *src = in.as<W>() + base;
     W *dst = out.as<W>();
@@ -198,7 +198,7 @@ Status stridedScatter(const KernelArgs &a, const TensorRef &in,
   StridedIndex index;
   CLEAVE_CHECK(stridedIndex(a, dims, strides, index));
   int64_t n = in.numElements();
-  return cpu::visitBytes(a, in.dtype, [&](auto tag) -> Status {
+  return ops::visitBytes(a, in.dtype, [&](auto tag) -> Status {
     using W = typename decltype(tag)::type;
     const W *src = in.as<W>();
     W *dst = out.as<W>() + base;
@@ -224,10 +224,10 @@ Status copyAll(const TensorRef &from, const TensorRef &to,
 Status tiledTranspose(const KernelArgs &a, const Shape &inDims,
                       const Shape &perm, cudaStream_t stream) {
   int64_t rank = int64_t(perm.size());
-  Shape inStrides = cpu::stridesOf(inDims), outDims(rank);
+  Shape inStrides = ops::stridesOf(inDims), outDims(rank);
   for (int64_t k = 0; k < rank; ++k)
     outDims[k] = inDims[perm[k]];
-  Shape outStrides = cpu::stridesOf(outDims);
+  Shape outStrides = ops::stridesOf(outDims);
   int64_t dimA = 0;
   while (perm[dimA] != rank - 1)
     ++dimA;
@@ -258,7 +258,7 @@ Status tiledTranspose(const KernelArgs &a, const Shape &inDims,
   if (t.items == 0)
     return Status::ok();
   unsigned blocks = unsigned(t.items < kMaxBlocks ? t.items : kMaxBlocks);
-  return cpu::visitBytes(a, a.in(0).dtype, [&](auto tag) -> Status {
+  return ops::visitBytes(a, a.in(0).dtype, [&](auto tag) -> Status {
     using W = typename decltype(tag)::type;
     transposeTiles<W><<<blocks, dim3(kTile, kTileRows), 0, stream>>>(
         a.in(0).as<W>(), a.out().as<W>(), t);
@@ -288,7 +288,7 @@ template <typename F> Status visitWord(size_t bytes, F &&f) {
 namespace cleave::runtime::cuda {
 
 Status reshapeKernel(const KernelArgs &a, cudaStream_t stream) {
-  CLEAVE_CHECK(cpu::checkReshape(a));
+  CLEAVE_CHECK(ops::checkReshape(a));
   return copyAll(a.in(0), a.out(), stream);
 }
 
@@ -296,7 +296,7 @@ Status transposeKernel(const KernelArgs &a, cudaStream_t stream) {
   const TensorRef &x = a.in(0);
   Shape inDims, perm;
   bool identity;
-  CLEAVE_CHECK(cpu::transposePlan(a, inDims, perm, identity));
+  CLEAVE_CHECK(ops::transposePlan(a, inDims, perm, identity));
   if (x.numElements() == 0)
     return Status::ok();
   if (identity)
@@ -305,7 +305,7 @@ Status transposeKernel(const KernelArgs &a, cudaStream_t stream) {
   if (perm[rank - 1] != rank - 1)
     return tiledTranspose(a, inDims, perm, stream);
   // The source's last dimension stays last: a gather with rows.
-  Shape inStrides = cpu::stridesOf(inDims), outDims(rank), strides(rank);
+  Shape inStrides = ops::stridesOf(inDims), outDims(rank), strides(rank);
   for (int64_t k = 0; k < rank; ++k) {
     outDims[k] = inDims[perm[k]];
     strides[k] = inStrides[perm[k]];
@@ -315,7 +315,7 @@ Status transposeKernel(const KernelArgs &a, cudaStream_t stream) {
 
 Status broadcastToKernel(const KernelArgs &a, cudaStream_t stream) {
   Shape strides;
-  CLEAVE_CHECK(cpu::broadcastStrides(a, strides));
+  CLEAVE_CHECK(ops::broadcastStrides(a, strides));
   if (a.out().numElements() == 0)
     return Status::ok();
   return stridedCopy(a, a.in(0), 0, a.out().shape, strides, a.out(), stream);
@@ -326,7 +326,7 @@ Status sliceKernel(const KernelArgs &a, cudaStream_t stream) {
   CLEAVE_CHECK(a.expectDType(a.out(), x.dtype, "the result"));
   Shape expected, steps;
   int64_t base;
-  CLEAVE_CHECK(cpu::slicePlan(a, x.shape, expected, steps, base));
+  CLEAVE_CHECK(ops::slicePlan(a, x.shape, expected, steps, base));
   CLEAVE_CHECK(a.expectShape(a.out(), expected, "the result"));
   if (a.out().numElements() == 0)
     return Status::ok();
@@ -339,7 +339,7 @@ Status sliceGradKernel(const KernelArgs &a, cudaStream_t stream) {
   CLEAVE_CHECK(a.expectDType(out, dy.dtype, "the result"));
   Shape expected, steps;
   int64_t base;
-  CLEAVE_CHECK(cpu::slicePlan(a, out.shape, expected, steps, base));
+  CLEAVE_CHECK(ops::slicePlan(a, out.shape, expected, steps, base));
   CLEAVE_CHECK(a.expectShape(dy, expected, "dy"));
   if (out.sizeBytes())
     CLEAVE_CUDA_CHECK(cudaMemsetAsync(out.data, 0, out.sizeBytes(), stream));
@@ -351,12 +351,12 @@ Status sliceGradKernel(const KernelArgs &a, cudaStream_t stream) {
 Status concatKernel(const KernelArgs &a, cudaStream_t stream) {
   const TensorRef &out = a.out();
   int64_t axis;
-  CLEAVE_CHECK(cpu::concatAxis(a, axis));
+  CLEAVE_CHECK(ops::concatAxis(a, axis));
   if (out.numElements() == 0)
     return Status::ok();
-  int64_t outer = cpu::product(out.shape, 0, axis);
+  int64_t outer = ops::product(out.shape, 0, axis);
   int64_t innerBytes =
-      cpu::product(out.shape, axis + 1) * int64_t(dtypeSize(out.dtype));
+      ops::product(out.shape, axis + 1) * int64_t(dtypeSize(out.dtype));
   int64_t rowBytes = out.shape[axis] * innerBytes;
   char *dst = static_cast<char *>(out.data);
   int64_t offset = 0; // bytes into the result's row

@@ -19,14 +19,14 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cpu/NormShape.h"
+#include "runtime/ops/NormShape.h"
 #include "runtime/cuda/CudaCheck.h"
 #include "runtime/cuda/CudaKernels.h"
 
 using namespace cleave::runtime;
 using namespace cleave::runtime::cuda;
-using cpu::KernelArgs;
-using cpu::Shape;
+using ops::KernelArgs;
+using ops::Shape;
 
 namespace {
 
@@ -213,7 +213,7 @@ template <bool Rms>
 Status normalizeGrad(const KernelArgs &a, cudaStream_t stream) {
   int64_t rows, d;
   double epsilon;
-  CLEAVE_CHECK(cpu::checkNormGrad(a, rows, d, epsilon));
+  CLEAVE_CHECK(ops::checkNormGrad(a, rows, d, epsilon));
   return visitDeviceFloat(a, a.in(1).dtype, [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
     if (d == 0)
@@ -254,14 +254,14 @@ Status layerNormKernel(const KernelArgs &a, cudaStream_t stream) {
   int64_t rows, d;
   double epsilon;
   CLEAVE_CHECK(
-      cpu::checkNorm(a, 0, {{1, "scale"}, {2, "bias"}}, rows, d, epsilon));
+      ops::checkNorm(a, 0, {{1, "scale"}, {2, "bias"}}, rows, d, epsilon));
   return normalize<false>(a, rows, d, epsilon, stream);
 }
 
 Status rmsNormKernel(const KernelArgs &a, cudaStream_t stream) {
   int64_t rows, d;
   double epsilon;
-  CLEAVE_CHECK(cpu::checkNorm(a, 0, {{1, "scale"}}, rows, d, epsilon));
+  CLEAVE_CHECK(ops::checkNorm(a, 0, {{1, "scale"}}, rows, d, epsilon));
   if (!a.has(1) && d > 0)
     return a.error("scale is required");
   return normalize<true>(a, rows, d, epsilon, stream);

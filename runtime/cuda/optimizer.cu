@@ -31,13 +31,13 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cpu/OptimizerShape.h"
+#include "runtime/ops/OptimizerShape.h"
 #include "runtime/cuda/CudaCheck.h"
 #include "runtime/cuda/CudaKernels.h"
 
 using namespace cleave::runtime;
 using namespace cleave::runtime::cuda;
-using cpu::KernelArgs;
+using ops::KernelArgs;
 
 namespace {
 
@@ -183,7 +183,7 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 std::string typeText(const TensorRef &t) {
-  return std::string(dtypeName(t.dtype)) + cpu::shapeString(t.shape);
+  return std::string(dtypeName(t.dtype)) + ops::shapeString(t.shape);
 }
 
 Status expectScalar(const KernelArgs &a, const TensorRef &t, DType dtype,
@@ -240,8 +240,8 @@ Status checkParameter(const KernelArgs &a, const AdamWTensors &t,
                   dtypeName(x.dtype) + ", expected f32");
     if (x.shape != t.param.shape)
       return fail(std::string(what) + " has shape " +
-                  cpu::shapeString(x.shape) + ", expected " +
-                  cpu::shapeString(t.param.shape));
+                  ops::shapeString(x.shape) + ", expected " +
+                  ops::shapeString(t.param.shape));
     if (!x.data && x.numElements() != 0)
       return fail(std::string(what) + " has no data");
     return Status::ok();
@@ -576,7 +576,7 @@ Status adamwKernel(const KernelArgs &a, cudaStream_t stream) {
 
 /// cleave.accumulate_grad(grad) -> acc, acc += grad in place.
 Status accumulateGradKernel(const KernelArgs &a, cudaStream_t stream) {
-  CLEAVE_CHECK(cpu::checkAccumulateGrad(a));
+  CLEAVE_CHECK(ops::checkAccumulateGrad(a));
   const TensorRef &grad = a.in(0), &acc = a.out();
   int64_t n = acc.numElements();
   return visitDeviceFloat(
@@ -646,7 +646,7 @@ Status sumSquaresKernel(const KernelArgs &a, cudaStream_t stream) {
 /// results updated in place. A step below 1 (an error on the CPU, which
 /// reads it) leaves them unchanged.
 Status sgdKernel(const KernelArgs &a, cudaStream_t stream) {
-  CLEAVE_CHECK(cpu::checkSgdResults(a));
+  CLEAVE_CHECK(ops::checkSgdResults(a));
   const TensorRef &param = a.out(0), &grad = a.in(0);
   CLEAVE_CHECK(a.expectDType(param, DType::F32, "the parameter"));
   if (grad.shape != param.shape)
@@ -659,7 +659,7 @@ Status sgdKernel(const KernelArgs &a, cudaStream_t stream) {
   if (haveSumSquares)
     CLEAVE_CHECK(expectScalar(a, a.in(2), DType::F32, "sum_squares"));
   double momentum;
-  CLEAVE_CHECK(cpu::sgdMomentum(a, momentum));
+  CLEAVE_CHECK(ops::sgdMomentum(a, momentum));
   l.decays = l.h.weightDecay != 0;
   l.weightDecay = float(l.h.weightDecay);
   l.momentum = float(momentum);

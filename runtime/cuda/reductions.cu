@@ -1,7 +1,7 @@
 //===- reductions.cu - CUDA kernels of reduce_sum/mean/max/min ------------===//
 //
 // The CUDA side of runtime/cpu/reductions.cpp, with its checks of the axes
-// and keepdims attributes (runtime/cpu/ReductionShape.h). Element types:
+// and keepdims attributes (runtime/ops/ReductionShape.h). Element types:
 // f32, bf16 and f16 (accumulated in float, where the CPU accumulates sums
 // in double), i64 and i32 (sums in int64, wrapping; an integer mean
 // truncates toward zero), and bool for reduce_max and reduce_min (any and
@@ -35,7 +35,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cpu/ReductionShape.h"
+#include "runtime/ops/ReductionShape.h"
 #include "runtime/cuda/CudaCheck.h"
 #include "runtime/cuda/CudaKernels.h"
 
@@ -44,9 +44,9 @@
 
 using namespace cleave::runtime;
 using namespace cleave::runtime::cuda;
-using cpu::KernelArgs;
-using cpu::Shape;
-using cpu::Tag;
+using ops::KernelArgs;
+using ops::Shape;
+using ops::Tag;
 
 namespace {
 
@@ -272,7 +272,7 @@ Status reduceTyped(const KernelArgs &a, const std::vector<bool> &reduced,
   const A init = initialValue<T, R, A>();
   const T *x = a.in(0).as<T>();
   T *out = a.out().as<T>();
-  cpu::ReduceDims merged = cpu::mergeReduceDims(a.in(0).shape, reduced);
+  ops::ReduceDims merged = ops::mergeReduceDims(a.in(0).shape, reduced);
   const Shape &dims = merged.dims;
   const std::vector<bool> &kinds = merged.kinds;
   int64_t count = merged.count;
@@ -320,7 +320,7 @@ Status reduceTyped(const KernelArgs &a, const std::vector<bool> &reduced,
 
   // General: kept and reduced dimensions with x's strides.
   GeneralIndex g;
-  Shape strides = cpu::stridesOf(dims);
+  Shape strides = ops::stridesOf(dims);
   for (size_t d = 0; d < dims.size(); ++d) {
     int &rank = kinds[d] ? g.reducedRank : g.keptRank;
     if (rank == kMaxDims)
@@ -340,7 +340,7 @@ Status reduceTyped(const KernelArgs &a, const std::vector<bool> &reduced,
 
 template <Reduce R> Status reduce(const KernelArgs &a, cudaStream_t stream) {
   std::vector<bool> reduced;
-  CLEAVE_CHECK(cpu::reducePlan(a, reduced));
+  CLEAVE_CHECK(ops::reducePlan(a, reduced));
   auto run = [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
     return reduceTyped<T, R>(a, reduced, stream);
@@ -398,8 +398,8 @@ __global__ void cumsumLines(const T *__restrict__ x, T *__restrict__ y,
 }
 
 Status cumsum(const KernelArgs &a, cudaStream_t stream) {
-  cpu::CumsumPlan p;
-  CLEAVE_CHECK(cpu::checkCumsum(a, p));
+  ops::CumsumPlan p;
+  CLEAVE_CHECK(ops::checkCumsum(a, p));
   auto run = [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
     using A = typename AccOf<T, Reduce::Sum>::type;

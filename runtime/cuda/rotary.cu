@@ -13,7 +13,7 @@
 
 using namespace cleave::runtime;
 using namespace cleave::runtime::cuda;
-using cpu::KernelArgs;
+using ops::KernelArgs;
 
 namespace {
 
@@ -42,8 +42,8 @@ Status rotaryKernel(const KernelArgs &a, cudaStream_t stream) {
   if (x.rank() < 2 || x.shape.back() % 2 != 0)
     return a.error("x must be [..., seq, head_dim] with an even head_dim, "
                    "got " +
-                   cpu::shapeString(x.shape));
-  cpu::Shape table(x.shape.end() - 2, x.shape.end());
+                   ops::shapeString(x.shape));
+  ops::Shape table(x.shape.end() - 2, x.shape.end());
   CLEAVE_CHECK(a.expectShape(a.in(1), table, "cos"));
   CLEAVE_CHECK(a.expectShape(a.in(2), table, "sin"));
   CLEAVE_CHECK(a.expectDType(a.in(1), x.dtype, "cos"));

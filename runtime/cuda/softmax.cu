@@ -16,13 +16,13 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cpu/SoftmaxShape.h"
+#include "runtime/ops/SoftmaxShape.h"
 #include "runtime/cuda/CudaCheck.h"
 #include "runtime/cuda/CudaKernels.h"
 
 using namespace cleave::runtime;
 using namespace cleave::runtime::cuda;
-using cpu::KernelArgs;
+using ops::KernelArgs;
 
 namespace {
 
@@ -116,7 +116,7 @@ __global__ void softmaxGradColumns(const T *__restrict__ y,
 
 template <bool Log> Status softmax(const KernelArgs &a, cudaStream_t stream) {
   int64_t outer, classes, inner;
-  CLEAVE_CHECK(cpu::softmaxLayout(a, outer, classes, inner));
+  CLEAVE_CHECK(ops::softmaxLayout(a, outer, classes, inner));
   return visitDeviceFloat(a, a.in(0).dtype, [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
     if (outer == 0 || classes == 0 || inner == 0)
@@ -143,7 +143,7 @@ template <bool Log> Status softmax(const KernelArgs &a, cudaStream_t stream) {
 template <bool Log>
 Status softmaxGrad(const KernelArgs &a, cudaStream_t stream) {
   int64_t outer, classes, inner;
-  CLEAVE_CHECK(cpu::softmaxGradLayout(a, outer, classes, inner));
+  CLEAVE_CHECK(ops::softmaxGradLayout(a, outer, classes, inner));
   return visitDeviceFloat(a, a.in(0).dtype, [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
     if (outer == 0 || classes == 0 || inner == 0)

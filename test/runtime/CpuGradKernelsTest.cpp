@@ -23,7 +23,7 @@ namespace {
 
 const double kInf = std::numeric_limits<double>::infinity();
 
-std::string shapeString(const Shape &s) { return cpu::shapeString(s); }
+std::string shapeString(const Shape &s) { return ops::shapeString(s); }
 
 bool isFloat(DType t) {
   return t == DType::F32 || t == DType::F64 || t == DType::F16 ||

@@ -47,7 +47,7 @@ std::vector<double> matmulRef(const Buf &l, const Buf &r, const Shape &out) {
 }
 
 void checkMatmul(Shape ls, Shape rs, Shape os, DType t = DType::F32) {
-  SCOPED_TRACE(cpu::shapeString(ls) + " x " + cpu::shapeString(rs) + " " +
+  SCOPED_TRACE(ops::shapeString(ls) + " x " + ops::shapeString(rs) + " " +
                dtypeName(t));
   Buf l = random(t, ls, -1, 1, 1), r = random(t, rs, -1, 1, 2);
   Buf out = make(t, os);
@@ -204,8 +204,8 @@ std::vector<double> reduceRef(const std::string &op, const Buf &x,
 
 void checkReduce(const std::string &op, const Buf &x,
                  const std::vector<int64_t> &axes, bool keepdims) {
-  SCOPED_TRACE(op + " of " + cpu::shapeString(x.shape) + " over " +
-               cpu::shapeString(axes) + (keepdims ? " keepdims" : "") + " " +
+  SCOPED_TRACE(op + " of " + ops::shapeString(x.shape) + " over " +
+               ops::shapeString(axes) + (keepdims ? " keepdims" : "") + " " +
                dtypeName(x.dtype));
   Shape outShape;
   std::vector<double> want = reduceRef(op, x, axes, outShape, keepdims);
@@ -381,7 +381,7 @@ TEST(CpuSoftmax, AxesAndTypes) {
       Buf x = random(t, shape, -8, 8, 7);
       int64_t ax = axis < 0 ? axis + int64_t(shape.size()) : axis;
       for (bool log : {false, true}) {
-        SCOPED_TRACE(cpu::shapeString(shape) + " axis " + std::to_string(axis) +
+        SCOPED_TRACE(ops::shapeString(shape) + " axis " + std::to_string(axis) +
                      (log ? " log " : " ") + dtypeName(t));
         Buf out = make(t, shape);
         RUN_OK(log ? "log_softmax" : "softmax", {{"axis", intA(axis)}}, {&x},
@@ -452,7 +452,7 @@ TEST(CpuNorms, LayerNorm) {
       for (int variant = 0; variant < 4; ++variant) {
         const Buf *scale = variant & 1 ? &g : nullptr;
         const Buf *bias = variant & 2 ? &b : nullptr;
-        SCOPED_TRACE(cpu::shapeString(shape) + " variant " +
+        SCOPED_TRACE(ops::shapeString(shape) + " variant " +
                      std::to_string(variant) + " " + dtypeName(t));
         Buf out = make(t, shape);
         RUN_OK("layer_norm", {{"axis", intA(axis)}, {"epsilon", floatA(1e-5)}},
@@ -859,7 +859,7 @@ std::vector<double> lossRef(const Buf &x, const Buf &t, bool crossEntropy,
 
 void checkLoss(const std::string &op, Shape xs, const std::string &reduction,
                bool hasIgnore, DType t = DType::F32, DType it = DType::I64) {
-  SCOPED_TRACE(op + " " + cpu::shapeString(xs) + " " + reduction +
+  SCOPED_TRACE(op + " " + ops::shapeString(xs) + " " + reduction +
                (hasIgnore ? " ignore" : "") + " " + dtypeName(t));
   Buf x = random(t, xs, -4, 4, 40);
   Shape ts{xs[0]};

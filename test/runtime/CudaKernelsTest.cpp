@@ -200,7 +200,7 @@ TEST_P(CudaKernelsTyped, BinaryBroadcast) {
     for (const auto &[ls, rs] : shapes) {
       SCOPED_TRACE(std::string(op) + " " + shapeText(ls) + " " + shapeText(rs));
       Shape out;
-      ASSERT_TRUE(cpu::broadcastShapes(ls, rs, out));
+      ASSERT_TRUE(ops::broadcastShapes(ls, rs, out));
       Buf x = random(dtype, ls, -2, 2, ++seed);
       Buf y = random(dtype, rs, 0.5, 2, ++seed); // away from 0 for div
       ASSERT_NO_FATAL_FAILURE(compareWithCpu(
@@ -356,7 +356,7 @@ TEST_P(CudaKernelsTyped, Matmul) {
     int64_t m = c.lhs[lr - (c.transLhs ? 1 : 2)];
     int64_t n = c.rhs[rr - (c.transRhs ? 2 : 1)];
     Shape out;
-    ASSERT_TRUE(cpu::broadcastShapes(Shape(c.lhs.begin(), c.lhs.end() - 2),
+    ASSERT_TRUE(ops::broadcastShapes(Shape(c.lhs.begin(), c.lhs.end() - 2),
                                      Shape(c.rhs.begin(), c.rhs.end() - 2),
                                      out));
     out.push_back(m);

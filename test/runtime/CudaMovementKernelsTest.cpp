@@ -309,7 +309,7 @@ TEST_P(CudaMovementKernelsTyped, BinaryArithmetic) {
     for (const auto &[ls, rs] : kBroadcastShapes) {
       SCOPED_TRACE(std::string(op) + " " + shapeText(ls) + " " + shapeText(rs));
       Shape out;
-      ASSERT_TRUE(cpu::broadcastShapes(ls, rs, out));
+      ASSERT_TRUE(ops::broadcastShapes(ls, rs, out));
       bool pow = std::string(op) == "pow";
       Buf x = random(dtype, ls, pow ? 0.25 : -2, 2, ++seed);
       Buf y = random(dtype, rs, -2, 2, ++seed);
@@ -345,7 +345,7 @@ TEST_P(CudaMovementKernelsTyped, Comparisons) {
     for (const auto &[ls, rs] : kBroadcastShapes) {
       SCOPED_TRACE(std::string(op) + " " + shapeText(ls) + " " + shapeText(rs));
       Shape out;
-      ASSERT_TRUE(cpu::broadcastShapes(ls, rs, out));
+      ASSERT_TRUE(ops::broadcastShapes(ls, rs, out));
       Buf x = integral(dtype, ls, -3, 3, ++seed); // ties
       Buf y = integral(dtype, rs, -3, 3, ++seed);
       if (x.size() > 1)
@@ -374,8 +374,8 @@ TEST_P(CudaMovementKernelsTyped, Select) {
     SCOPED_TRACE(shapeText(c.cond) + " " + shapeText(c.onTrue) + " " +
                  shapeText(c.onFalse));
     Shape both, out;
-    ASSERT_TRUE(cpu::broadcastShapes(c.cond, c.onTrue, both));
-    ASSERT_TRUE(cpu::broadcastShapes(both, c.onFalse, out));
+    ASSERT_TRUE(ops::broadcastShapes(c.cond, c.onTrue, both));
+    ASSERT_TRUE(ops::broadcastShapes(both, c.onFalse, out));
     Buf cond = random(DType::Bool, c.cond, 0, 2, ++seed);
     Buf x = random(dtype, c.onTrue, -2, 2, ++seed);
     Buf y = random(dtype, c.onFalse, -2, 2, ++seed);
@@ -447,7 +447,7 @@ TEST(CudaMovementKernelsTest, IntegerAndBoolElementwise) {
         SCOPED_TRACE(std::string(dtypeName(dtype)) + " " + op + " " +
                      shapeText(ls) + " " + shapeText(rs));
         Shape out;
-        ASSERT_TRUE(cpu::broadcastShapes(ls, rs, out));
+        ASSERT_TRUE(ops::broadcastShapes(ls, rs, out));
         bool pow = std::string(op) == "pow";
         Buf x = random(dtype, ls, -50, 50, ++seed);
         Buf y = random(dtype, rs, pow ? -3 : -50, pow ? 40 : 50, ++seed);
@@ -477,7 +477,7 @@ TEST(CudaMovementKernelsTest, IntegerAndBoolElementwise) {
         SCOPED_TRACE(std::string(dtypeName(dtype)) + " " + op + " " +
                      shapeText(ls) + " " + shapeText(rs));
         Shape out;
-        ASSERT_TRUE(cpu::broadcastShapes(ls, rs, out));
+        ASSERT_TRUE(ops::broadcastShapes(ls, rs, out));
         double hi = dtype == DType::Bool ? 2 : 4;
         Buf x = random(dtype, ls, 0, hi, ++seed);
         Buf y = random(dtype, rs, 0, hi, ++seed);
@@ -488,7 +488,7 @@ TEST(CudaMovementKernelsTest, IntegerAndBoolElementwise) {
     for (const auto &[ls, rs] : kBroadcastShapes) {
       SCOPED_TRACE(std::string(op) + " " + shapeText(ls) + " " + shapeText(rs));
       Shape out;
-      ASSERT_TRUE(cpu::broadcastShapes(ls, rs, out));
+      ASSERT_TRUE(ops::broadcastShapes(ls, rs, out));
       Buf x = random(DType::Bool, ls, 0, 2, ++seed);
       Buf y = random(DType::Bool, rs, 0, 2, ++seed);
       ASSERT_NO_FATAL_FAILURE(

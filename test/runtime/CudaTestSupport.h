@@ -171,7 +171,7 @@ inline void compareWithCpu(const std::string &op, const Attributes &attrs,
   }
 }
 
-inline std::string shapeText(const Shape &s) { return cpu::shapeString(s); }
+inline std::string shapeText(const Shape &s) { return ops::shapeString(s); }
 
 /// A tensor for the checks that need no device: host memory that no kernel
 /// may reach (a check must fail first), of any type and shape.

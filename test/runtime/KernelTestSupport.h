@@ -9,7 +9,7 @@
 #ifndef CLEAVE_TEST_RUNTIME_KERNELTESTSUPPORT_H
 #define CLEAVE_TEST_RUNTIME_KERNELTESTSUPPORT_H
 
-#include "runtime/cpu/KernelSupport.h"
+#include "runtime/ops/KernelArgs.h"
 #include "runtime/cpu/Kernels.h"
 
 #include <gtest/gtest.h>
@@ -22,7 +22,7 @@
 
 namespace cleave::runtime::test {
 
-using cpu::Shape;
+using ops::Shape;
 
 /// A tensor that owns its bytes.
 struct Buf {
@@ -59,9 +59,9 @@ struct Buf {
     case DType::F64:
       return as<double>()[i];
     case DType::F16:
-      return cpu::halfToFloat(as<cpu::Half>()[i]);
+      return ops::halfToFloat(as<ops::Half>()[i]);
     case DType::BF16:
-      return cpu::bf16ToFloat(as<cpu::BFloat16>()[i]);
+      return ops::bf16ToFloat(as<ops::BFloat16>()[i]);
     case DType::I64:
       return double(as<int64_t>()[i]);
     case DType::I32:
@@ -103,10 +103,10 @@ struct Buf {
       as<double>()[i] = v;
       break;
     case DType::F16:
-      as<cpu::Half>()[i] = cpu::floatToHalf(float(v));
+      as<ops::Half>()[i] = ops::floatToHalf(float(v));
       break;
     case DType::BF16:
-      as<cpu::BFloat16>()[i] = cpu::floatToBf16(float(v));
+      as<ops::BFloat16>()[i] = ops::floatToBf16(float(v));
       break;
     case DType::I64:
       as<int64_t>()[i] = int64_t(v);

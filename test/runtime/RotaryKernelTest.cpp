@@ -26,7 +26,7 @@ std::vector<double> rotaryRef(const Buf &x, const Buf &cos, const Buf &sin) {
 }
 
 void checkRotary(Shape xs, DType t = DType::F32) {
-  SCOPED_TRACE(cpu::shapeString(xs) + " " + dtypeName(t));
+  SCOPED_TRACE(ops::shapeString(xs) + " " + dtypeName(t));
   Shape table(xs.end() - 2, xs.end());
   Buf x = random(t, xs, -1, 1, 1), cos = random(t, table, -1, 1, 2),
       sin = random(t, table, -1, 1, 3);

@@ -6,12 +6,12 @@
 // checking the index values is each backend's business.
 //
 //===----------------------------------------------------------------------===//
-#ifndef CLEAVE_RUNTIME_CPU_INDEXINGSHAPE_H
-#define CLEAVE_RUNTIME_CPU_INDEXINGSHAPE_H
+#ifndef CLEAVE_RUNTIME_OPS_INDEXINGSHAPE_H
+#define CLEAVE_RUNTIME_OPS_INDEXINGSHAPE_H
 
-#include "runtime/cpu/KernelSupport.h"
+#include "runtime/ops/KernelArgs.h"
 
-namespace cleave::runtime::cpu {
+namespace cleave::runtime::ops {
 
 /// gather_elements (data, indices) -> indices' shape of data's type, and
 /// gather_elements_grad (dy, indices) -> data's shape of dy's type, with dy
@@ -38,6 +38,6 @@ struct TuplePlan {
 Status checkGatherNd(const KernelArgs &a, TuplePlan &plan);
 Status checkScatterNd(const KernelArgs &a, TuplePlan &plan);
 
-} // namespace cleave::runtime::cpu
+} // namespace cleave::runtime::ops
 
-#endif // CLEAVE_RUNTIME_CPU_INDEXINGSHAPE_H
+#endif // CLEAVE_RUNTIME_OPS_INDEXINGSHAPE_H

@@ -8,12 +8,12 @@
 // fit. Reading and checking the target values is each backend's business.
 //
 //===----------------------------------------------------------------------===//
-#ifndef CLEAVE_RUNTIME_CPU_LOSSSHAPE_H
-#define CLEAVE_RUNTIME_CPU_LOSSSHAPE_H
+#ifndef CLEAVE_RUNTIME_OPS_LOSSSHAPE_H
+#define CLEAVE_RUNTIME_OPS_LOSSSHAPE_H
 
-#include "runtime/cpu/KernelSupport.h"
+#include "runtime/ops/KernelArgs.h"
 
-namespace cleave::runtime::cpu {
+namespace cleave::runtime::ops {
 
 enum class Reduction { None, Sum, Mean };
 
@@ -44,6 +44,6 @@ Status checkLossGrad(const KernelArgs &a, const TensorRef &target,
 /// dinput of the input's.
 Status checkLossFused(const KernelArgs &a, LossShape &s);
 
-} // namespace cleave::runtime::cpu
+} // namespace cleave::runtime::ops
 
-#endif // CLEAVE_RUNTIME_CPU_LOSSSHAPE_H
+#endif // CLEAVE_RUNTIME_OPS_LOSSSHAPE_H

@@ -3,16 +3,16 @@
 // What the CPU and CUDA kernels of attention and attention_grad share: the
 // sizes of q [B, H, Tq, D], k [B, Hkv, Tk, D] and v [B, Hkv, Tk, Dv], the
 // mask's strides over [B, H, Tq, Tk], and checkAttention and
-// checkAttentionGrad, which read and check them (defined in attention.cpp),
-// so that every backend gives the same errors.
+// checkAttentionGrad, which read and check them (AttentionShape.cpp), so
+// that every backend gives the same errors.
 //
 //===----------------------------------------------------------------------===//
-#ifndef CLEAVE_RUNTIME_CPU_ATTENTIONSHAPE_H
-#define CLEAVE_RUNTIME_CPU_ATTENTIONSHAPE_H
+#ifndef CLEAVE_RUNTIME_OPS_ATTENTIONSHAPE_H
+#define CLEAVE_RUNTIME_OPS_ATTENTIONSHAPE_H
 
-#include "runtime/cpu/KernelSupport.h"
+#include "runtime/ops/KernelArgs.h"
 
-namespace cleave::runtime::cpu {
+namespace cleave::runtime::ops {
 
 struct AttentionShape {
   int64_t b, h, hkv, tq, tk, d, dv;
@@ -33,6 +33,6 @@ Status checkAttention(const KernelArgs &a, size_t first, AttentionShape &s,
 Status checkAttentionGrad(const KernelArgs &a, AttentionShape &s, double &scale,
                           int64_t &causal, const TensorRef *&mask);
 
-} // namespace cleave::runtime::cpu
+} // namespace cleave::runtime::ops
 
-#endif // CLEAVE_RUNTIME_CPU_ATTENTIONSHAPE_H
+#endif // CLEAVE_RUNTIME_OPS_ATTENTIONSHAPE_H

@@ -5,18 +5,18 @@
 // that do not fit.
 //
 //===----------------------------------------------------------------------===//
-#ifndef CLEAVE_RUNTIME_CPU_ELEMENTWISESHAPE_H
-#define CLEAVE_RUNTIME_CPU_ELEMENTWISESHAPE_H
+#ifndef CLEAVE_RUNTIME_OPS_ELEMENTWISESHAPE_H
+#define CLEAVE_RUNTIME_OPS_ELEMENTWISESHAPE_H
 
-#include "runtime/cpu/KernelSupport.h"
+#include "runtime/ops/KernelArgs.h"
 
-namespace cleave::runtime::cpu {
+namespace cleave::runtime::ops {
 
 /// Checks that operands [first, first + count) broadcast together (numpy
 /// rules) to the result's shape: "operands of shapes [..] and [..] do not
 /// broadcast to the result shape [..]" otherwise.
 Status checkBroadcast(const KernelArgs &a, size_t first, size_t count);
 
-} // namespace cleave::runtime::cpu
+} // namespace cleave::runtime::ops
 
-#endif // CLEAVE_RUNTIME_CPU_ELEMENTWISESHAPE_H
+#endif // CLEAVE_RUNTIME_OPS_ELEMENTWISESHAPE_H

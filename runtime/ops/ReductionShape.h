@@ -7,12 +7,12 @@
 // check of cumsum's attributes.
 //
 //===----------------------------------------------------------------------===//
-#ifndef CLEAVE_RUNTIME_CPU_REDUCTIONSHAPE_H
-#define CLEAVE_RUNTIME_CPU_REDUCTIONSHAPE_H
+#ifndef CLEAVE_RUNTIME_OPS_REDUCTIONSHAPE_H
+#define CLEAVE_RUNTIME_OPS_REDUCTIONSHAPE_H
 
-#include "runtime/cpu/KernelSupport.h"
+#include "runtime/ops/KernelArgs.h"
 
-namespace cleave::runtime::cpu {
+namespace cleave::runtime::ops {
 
 /// Checks the axes (each in [-rank, rank), none twice) and keepdims
 /// (default 1) attributes and the result's type and shape; `reduced` says
@@ -40,6 +40,6 @@ struct CumsumPlan {
 };
 Status checkCumsum(const KernelArgs &a, CumsumPlan &plan);
 
-} // namespace cleave::runtime::cpu
+} // namespace cleave::runtime::ops
 
-#endif // CLEAVE_RUNTIME_CPU_REDUCTIONSHAPE_H
+#endif // CLEAVE_RUNTIME_OPS_REDUCTIONSHAPE_H

@@ -6,12 +6,12 @@
 // errors) and the plans the checks produce.
 //
 //===----------------------------------------------------------------------===//
-#ifndef CLEAVE_RUNTIME_CPU_MOVEMENTSHAPE_H
-#define CLEAVE_RUNTIME_CPU_MOVEMENTSHAPE_H
+#ifndef CLEAVE_RUNTIME_OPS_MOVEMENTSHAPE_H
+#define CLEAVE_RUNTIME_OPS_MOVEMENTSHAPE_H
 
-#include "runtime/cpu/KernelSupport.h"
+#include "runtime/ops/KernelArgs.h"
 
-namespace cleave::runtime::cpu {
+namespace cleave::runtime::ops {
 
 /// reshape: the result has x's element type and element count.
 Status checkReshape(const KernelArgs &a);
@@ -38,6 +38,6 @@ Status slicePlan(const KernelArgs &a, const Shape &shape, Shape &expected,
 /// [0, rank).
 Status concatAxis(const KernelArgs &a, int64_t &axis);
 
-} // namespace cleave::runtime::cpu
+} // namespace cleave::runtime::ops
 
-#endif // CLEAVE_RUNTIME_CPU_MOVEMENTSHAPE_H
+#endif // CLEAVE_RUNTIME_OPS_MOVEMENTSHAPE_H

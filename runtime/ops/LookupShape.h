@@ -6,12 +6,12 @@
 // business.
 //
 //===----------------------------------------------------------------------===//
-#ifndef CLEAVE_RUNTIME_CPU_LOOKUPSHAPE_H
-#define CLEAVE_RUNTIME_CPU_LOOKUPSHAPE_H
+#ifndef CLEAVE_RUNTIME_OPS_LOOKUPSHAPE_H
+#define CLEAVE_RUNTIME_OPS_LOOKUPSHAPE_H
 
-#include "runtime/cpu/KernelSupport.h"
+#include "runtime/ops/KernelArgs.h"
 
-namespace cleave::runtime::cpu {
+namespace cleave::runtime::ops {
 
 /// embedding (table [vocabulary, dim], ids) -> [ids..., dim] of the
 /// table's type.
@@ -34,6 +34,6 @@ Status checkEmbeddingGrad(const KernelArgs &a, int64_t &paddingRow);
 Status checkGatherGrad(const KernelArgs &a, int64_t &outer, int64_t &axisSize,
                        int64_t &inner);
 
-} // namespace cleave::runtime::cpu
+} // namespace cleave::runtime::ops
 
-#endif // CLEAVE_RUNTIME_CPU_LOOKUPSHAPE_H
+#endif // CLEAVE_RUNTIME_OPS_LOOKUPSHAPE_H

@@ -1,17 +1,24 @@
 //===- OptimizerShape.h - the optimizer ops' checks ------------*- C++ -*-===//
 //
 // What the CPU (optimizer.cpp) and CUDA (cuda/optimizer.cu) kernels of
-// accumulate_grad and sgd share, so both say the same about operands that
-// do not fit. (The step's value is read on the CPU only: on the device it
-// is read by the kernel.)
+// accumulate_grad, sgd and adamw share, so both say the same about
+// operands that do not fit. (The step's value is read on the CPU only: on
+// the device it is read by the kernel.)
 //
 //===----------------------------------------------------------------------===//
-#ifndef CLEAVE_RUNTIME_CPU_OPTIMIZERSHAPE_H
-#define CLEAVE_RUNTIME_CPU_OPTIMIZERSHAPE_H
+#ifndef CLEAVE_RUNTIME_OPS_OPTIMIZERSHAPE_H
+#define CLEAVE_RUNTIME_OPS_OPTIMIZERSHAPE_H
 
-#include "runtime/cpu/KernelSupport.h"
+#include "runtime/ops/KernelArgs.h"
 
-namespace cleave::runtime::cpu {
+namespace cleave::runtime::ops {
+
+/// "f32[4, 8]": a tensor's element type and shape, for messages.
+std::string typeText(const TensorRef &t);
+
+/// Checks that optimizer state result `i` (adamw's moments, sgd's momentum
+/// buffer) is f32 of the parameter's (result 0's) shape.
+Status expectState(const KernelArgs &a, size_t i, const char *what);
 
 /// accumulate_grad (grad) -> acc, updated in place: the same shape, and
 /// grad of acc's type or a 16-bit float added into f32.
@@ -24,6 +31,6 @@ Status checkSgdResults(const KernelArgs &a);
 /// (result 1, f32 of the parameter's shape) exactly when it is not 0.
 Status sgdMomentum(const KernelArgs &a, double &momentum);
 
-} // namespace cleave::runtime::cpu
+} // namespace cleave::runtime::ops
 
-#endif // CLEAVE_RUNTIME_CPU_OPTIMIZERSHAPE_H
+#endif // CLEAVE_RUNTIME_OPS_OPTIMIZERSHAPE_H

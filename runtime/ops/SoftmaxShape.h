@@ -5,12 +5,12 @@
 // say the same about operands that do not fit.
 //
 //===----------------------------------------------------------------------===//
-#ifndef CLEAVE_RUNTIME_CPU_SOFTMAXSHAPE_H
-#define CLEAVE_RUNTIME_CPU_SOFTMAXSHAPE_H
+#ifndef CLEAVE_RUNTIME_OPS_SOFTMAXSHAPE_H
+#define CLEAVE_RUNTIME_OPS_SOFTMAXSHAPE_H
 
-#include "runtime/cpu/KernelSupport.h"
+#include "runtime/ops/KernelArgs.h"
 
-namespace cleave::runtime::cpu {
+namespace cleave::runtime::ops {
 
 /// The [outer, classes, inner] view of operand 0 around the `axis`
 /// attribute (default -1), after checking the result has its type and
@@ -23,6 +23,6 @@ Status softmaxLayout(const KernelArgs &a, int64_t &outer, int64_t &classes,
 Status softmaxGradLayout(const KernelArgs &a, int64_t &outer,
                          int64_t &classes, int64_t &inner);
 
-} // namespace cleave::runtime::cpu
+} // namespace cleave::runtime::ops
 
-#endif // CLEAVE_RUNTIME_CPU_SOFTMAXSHAPE_H
+#endif // CLEAVE_RUNTIME_OPS_SOFTMAXSHAPE_H

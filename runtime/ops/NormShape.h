@@ -5,15 +5,15 @@
 // say the same about operands that do not fit.
 //
 //===----------------------------------------------------------------------===//
-#ifndef CLEAVE_RUNTIME_CPU_NORMSHAPE_H
-#define CLEAVE_RUNTIME_CPU_NORMSHAPE_H
+#ifndef CLEAVE_RUNTIME_OPS_NORMSHAPE_H
+#define CLEAVE_RUNTIME_OPS_NORMSHAPE_H
 
-#include "runtime/cpu/KernelSupport.h"
+#include "runtime/ops/KernelArgs.h"
 
 #include <initializer_list>
 #include <utility>
 
-namespace cleave::runtime::cpu {
+namespace cleave::runtime::ops {
 
 /// The checks both norms and their gradients share: axis (default -1),
 /// epsilon (default 1e-5), the first result like x (operand `xIndex`), and
@@ -30,6 +30,6 @@ Status checkNorm(const KernelArgs &a, size_t xIndex,
 Status checkNormGrad(const KernelArgs &a, int64_t &rows, int64_t &d,
                      double &epsilon);
 
-} // namespace cleave::runtime::cpu
+} // namespace cleave::runtime::ops
 
-#endif // CLEAVE_RUNTIME_CPU_NORMSHAPE_H
+#endif // CLEAVE_RUNTIME_OPS_NORMSHAPE_H
