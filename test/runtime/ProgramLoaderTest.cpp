@@ -453,8 +453,8 @@ const BadField kBadFields[] = {
        c->add_inputs(m.loss);
        c->add_outputs(m.loss);
      },
-     "functions[0].body[11].collective ALL_GATHER: only an ALL_REDUCE can be "
-     "started without waiting (event 1)"},
+     "functions[0].body[11].collective ALL_GATHER: only an ALL_REDUCE or a "
+     "REDUCE_SCATTER can be started without waiting (event 1)"},
     {"StartedReduceNotInPlace",
      [](TinyModel &m) {
        auto *c = m.b.p.mutable_functions(0)->add_body()->mutable_collective();
