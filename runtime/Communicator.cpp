@@ -295,9 +295,10 @@ Status Communicator::startAllReduce(int group, Reduce op, const TensorRef &t,
   return Status::ok();
 }
 
-Status Communicator::startReduceScatter(int group, Reduce op,
-                                        const TensorRef &in,
-                                        const TensorRef &out, int event) {
+Status Communicator::prepareReduceScatter(int group, Reduce op,
+                                          const TensorRef &in,
+                                          const TensorRef &out,
+                                          ReduceScatterCall &call) const {
   const Group &g = groups_[group];
   int64_t n = out.numElements();
   if (in.dtype != out.dtype || in.numElements() != n * int64_t(g.ranks.size()))
@@ -305,7 +306,8 @@ Status Communicator::startReduceScatter(int group, Reduce op,
                          describe(out) + " over " +
                          std::to_string(g.ranks.size()) +
                          " ranks: the input must hold one result per rank");
-  if (g.ranks.size() == 1) {
+  call.local = g.ranks.size() == 1;
+  if (call.local) {
     if (in.data != out.data)
       std::memmove(out.data, in.data, out.sizeBytes());
     return Status::ok();
@@ -313,20 +315,33 @@ Status Communicator::startReduceScatter(int group, Reduce op,
   if (n > INT_MAX)
     return Status::error("reduce-scatter into " + describe(out) +
                          ": more elements than one MPI call takes");
-  MPI_Datatype type;
-  MPI_Op mpiOp;
-  CLEAVE_CHECK(datatype(in.dtype, type));
-  CLEAVE_CHECK(reduceOp(in.dtype, op, mpiOp));
-  StartedReduce started{event, {}, out, op, int(g.ranks.size()), group, {}};
-  const void *send = in.data;
+  call.count = int(n);
+  CLEAVE_CHECK(datatype(in.dtype, call.type));
+  CLEAVE_CHECK(reduceOp(in.dtype, op, call.op));
+  call.send = in.data;
   if (overlaps(in, out)) {
-    started.staged.assign(static_cast<char *>(in.data),
-                          static_cast<char *>(in.data) + in.sizeBytes());
-    send = started.staged.data();
+    call.staged.assign(static_cast<char *>(in.data),
+                       static_cast<char *>(in.data) + in.sizeBytes());
+    call.send = call.staged.data();
   }
+  return Status::ok();
+}
+
+Status Communicator::startReduceScatter(int group, Reduce op,
+                                        const TensorRef &in,
+                                        const TensorRef &out, int event) {
+  ReduceScatterCall call;
+  CLEAVE_CHECK(prepareReduceScatter(group, op, in, out, call));
+  if (call.local)
+    return Status::ok();
+  const Group &g = groups_[group];
+  StartedReduce started{event, {}, out, op, int(g.ranks.size()), group, {}};
+  started.staged = std::move(call.staged);
+  const void *send = started.staged.empty() ? call.send : started.staged.data();
   started.requests.push_back(MPI_REQUEST_NULL);
-  MPI_CHECK(MPI_Ireduce_scatter_block(send, out.data, int(n), type, mpiOp,
-                                      g.comm, &started.requests.back()));
+  MPI_CHECK(MPI_Ireduce_scatter_block(send, out.data, call.count, call.type,
+                                      call.op, g.comm,
+                                      &started.requests.back()));
   started_.push_back(std::move(started));
   return Status::ok();
 }
@@ -396,36 +411,15 @@ Status Communicator::allGather(int group, const TensorRef &in,
 
 Status Communicator::reduceScatter(int group, Reduce op, const TensorRef &in,
                                    const TensorRef &out) {
-  const Group &g = groups_[group];
-  int64_t n = out.numElements();
-  if (in.dtype != out.dtype || in.numElements() != n * int64_t(g.ranks.size()))
-    return Status::error("reduce-scatter of " + describe(in) + " into " +
-                         describe(out) + " over " +
-                         std::to_string(g.ranks.size()) +
-                         " ranks: the input must hold one result per rank");
-  if (g.ranks.size() == 1) {
-    if (in.data != out.data)
-      std::memmove(out.data, in.data, out.sizeBytes());
+  ReduceScatterCall call;
+  CLEAVE_CHECK(prepareReduceScatter(group, op, in, out, call));
+  if (call.local)
     return Status::ok();
-  }
-  if (n > INT_MAX)
-    return Status::error("reduce-scatter into " + describe(out) +
-                         ": more elements than one MPI call takes");
-  MPI_Datatype type;
-  MPI_Op mpiOp;
-  CLEAVE_CHECK(datatype(in.dtype, type));
-  CLEAVE_CHECK(reduceOp(in.dtype, op, mpiOp));
-  std::vector<char> staged;
-  const void *send = in.data;
-  if (overlaps(in, out)) {
-    staged.assign(static_cast<char *>(in.data),
-                  static_cast<char *>(in.data) + in.sizeBytes());
-    send = staged.data();
-  }
+  const Group &g = groups_[group];
   Watchdog::Wait wait(watchdog_,
                       over("MPI_Reduce_scatter_block", group, in.sizeBytes()));
-  MPI_CHECK(MPI_Reduce_scatter_block(send, out.data, int(n), type, mpiOp,
-                                     g.comm));
+  MPI_CHECK(MPI_Reduce_scatter_block(call.send, out.data, call.count,
+                                     call.type, call.op, g.comm));
   if (op == Reduce::Mean)
     return scaleMean(out, int(g.ranks.size()));
   return Status::ok();

@@ -131,6 +131,18 @@ private:
   Status datatype(DType dtype, MPI_Datatype &type) const;
   Status reduceOp(DType dtype, Reduce op, MPI_Op &mpiOp) const;
   Status scaleMean(const TensorRef &t, int count) const;
+  /// What a reduce-scatter passes to MPI, once its operands are checked.
+  struct ReduceScatterCall {
+    bool local = false; // one rank: already copied, nothing to send
+    int count = 0;      // elements per rank
+    MPI_Datatype type;
+    MPI_Op op;
+    const void *send = nullptr;
+    std::vector<char> staged; // a copy of `in` when it overlaps `out`
+  };
+  Status prepareReduceScatter(int group, Reduce op, const TensorRef &in,
+                              const TensorRef &out,
+                              ReduceScatterCall &call) const;
   /// `peer` is another rank of the world and `t` fits one MPI call.
   Status checkPointToPoint(int peer, const TensorRef &t,
                            const char *what) const;
