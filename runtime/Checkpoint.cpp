@@ -1,8 +1,10 @@
 //===- Checkpoint.cpp - training checkpoints: save, find, resume ----------===//
 //
-// Saving: every rank writes rank-<r>.bin to a temporary name, hashing as it
-// writes, fsyncs it and renames it; the ranks agree that all succeeded;
-// rank 0 gathers their entries and writes manifest.json the same way, last.
+// Saving: every rank copies its state to host memory at the step boundary;
+// a writer thread writes rank-<r>.bin to a temporary name, hashing as it
+// writes, fsyncs it and renames it while training goes on; later, on the
+// main thread, the ranks agree that all succeeded and rank 0 gathers their
+// entries and writes manifest.json the same way, last.
 // Loading, in any layout: every rank plans the slices it holds by name and
 // box (planSlice), streams the files they lie in with their SHA-256 checked
 // (readSlices), and the ranks agree that all succeeded and that every
@@ -17,12 +19,14 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <csignal>
 #include <cstring>
 #include <map>
 #include <thread>
@@ -864,44 +868,92 @@ std::vector<Runtime::StateTensor> Runtime::stateTensors() const {
   return out;
 }
 
-Status Runtime::writeRankCheckpoint(const std::string &folder,
-                                    std::string &entry) {
-  std::vector<StateTensor> state = stateTensors();
-  std::string file = "rank-" + str(comm_.rank()) + ".bin";
+//===----------------------------------------------------------------------===//
+// Saving: a copy at the step boundary, a writer thread, a collective commit
+//===----------------------------------------------------------------------===//
+
+void CheckpointWriter::start() {
+  done_.store(false, std::memory_order_release);
+  status_ = Status::ok();
+  entry.clear();
+  pending_ = true;
+  // The thread inherits the mask: a stop signal is the main thread's to
+  // take (its handler sets the flag the step boundary reads).
+  sigset_t stops, old;
+  sigemptyset(&stops);
+  sigaddset(&stops, SIGTERM);
+  sigaddset(&stops, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stops, &old);
+  thread_ = std::thread([this] { write(); });
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
+Status CheckpointWriter::join() {
+  if (thread_.joinable())
+    thread_.join();
+  return status_;
+}
+
+void CheckpointWriter::write() {
+  writeBegan = Clock::now();
   Sha256 hash;
   uint64_t offset = 0;
-  std::string tensors;
-  CLEAVE_CHECK(writeAtomically(folder, file, [&](auto &&sink) -> Status {
-    std::vector<char> bytes;
-    for (const StateTensor &s : state) {
-      CLEAVE_CHECK(readTensor(s.id, bytes));
-      // A ZeRO-1 chunk without its padding.
-      if (s.flatSize >= 0)
-        bytes.resize(size_t(s.flatSize) * dtypeSize(s.dtype));
+  std::string list;
+  status_ = writeAtomically(folder, file, [&](auto &&sink) -> Status {
+    for (const Tensor &t : tensors) {
       // The file's hash and the tensor's, each a pass over the bytes: side
       // by side, so that the second costs no time where a core is free.
       Sha256 own;
-      std::thread fileHash([&] { hash.update(bytes.data(), bytes.size()); });
-      own.update(bytes.data(), bytes.size());
-      Status written = sink(bytes.data(), bytes.size());
+      std::thread fileHash(
+          [&] { hash.update(t.bytes.data(), t.bytes.size()); });
+      own.update(t.bytes.data(), t.bytes.size());
+      Status written = sink(t.bytes.data(), t.bytes.size());
       fileHash.join();
       CLEAVE_CHECK(written);
-      std::string range =
-          s.flatSize < 0 ? std::string()
-                         : ", \"flat_range\": " + ints({s.flatStart, s.flatSize});
-      tensors += std::string(tensors.empty() ? "" : ",") +
-                 "\n        {\"name\": " + jsonQuote(s.name) +
-                 ", \"kind\": \"" + s.kind + "\", \"dtype\": \"" +
-                 dtypeText(s.dtype) + "\", \"shape\": " + ints(s.fullShape) +
-                 ", \"slice_start\": " + ints(s.sliceStart) +
-                 ", \"slice_size\": " + ints(s.sliceSize) + range +
-                 ", \"offset\": " + str(offset) +
-                 ", \"bytes\": " + str(bytes.size()) + ", \"sha256\": \"" +
-                 own.hexDigest() + "\"}";
-      offset += bytes.size();
+      list += std::string(list.empty() ? "" : ",") + "\n        " + t.head +
+              ", \"offset\": " + str(int64_t(offset)) +
+              ", \"bytes\": " + str(int64_t(t.bytes.size())) +
+              ", \"sha256\": \"" + own.hexDigest() + "\"}";
+      offset += t.bytes.size();
     }
     return Status::ok();
-  }));
+  });
+  if (status_)
+    entry = rankHead + ",\n      \"file\": " + jsonQuote(file) +
+            ", \"bytes\": " + str(int64_t(offset)) + ", \"sha256\": \"" +
+            hash.hexDigest() + "\"" + rankTail + ",\n      \"tensors\": [" +
+            list + "]}";
+  writeEnded = Clock::now();
+  done_.store(true, std::memory_order_release);
+}
+
+Status Runtime::snapshotCheckpoint(const std::string &folder, int64_t steps,
+                                   const TokenData *data) {
+  CheckpointWriter &w = checkpoint_;
+  std::vector<StateTensor> state = stateTensors();
+  w.folder = folder;
+  w.file = "rank-" + str(comm_.rank()) + ".bin";
+  w.step = steps;
+  w.dataPath = data ? data->path() : "";
+  w.dataTokens = data ? data->size() : 0;
+  w.tensors.resize(state.size());
+  for (size_t i = 0; i < state.size(); ++i) {
+    const StateTensor &s = state[i];
+    CheckpointWriter::Tensor &t = w.tensors[i];
+    // Into the memory of the last save: same sizes, no new pages.
+    CLEAVE_CHECK(readTensor(s.id, t.bytes));
+    // A ZeRO-1 chunk without its padding.
+    if (s.flatSize >= 0)
+      t.bytes.resize(size_t(s.flatSize) * dtypeSize(s.dtype));
+    std::string range =
+        s.flatSize < 0 ? std::string()
+                       : ", \"flat_range\": " + ints({s.flatStart, s.flatSize});
+    t.head = "{\"name\": " + jsonQuote(s.name) + ", \"kind\": \"" + s.kind +
+             "\", \"dtype\": \"" + dtypeText(s.dtype) +
+             "\", \"shape\": " + ints(s.fullShape) +
+             ", \"slice_start\": " + ints(s.sliceStart) +
+             ", \"slice_size\": " + ints(s.sliceSize) + range;
+  }
   const pb::Mesh &mesh = program_.mesh();
   // A rank without an optimizer function (a pipeline stage with no
   // gradient) never advances its step count or loss scaler: a load into
@@ -910,27 +962,38 @@ Status Runtime::writeRankCheckpoint(const std::string &folder,
   for (const pb::Step &step : program_.schedule())
     trains |= program_.functions(step.function()).kind() == pb::OPTIMIZER;
   LossScaler::State scaler = scaler_.state();
-  entry = "    {\"rank\": " + str(comm_.rank()) +
-          ", \"data_rank\": " + str(mesh.data_rank()) +
-          ", \"pipeline_rank\": " + str(mesh.pipeline_rank()) +
-          ", \"tensor_rank\": " + str(mesh.tensor_rank()) +
-          ",\n      \"file\": " + jsonQuote(file) +
-          ", \"bytes\": " + str(offset) + ", \"sha256\": \"" +
-          hash.hexDigest() +
-          "\",\n      \"trains\": " + (trains ? "true" : "false") +
-          ", \"optimizer_steps\": " + str(optimizerSteps_) +
-          ", \"loss_scaler\": {\"scale\": " + jsonNumber(scaler.scale) +
-          ", \"hysteresis\": " + str(scaler.hysteresis) +
-          ", \"good_steps\": " + str(scaler.goodSteps) +
-          "},\n      \"tensors\": [" + tensors + "]}";
+  w.rankHead = "    {\"rank\": " + str(comm_.rank()) +
+               ", \"data_rank\": " + str(mesh.data_rank()) +
+               ", \"pipeline_rank\": " + str(mesh.pipeline_rank()) +
+               ", \"tensor_rank\": " + str(mesh.tensor_rank());
+  w.rankTail = std::string(",\n      \"trains\": ") +
+               (trains ? "true" : "false") +
+               ", \"optimizer_steps\": " + str(optimizerSteps_) +
+               ", \"loss_scaler\": {\"scale\": " + jsonNumber(scaler.scale) +
+               ", \"hysteresis\": " + str(scaler.hysteresis) +
+               ", \"good_steps\": " + str(scaler.goodSteps) + "}";
   return Status::ok();
 }
 
-Status Runtime::saveCheckpoint(const std::string &root, int64_t steps,
-                               const TokenData *data) {
+namespace {
+double secondsSince(CheckpointWriter::Clock::time_point began) {
+  return std::chrono::duration<double>(CheckpointWriter::Clock::now() - began)
+      .count();
+}
+} // namespace
+
+Status Runtime::startCheckpoint(const std::string &root, int64_t steps,
+                                const TokenData *data,
+                                CheckpointSaveTimes &times) {
   if (!initialized_)
     return Status::error("the runtime is not initialized");
+  times = CheckpointSaveTimes();
+  times.step = steps;
+  if (checkpoint_.pending())
+    return Status::error("a checkpoint save is still pending: finish it "
+                         "before starting another");
   std::string folder = checkpointFolder(root, steps);
+  times.folder = folder;
   Status status = makeFolder(root);
   if (status)
     status = makeFolder(folder);
@@ -940,9 +1003,43 @@ Status Runtime::saveCheckpoint(const std::string &root, int64_t steps,
       comm_.agree(status && exists(folder + "/manifest.json"), complete));
   if (complete)
     return Status::ok();
-  std::string entry;
+  auto began = CheckpointWriter::Clock::now();
+  double traceBegan = trace_.active() ? trace_.nowUs() : 0;
   if (status)
-    status = writeRankCheckpoint(folder, entry);
+    status = snapshotCheckpoint(folder, steps, data);
+  bool all = false;
+  CLEAVE_CHECK(comm_.agree(status.isOk(), all));
+  if (!status)
+    return status;
+  if (!all)
+    return Status::error(folder + ": another rank could not copy its state "
+                                  "for the checkpoint (its message says why)");
+  times.copy = secondsSince(began);
+  trace_.add("checkpoint copy (step-" + str(steps) + ")", 0, traceBegan);
+  checkpoint_.start();
+  return Status::ok();
+}
+
+Status Runtime::finishCheckpoint(CheckpointSaveTimes &times) {
+  if (!checkpoint_.pending())
+    return Status::ok();
+  CheckpointWriter &w = checkpoint_;
+  times.folder = w.folder;
+  times.step = w.step;
+  auto began = CheckpointWriter::Clock::now();
+  Status status = w.join();
+  w.committed();
+  times.wait = secondsSince(began);
+  times.write =
+      std::chrono::duration<double>(w.writeEnded - w.writeBegan).count();
+  if (trace_.active()) {
+    double now = trace_.nowUs();
+    trace_.addSpan("checkpoint write (step-" + str(w.step) + ")", 2,
+                   now - secondsSince(w.writeBegan) * 1e6, times.write * 1e6);
+  }
+  auto committing = CheckpointWriter::Clock::now();
+  double traceBegan = trace_.active() ? trace_.nowUs() : 0;
+  const std::string &folder = w.folder;
   bool all = false;
   CLEAVE_CHECK(comm_.agree(status.isOk(), all));
   if (!status)
@@ -951,7 +1048,7 @@ Status Runtime::saveCheckpoint(const std::string &root, int64_t steps,
     return Status::error(folder + ": another rank could not write its part "
                                   "of the checkpoint (its message says why)");
   std::vector<std::string> entries;
-  CLEAVE_CHECK(comm_.gatherToRoot(entry, entries));
+  CLEAVE_CHECK(comm_.gatherToRoot(w.entry, entries));
   if (comm_.rank() == 0) {
     const pb::Mesh &mesh = program_.mesh();
     // Version 1 readers know no flat ranges: they must refuse such a
@@ -961,17 +1058,18 @@ Status Runtime::saveCheckpoint(const std::string &root, int64_t steps,
       if (e.find("\"flat_range\"") != std::string::npos)
         version = 2;
     std::string manifest =
-        "{\"format\": \"cleave-checkpoint\", \"version\": " + str(version) + ", \"step\": " + str(steps) +
+        "{\"format\": \"cleave-checkpoint\", \"version\": " + str(version) +
+        ", \"step\": " + str(w.step) +
         ",\n  \"model\": " + jsonQuote(program_.model()) +
         ",\n  \"layout\": {\"world_size\": " + str(mesh.world_size()) +
         ", \"data_degree\": " + str(mesh.data_degree()) +
         ", \"pipeline_degree\": " + str(mesh.pipeline_degree()) +
         ", \"tensor_degree\": " + str(mesh.tensor_degree()) + "},\n" +
-        "  \"data\": {\"path\": " + jsonQuote(data ? data->path() : "") +
-        ", \"tokens\": " + str(data ? data->size() : 0) +
+        "  \"data\": {\"path\": " + jsonQuote(w.dataPath) +
+        ", \"tokens\": " + str(w.dataTokens) +
         ", \"global_batch\": " + str(program_.batch().global_batch()) +
         ", \"seq_len\": " + str(program_.batch().seq_len()) +
-        ", \"next_step\": " + str(steps) + "},\n  \"ranks\": [\n";
+        ", \"next_step\": " + str(w.step) + "},\n  \"ranks\": [\n";
     for (size_t r = 0; r < entries.size(); ++r)
       manifest += entries[r] + (r + 1 < entries.size() ? ",\n" : "\n");
     manifest += "  ]}\n";
@@ -985,6 +1083,20 @@ Status Runtime::saveCheckpoint(const std::string &root, int64_t steps,
   if (!all)
     return Status::error(folder + "/manifest.json: rank 0 could not write "
                                   "the manifest (its message says why)");
+  times.commit = secondsSince(committing);
+  times.saved = true;
+  trace_.add("checkpoint commit (step-" + str(w.step) + ")", 0, traceBegan);
+  return Status::ok();
+}
+
+Status Runtime::saveCheckpoint(const std::string &root, int64_t steps,
+                               const TokenData *data,
+                               CheckpointSaveTimes &times) {
+  CLEAVE_CHECK(finishCheckpoint(times));
+  CLEAVE_CHECK(startCheckpoint(root, steps, data, times));
+  double copy = times.copy;
+  CLEAVE_CHECK(finishCheckpoint(times));
+  times.copy = copy;
   return Status::ok();
 }
 
