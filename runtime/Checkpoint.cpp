@@ -637,6 +637,85 @@ Status cleave::runtime::streamCheckpointFile(
   return Status::ok();
 }
 
+namespace {
+
+/// A piece to read and the name of its tensor (for errors).
+struct NamedPiece {
+  const std::string *name;
+  const CheckpointPiece *piece;
+};
+
+/// Reads only `pieces` of rank file `rankIndex` (every one with its own
+/// SHA-256 in the manifest), each in chunks handed to `consume(offset,
+/// data, size)`, and checks the file's size before and each piece's
+/// SHA-256 after it is read: a rank that needs one tensor of a file reads
+/// that tensor's bytes, not the file. Errors name the file, the tensor and
+/// its bytes, as streamCheckpointFile's.
+Status readCheckpointPieces(
+    const CheckpointManifest &m, int rankIndex, std::vector<NamedPiece> pieces,
+    const std::function<void(uint64_t, const char *, size_t)> &consume) {
+  const CheckpointRank &rank = m.ranks[rankIndex];
+  std::string path = m.filePath(rankIndex);
+  std::sort(pieces.begin(), pieces.end(),
+            [](const NamedPiece &a, const NamedPiece &b) {
+              return a.piece->offset < b.piece->offset;
+            });
+  pieces.erase(std::unique(pieces.begin(), pieces.end(),
+                           [](const NamedPiece &a, const NamedPiece &b) {
+                             return a.piece == b.piece;
+                           }),
+               pieces.end());
+  int fd = open(path.c_str(), O_RDONLY);
+  if (fd < 0)
+    return Status::error(path + ": cannot open: " + errnoText());
+  struct Closer {
+    int fd;
+    ~Closer() { close(fd); }
+  } closer{fd};
+  struct stat st;
+  if (fstat(fd, &st) != 0)
+    return Status::error(path + ": cannot stat: " + errnoText());
+  if (uint64_t(st.st_size) != rank.bytes)
+    return Status::error(path + ": " + str(int64_t(st.st_size)) +
+                         " bytes, the manifest says " +
+                         str(int64_t(rank.bytes)) +
+                         ": the file is truncated or was replaced");
+  uint64_t largest = 0;
+  for (const NamedPiece &p : pieces)
+    largest = std::max(largest, p.piece->bytes);
+  // 64 MiB, as a whole file's stream.
+  std::vector<char> chunk(size_t(std::min<uint64_t>(largest, uint64_t(64) << 20)));
+  for (const NamedPiece &p : pieces) {
+    const CheckpointPiece &piece = *p.piece;
+    Sha256 hash;
+    uint64_t done = 0;
+    while (done < piece.bytes) {
+      size_t want = size_t(std::min<uint64_t>(chunk.size(), piece.bytes - done));
+      ssize_t n = pread(fd, chunk.data(), want, off_t(piece.offset + done));
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0)
+        return Status::error(
+            path + ": read failed at byte " +
+            str(int64_t(piece.offset + done)) + " (tensor '" + *p.name +
+            "'): " + (n == 0 ? "unexpected end of file" : errnoText()));
+      hash.update(chunk.data(), size_t(n));
+      consume(piece.offset + done, chunk.data(), size_t(n));
+      done += uint64_t(n);
+    }
+    std::string actual = hash.hexDigest();
+    if (actual != piece.sha256)
+      return Status::error(
+          path + ": bytes [" + str(int64_t(piece.offset)) + ", " +
+          str(int64_t(piece.offset + piece.bytes)) + ") of tensor '" +
+          *p.name + "' have SHA-256 " + actual + ", the manifest says " +
+          piece.sha256 + ": the file is corrupt");
+  }
+  return Status::ok();
+}
+
+} // namespace
+
 Status cleave::runtime::planSlice(const CheckpointManifest &m,
                                   int preferredRank, SliceRequest &request) {
   const CheckpointTensor &t = *request.tensor;
@@ -707,7 +786,8 @@ Status cleave::runtime::planSlice(const CheckpointManifest &m,
 }
 
 Status cleave::runtime::readSlices(const CheckpointManifest &m,
-                                   std::vector<SliceRequest> &requests) {
+                                   std::vector<SliceRequest> &requests,
+                                   bool everyFile) {
   // Where each piece's bytes go as the file streams by: straight into the
   // request when the piece is exactly its box, else into a copy of the
   // piece that is cut into the box once the file is verified.
@@ -724,6 +804,9 @@ Status cleave::runtime::readSlices(const CheckpointManifest &m,
     for (const CheckpointPiece *p : r.pieces)
       byFile[p->rankIndex].push_back({&r, p});
   }
+  if (everyFile)
+    for (size_t r = 0; r < m.ranks.size(); ++r)
+      byFile[int(r)];
   for (auto &[rankIndex, uses] : byFile) {
     for (Use &u : uses) {
       const CheckpointPiece &p = *u.piece;
@@ -739,19 +822,30 @@ Status cleave::runtime::readSlices(const CheckpointManifest &m,
       else
         u.buffer.assign(size_t(u.piece->bytes), '\0');
     }
-    CLEAVE_CHECK(streamCheckpointFile(
-        m, rankIndex, [&](uint64_t at, const char *data, size_t size) {
-          for (Use &u : uses) {
-            uint64_t begin = std::max(at, u.piece->offset);
-            uint64_t end =
-                std::min(at + size, u.piece->offset + u.piece->bytes);
-            if (begin >= end)
-              continue;
-            char *to = u.direct ? u.direct : &u.buffer[0];
-            std::memcpy(to + (begin - u.piece->offset), data + (begin - at),
-                        size_t(end - begin));
-          }
-        }));
+    auto consume = [&](uint64_t at, const char *data, size_t size) {
+      for (Use &u : uses) {
+        uint64_t begin = std::max(at, u.piece->offset);
+        uint64_t end = std::min(at + size, u.piece->offset + u.piece->bytes);
+        if (begin >= end)
+          continue;
+        char *to = u.direct ? u.direct : &u.buffer[0];
+        std::memcpy(to + (begin - u.piece->offset), data + (begin - at),
+                    size_t(end - begin));
+      }
+    };
+    // With a SHA-256 per piece, only the needed pieces are read and
+    // checked; a manifest without them (older) has only the file's, so
+    // the whole file is read to check it.
+    std::vector<NamedPiece> pieces;
+    bool ownHashes = true;
+    for (const Use &u : uses) {
+      pieces.push_back({&u.request->tensor->name, u.piece});
+      ownHashes &= !u.piece->sha256.empty();
+    }
+    if (ownHashes && !everyFile)
+      CLEAVE_CHECK(readCheckpointPieces(m, rankIndex, pieces, consume));
+    else
+      CLEAVE_CHECK(streamCheckpointFile(m, rankIndex, consume));
     for (Use &u : uses) {
       if (u.direct)
         continue;
@@ -787,7 +881,9 @@ Status cleave::runtime::readFullTensors(const CheckpointManifest &m,
     CLEAVE_CHECK(planSlice(m, -1, request));
     requests.push_back(std::move(request));
   }
-  CLEAVE_CHECK(readSlices(m, requests));
+  // An export is the checkpoint's archive: every byte is checked, even
+  // those of replicas it does not take.
+  CLEAVE_CHECK(readSlices(m, requests, /*everyFile=*/true));
   tensors.clear();
   for (SliceRequest &r : requests) {
     NamedTensor t;

@@ -247,16 +247,22 @@ struct SliceRequest {
 Status planSlice(const CheckpointManifest &manifest, int preferredRank,
                  SliceRequest &request);
 
-/// Streams every file the requests' pieces lie in, once each and one at a
-/// time (size and SHA-256 checked), and fills every request's bytes. Memory:
-/// the requests' bytes, a chunk, and the pieces that only partly overlap
-/// their box (none for whole tensors).
+/// Fills every request's bytes from the files its pieces lie in, one file
+/// at a time, its size checked. Where every piece needed from a file has
+/// its own SHA-256 in the manifest, only those pieces' bytes are read and
+/// their hashes checked; else (manifests before tensor hashes) the whole
+/// file is streamed and its SHA-256 checked. With `everyFile`, every rank
+/// file of the checkpoint is streamed whole and every hash checked (an
+/// export). Memory: the requests' bytes, a chunk, and the pieces that only
+/// partly overlap their box (none for whole tensors).
 Status readSlices(const CheckpointManifest &manifest,
-                  std::vector<SliceRequest> &requests);
+                  std::vector<SliceRequest> &requests, bool everyFile = false);
 
 /// Every parameter of the checkpoint whole, keyed by its ONNX name, and
 /// with `optimizerState` every optimizer state tensor (`NAME.exp_avg`...)
 /// too, in name order: what cleave-checkpoint export writes.
+/// Every rank file is read whole and every hash checked, replicas not
+/// taken included.
 Status readFullTensors(const CheckpointManifest &manifest, bool optimizerState,
                        std::vector<NamedTensor> &tensors);
 
