@@ -20,6 +20,8 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -991,6 +993,11 @@ Status CheckpointWriter::join() {
 }
 
 void CheckpointWriter::write() {
+  // Training first: the writer (and the hashing thread it starts, which
+  // inherits this) takes the cores when the step leaves them idle. On a
+  // host whose cores all run the step's kernels, a writer at the step's
+  // priority stalls every parallel loop it preempts a thread of.
+  setpriority(PRIO_PROCESS, pid_t(syscall(SYS_gettid)), 19);
   writeBegan = Clock::now();
   Sha256 hash;
   uint64_t offset = 0;
