@@ -1,8 +1,10 @@
 //===- Checkpoint.cpp - training checkpoints: save, find, resume ----------===//
 //
-// Saving: every rank writes rank-<r>.bin to a temporary name, hashing as it
-// writes, fsyncs it and renames it; the ranks agree that all succeeded;
-// rank 0 gathers their entries and writes manifest.json the same way, last.
+// Saving: every rank copies its state to host memory at the step boundary;
+// a writer thread writes rank-<r>.bin to a temporary name, hashing as it
+// writes, fsyncs it and renames it while training goes on; later, on the
+// main thread, the ranks agree that all succeeded and rank 0 gathers their
+// entries and writes manifest.json the same way, last.
 // Loading, in any layout: every rank plans the slices it holds by name and
 // box (planSlice), streams the files they lie in with their SHA-256 checked
 // (readSlices), and the ranks agree that all succeeded and that every
@@ -17,12 +19,16 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <csignal>
 #include <cstring>
 #include <map>
 #include <thread>
@@ -633,6 +639,85 @@ Status cleave::runtime::streamCheckpointFile(
   return Status::ok();
 }
 
+namespace {
+
+/// A piece to read and the name of its tensor (for errors).
+struct NamedPiece {
+  const std::string *name;
+  const CheckpointPiece *piece;
+};
+
+/// Reads only `pieces` of rank file `rankIndex` (every one with its own
+/// SHA-256 in the manifest), each in chunks handed to `consume(offset,
+/// data, size)`, and checks the file's size before and each piece's
+/// SHA-256 after it is read: a rank that needs one tensor of a file reads
+/// that tensor's bytes, not the file. Errors name the file, the tensor and
+/// its bytes, as streamCheckpointFile's.
+Status readCheckpointPieces(
+    const CheckpointManifest &m, int rankIndex, std::vector<NamedPiece> pieces,
+    const std::function<void(uint64_t, const char *, size_t)> &consume) {
+  const CheckpointRank &rank = m.ranks[rankIndex];
+  std::string path = m.filePath(rankIndex);
+  std::sort(pieces.begin(), pieces.end(),
+            [](const NamedPiece &a, const NamedPiece &b) {
+              return a.piece->offset < b.piece->offset;
+            });
+  pieces.erase(std::unique(pieces.begin(), pieces.end(),
+                           [](const NamedPiece &a, const NamedPiece &b) {
+                             return a.piece == b.piece;
+                           }),
+               pieces.end());
+  int fd = open(path.c_str(), O_RDONLY);
+  if (fd < 0)
+    return Status::error(path + ": cannot open: " + errnoText());
+  struct Closer {
+    int fd;
+    ~Closer() { close(fd); }
+  } closer{fd};
+  struct stat st;
+  if (fstat(fd, &st) != 0)
+    return Status::error(path + ": cannot stat: " + errnoText());
+  if (uint64_t(st.st_size) != rank.bytes)
+    return Status::error(path + ": " + str(int64_t(st.st_size)) +
+                         " bytes, the manifest says " +
+                         str(int64_t(rank.bytes)) +
+                         ": the file is truncated or was replaced");
+  uint64_t largest = 0;
+  for (const NamedPiece &p : pieces)
+    largest = std::max(largest, p.piece->bytes);
+  // 64 MiB, as a whole file's stream.
+  std::vector<char> chunk(size_t(std::min<uint64_t>(largest, uint64_t(64) << 20)));
+  for (const NamedPiece &p : pieces) {
+    const CheckpointPiece &piece = *p.piece;
+    Sha256 hash;
+    uint64_t done = 0;
+    while (done < piece.bytes) {
+      size_t want = size_t(std::min<uint64_t>(chunk.size(), piece.bytes - done));
+      ssize_t n = pread(fd, chunk.data(), want, off_t(piece.offset + done));
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0)
+        return Status::error(
+            path + ": read failed at byte " +
+            str(int64_t(piece.offset + done)) + " (tensor '" + *p.name +
+            "'): " + (n == 0 ? "unexpected end of file" : errnoText()));
+      hash.update(chunk.data(), size_t(n));
+      consume(piece.offset + done, chunk.data(), size_t(n));
+      done += uint64_t(n);
+    }
+    std::string actual = hash.hexDigest();
+    if (actual != piece.sha256)
+      return Status::error(
+          path + ": bytes [" + str(int64_t(piece.offset)) + ", " +
+          str(int64_t(piece.offset + piece.bytes)) + ") of tensor '" +
+          *p.name + "' have SHA-256 " + actual + ", the manifest says " +
+          piece.sha256 + ": the file is corrupt");
+  }
+  return Status::ok();
+}
+
+} // namespace
+
 Status cleave::runtime::planSlice(const CheckpointManifest &m,
                                   int preferredRank, SliceRequest &request) {
   const CheckpointTensor &t = *request.tensor;
@@ -703,7 +788,8 @@ Status cleave::runtime::planSlice(const CheckpointManifest &m,
 }
 
 Status cleave::runtime::readSlices(const CheckpointManifest &m,
-                                   std::vector<SliceRequest> &requests) {
+                                   std::vector<SliceRequest> &requests,
+                                   bool everyFile) {
   // Where each piece's bytes go as the file streams by: straight into the
   // request when the piece is exactly its box, else into a copy of the
   // piece that is cut into the box once the file is verified.
@@ -720,6 +806,9 @@ Status cleave::runtime::readSlices(const CheckpointManifest &m,
     for (const CheckpointPiece *p : r.pieces)
       byFile[p->rankIndex].push_back({&r, p});
   }
+  if (everyFile)
+    for (size_t r = 0; r < m.ranks.size(); ++r)
+      byFile[int(r)];
   for (auto &[rankIndex, uses] : byFile) {
     for (Use &u : uses) {
       const CheckpointPiece &p = *u.piece;
@@ -735,19 +824,30 @@ Status cleave::runtime::readSlices(const CheckpointManifest &m,
       else
         u.buffer.assign(size_t(u.piece->bytes), '\0');
     }
-    CLEAVE_CHECK(streamCheckpointFile(
-        m, rankIndex, [&](uint64_t at, const char *data, size_t size) {
-          for (Use &u : uses) {
-            uint64_t begin = std::max(at, u.piece->offset);
-            uint64_t end =
-                std::min(at + size, u.piece->offset + u.piece->bytes);
-            if (begin >= end)
-              continue;
-            char *to = u.direct ? u.direct : &u.buffer[0];
-            std::memcpy(to + (begin - u.piece->offset), data + (begin - at),
-                        size_t(end - begin));
-          }
-        }));
+    auto consume = [&](uint64_t at, const char *data, size_t size) {
+      for (Use &u : uses) {
+        uint64_t begin = std::max(at, u.piece->offset);
+        uint64_t end = std::min(at + size, u.piece->offset + u.piece->bytes);
+        if (begin >= end)
+          continue;
+        char *to = u.direct ? u.direct : &u.buffer[0];
+        std::memcpy(to + (begin - u.piece->offset), data + (begin - at),
+                    size_t(end - begin));
+      }
+    };
+    // With a SHA-256 per piece, only the needed pieces are read and
+    // checked; a manifest without them (older) has only the file's, so
+    // the whole file is read to check it.
+    std::vector<NamedPiece> pieces;
+    bool ownHashes = true;
+    for (const Use &u : uses) {
+      pieces.push_back({&u.request->tensor->name, u.piece});
+      ownHashes &= !u.piece->sha256.empty();
+    }
+    if (ownHashes && !everyFile)
+      CLEAVE_CHECK(readCheckpointPieces(m, rankIndex, pieces, consume));
+    else
+      CLEAVE_CHECK(streamCheckpointFile(m, rankIndex, consume));
     for (Use &u : uses) {
       if (u.direct)
         continue;
@@ -783,7 +883,9 @@ Status cleave::runtime::readFullTensors(const CheckpointManifest &m,
     CLEAVE_CHECK(planSlice(m, -1, request));
     requests.push_back(std::move(request));
   }
-  CLEAVE_CHECK(readSlices(m, requests));
+  // An export is the checkpoint's archive: every byte is checked, even
+  // those of replicas it does not take.
+  CLEAVE_CHECK(readSlices(m, requests, /*everyFile=*/true));
   tensors.clear();
   for (SliceRequest &r : requests) {
     NamedTensor t;
@@ -864,44 +966,97 @@ std::vector<Runtime::StateTensor> Runtime::stateTensors() const {
   return out;
 }
 
-Status Runtime::writeRankCheckpoint(const std::string &folder,
-                                    std::string &entry) {
-  std::vector<StateTensor> state = stateTensors();
-  std::string file = "rank-" + str(comm_.rank()) + ".bin";
+//===----------------------------------------------------------------------===//
+// Saving: a copy at the step boundary, a writer thread, a collective commit
+//===----------------------------------------------------------------------===//
+
+void CheckpointWriter::start() {
+  done_.store(false, std::memory_order_release);
+  status_ = Status::ok();
+  entry.clear();
+  pending_ = true;
+  // The thread inherits the mask: a stop signal is the main thread's to
+  // take (its handler sets the flag the step boundary reads).
+  sigset_t stops, old;
+  sigemptyset(&stops);
+  sigaddset(&stops, SIGTERM);
+  sigaddset(&stops, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stops, &old);
+  thread_ = std::thread([this] { write(); });
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
+Status CheckpointWriter::join() {
+  if (thread_.joinable())
+    thread_.join();
+  return status_;
+}
+
+void CheckpointWriter::write() {
+  // Training first: the writer (and the hashing thread it starts, which
+  // inherits this) takes the cores when the step leaves them idle. On a
+  // host whose cores all run the step's kernels, a writer at the step's
+  // priority stalls every parallel loop it preempts a thread of.
+  setpriority(PRIO_PROCESS, pid_t(syscall(SYS_gettid)), 19);
+  writeBegan = Clock::now();
   Sha256 hash;
   uint64_t offset = 0;
-  std::string tensors;
-  CLEAVE_CHECK(writeAtomically(folder, file, [&](auto &&sink) -> Status {
-    std::vector<char> bytes;
-    for (const StateTensor &s : state) {
-      CLEAVE_CHECK(readTensor(s.id, bytes));
-      // A ZeRO-1 chunk without its padding.
-      if (s.flatSize >= 0)
-        bytes.resize(size_t(s.flatSize) * dtypeSize(s.dtype));
+  std::string list;
+  status_ = writeAtomically(folder, file, [&](auto &&sink) -> Status {
+    for (const Tensor &t : tensors) {
       // The file's hash and the tensor's, each a pass over the bytes: side
       // by side, so that the second costs no time where a core is free.
       Sha256 own;
-      std::thread fileHash([&] { hash.update(bytes.data(), bytes.size()); });
-      own.update(bytes.data(), bytes.size());
-      Status written = sink(bytes.data(), bytes.size());
+      std::thread fileHash(
+          [&] { hash.update(t.bytes.data(), t.bytes.size()); });
+      own.update(t.bytes.data(), t.bytes.size());
+      Status written = sink(t.bytes.data(), t.bytes.size());
       fileHash.join();
       CLEAVE_CHECK(written);
-      std::string range =
-          s.flatSize < 0 ? std::string()
-                         : ", \"flat_range\": " + ints({s.flatStart, s.flatSize});
-      tensors += std::string(tensors.empty() ? "" : ",") +
-                 "\n        {\"name\": " + jsonQuote(s.name) +
-                 ", \"kind\": \"" + s.kind + "\", \"dtype\": \"" +
-                 dtypeText(s.dtype) + "\", \"shape\": " + ints(s.fullShape) +
-                 ", \"slice_start\": " + ints(s.sliceStart) +
-                 ", \"slice_size\": " + ints(s.sliceSize) + range +
-                 ", \"offset\": " + str(offset) +
-                 ", \"bytes\": " + str(bytes.size()) + ", \"sha256\": \"" +
-                 own.hexDigest() + "\"}";
-      offset += bytes.size();
+      list += std::string(list.empty() ? "" : ",") + "\n        " + t.head +
+              ", \"offset\": " + str(int64_t(offset)) +
+              ", \"bytes\": " + str(int64_t(t.bytes.size())) +
+              ", \"sha256\": \"" + own.hexDigest() + "\"}";
+      offset += t.bytes.size();
     }
     return Status::ok();
-  }));
+  });
+  if (status_)
+    entry = rankHead + ",\n      \"file\": " + jsonQuote(file) +
+            ", \"bytes\": " + str(int64_t(offset)) + ", \"sha256\": \"" +
+            hash.hexDigest() + "\"" + rankTail + ",\n      \"tensors\": [" +
+            list + "]}";
+  writeEnded = Clock::now();
+  done_.store(true, std::memory_order_release);
+}
+
+Status Runtime::snapshotCheckpoint(const std::string &folder, int64_t steps,
+                                   const TokenData *data) {
+  CheckpointWriter &w = checkpoint_;
+  std::vector<StateTensor> state = stateTensors();
+  w.folder = folder;
+  w.file = "rank-" + str(comm_.rank()) + ".bin";
+  w.step = steps;
+  w.dataPath = data ? data->path() : "";
+  w.dataTokens = data ? data->size() : 0;
+  w.tensors.resize(state.size());
+  for (size_t i = 0; i < state.size(); ++i) {
+    const StateTensor &s = state[i];
+    CheckpointWriter::Tensor &t = w.tensors[i];
+    // Into the memory of the last save: same sizes, no new pages.
+    CLEAVE_CHECK(readTensor(s.id, t.bytes));
+    // A ZeRO-1 chunk without its padding.
+    if (s.flatSize >= 0)
+      t.bytes.resize(size_t(s.flatSize) * dtypeSize(s.dtype));
+    std::string range =
+        s.flatSize < 0 ? std::string()
+                       : ", \"flat_range\": " + ints({s.flatStart, s.flatSize});
+    t.head = "{\"name\": " + jsonQuote(s.name) + ", \"kind\": \"" + s.kind +
+             "\", \"dtype\": \"" + dtypeText(s.dtype) +
+             "\", \"shape\": " + ints(s.fullShape) +
+             ", \"slice_start\": " + ints(s.sliceStart) +
+             ", \"slice_size\": " + ints(s.sliceSize) + range;
+  }
   const pb::Mesh &mesh = program_.mesh();
   // A rank without an optimizer function (a pipeline stage with no
   // gradient) never advances its step count or loss scaler: a load into
@@ -910,27 +1065,38 @@ Status Runtime::writeRankCheckpoint(const std::string &folder,
   for (const pb::Step &step : program_.schedule())
     trains |= program_.functions(step.function()).kind() == pb::OPTIMIZER;
   LossScaler::State scaler = scaler_.state();
-  entry = "    {\"rank\": " + str(comm_.rank()) +
-          ", \"data_rank\": " + str(mesh.data_rank()) +
-          ", \"pipeline_rank\": " + str(mesh.pipeline_rank()) +
-          ", \"tensor_rank\": " + str(mesh.tensor_rank()) +
-          ",\n      \"file\": " + jsonQuote(file) +
-          ", \"bytes\": " + str(offset) + ", \"sha256\": \"" +
-          hash.hexDigest() +
-          "\",\n      \"trains\": " + (trains ? "true" : "false") +
-          ", \"optimizer_steps\": " + str(optimizerSteps_) +
-          ", \"loss_scaler\": {\"scale\": " + jsonNumber(scaler.scale) +
-          ", \"hysteresis\": " + str(scaler.hysteresis) +
-          ", \"good_steps\": " + str(scaler.goodSteps) +
-          "},\n      \"tensors\": [" + tensors + "]}";
+  w.rankHead = "    {\"rank\": " + str(comm_.rank()) +
+               ", \"data_rank\": " + str(mesh.data_rank()) +
+               ", \"pipeline_rank\": " + str(mesh.pipeline_rank()) +
+               ", \"tensor_rank\": " + str(mesh.tensor_rank());
+  w.rankTail = std::string(",\n      \"trains\": ") +
+               (trains ? "true" : "false") +
+               ", \"optimizer_steps\": " + str(optimizerSteps_) +
+               ", \"loss_scaler\": {\"scale\": " + jsonNumber(scaler.scale) +
+               ", \"hysteresis\": " + str(scaler.hysteresis) +
+               ", \"good_steps\": " + str(scaler.goodSteps) + "}";
   return Status::ok();
 }
 
-Status Runtime::saveCheckpoint(const std::string &root, int64_t steps,
-                               const TokenData *data) {
+namespace {
+double secondsSince(CheckpointWriter::Clock::time_point began) {
+  return std::chrono::duration<double>(CheckpointWriter::Clock::now() - began)
+      .count();
+}
+} // namespace
+
+Status Runtime::startCheckpoint(const std::string &root, int64_t steps,
+                                const TokenData *data,
+                                CheckpointSaveTimes &times) {
   if (!initialized_)
     return Status::error("the runtime is not initialized");
+  times = CheckpointSaveTimes();
+  times.step = steps;
+  if (checkpoint_.pending())
+    return Status::error("a checkpoint save is still pending: finish it "
+                         "before starting another");
   std::string folder = checkpointFolder(root, steps);
+  times.folder = folder;
   Status status = makeFolder(root);
   if (status)
     status = makeFolder(folder);
@@ -940,9 +1106,43 @@ Status Runtime::saveCheckpoint(const std::string &root, int64_t steps,
       comm_.agree(status && exists(folder + "/manifest.json"), complete));
   if (complete)
     return Status::ok();
-  std::string entry;
+  auto began = CheckpointWriter::Clock::now();
+  double traceBegan = trace_.active() ? trace_.nowUs() : 0;
   if (status)
-    status = writeRankCheckpoint(folder, entry);
+    status = snapshotCheckpoint(folder, steps, data);
+  bool all = false;
+  CLEAVE_CHECK(comm_.agree(status.isOk(), all));
+  if (!status)
+    return status;
+  if (!all)
+    return Status::error(folder + ": another rank could not copy its state "
+                                  "for the checkpoint (its message says why)");
+  times.copy = secondsSince(began);
+  trace_.add("checkpoint copy (step-" + str(steps) + ")", 0, traceBegan);
+  checkpoint_.start();
+  return Status::ok();
+}
+
+Status Runtime::finishCheckpoint(CheckpointSaveTimes &times) {
+  if (!checkpoint_.pending())
+    return Status::ok();
+  CheckpointWriter &w = checkpoint_;
+  times.folder = w.folder;
+  times.step = w.step;
+  auto began = CheckpointWriter::Clock::now();
+  Status status = w.join();
+  w.committed();
+  times.wait = secondsSince(began);
+  times.write =
+      std::chrono::duration<double>(w.writeEnded - w.writeBegan).count();
+  if (trace_.active()) {
+    double now = trace_.nowUs();
+    trace_.addSpan("checkpoint write (step-" + str(w.step) + ")", 2,
+                   now - secondsSince(w.writeBegan) * 1e6, times.write * 1e6);
+  }
+  auto committing = CheckpointWriter::Clock::now();
+  double traceBegan = trace_.active() ? trace_.nowUs() : 0;
+  const std::string &folder = w.folder;
   bool all = false;
   CLEAVE_CHECK(comm_.agree(status.isOk(), all));
   if (!status)
@@ -951,7 +1151,7 @@ Status Runtime::saveCheckpoint(const std::string &root, int64_t steps,
     return Status::error(folder + ": another rank could not write its part "
                                   "of the checkpoint (its message says why)");
   std::vector<std::string> entries;
-  CLEAVE_CHECK(comm_.gatherToRoot(entry, entries));
+  CLEAVE_CHECK(comm_.gatherToRoot(w.entry, entries));
   if (comm_.rank() == 0) {
     const pb::Mesh &mesh = program_.mesh();
     // Version 1 readers know no flat ranges: they must refuse such a
@@ -961,17 +1161,18 @@ Status Runtime::saveCheckpoint(const std::string &root, int64_t steps,
       if (e.find("\"flat_range\"") != std::string::npos)
         version = 2;
     std::string manifest =
-        "{\"format\": \"cleave-checkpoint\", \"version\": " + str(version) + ", \"step\": " + str(steps) +
+        "{\"format\": \"cleave-checkpoint\", \"version\": " + str(version) +
+        ", \"step\": " + str(w.step) +
         ",\n  \"model\": " + jsonQuote(program_.model()) +
         ",\n  \"layout\": {\"world_size\": " + str(mesh.world_size()) +
         ", \"data_degree\": " + str(mesh.data_degree()) +
         ", \"pipeline_degree\": " + str(mesh.pipeline_degree()) +
         ", \"tensor_degree\": " + str(mesh.tensor_degree()) + "},\n" +
-        "  \"data\": {\"path\": " + jsonQuote(data ? data->path() : "") +
-        ", \"tokens\": " + str(data ? data->size() : 0) +
+        "  \"data\": {\"path\": " + jsonQuote(w.dataPath) +
+        ", \"tokens\": " + str(w.dataTokens) +
         ", \"global_batch\": " + str(program_.batch().global_batch()) +
         ", \"seq_len\": " + str(program_.batch().seq_len()) +
-        ", \"next_step\": " + str(steps) + "},\n  \"ranks\": [\n";
+        ", \"next_step\": " + str(w.step) + "},\n  \"ranks\": [\n";
     for (size_t r = 0; r < entries.size(); ++r)
       manifest += entries[r] + (r + 1 < entries.size() ? ",\n" : "\n");
     manifest += "  ]}\n";
@@ -985,6 +1186,20 @@ Status Runtime::saveCheckpoint(const std::string &root, int64_t steps,
   if (!all)
     return Status::error(folder + "/manifest.json: rank 0 could not write "
                                   "the manifest (its message says why)");
+  times.commit = secondsSince(committing);
+  times.saved = true;
+  trace_.add("checkpoint commit (step-" + str(w.step) + ")", 0, traceBegan);
+  return Status::ok();
+}
+
+Status Runtime::saveCheckpoint(const std::string &root, int64_t steps,
+                               const TokenData *data,
+                               CheckpointSaveTimes &times) {
+  CLEAVE_CHECK(finishCheckpoint(times));
+  CLEAVE_CHECK(startCheckpoint(root, steps, data, times));
+  double copy = times.copy;
+  CLEAVE_CHECK(finishCheckpoint(times));
+  times.copy = copy;
   return Status::ok();
 }
 

@@ -7,7 +7,8 @@
 // its size and SHA-256, each tensor's name, dtype, full shape and the slice
 // the file holds, and each rank's training state (optimizer steps, loss
 // scaler). A folder without manifest.json is not a checkpoint. The format
-// is docs/checkpoint-format.md; Runtime::saveCheckpoint and
+// is docs/checkpoint-format.md; Runtime::startCheckpoint and
+// finishCheckpoint (a copy, a background writer, a collective commit) and
 // Runtime::loadCheckpoint (Executor.h) write and read it.
 //
 // Reading is by name and box, never by layout: CheckpointManifest lists,
@@ -28,10 +29,13 @@
 #include "runtime/Status.h"
 #include "runtime/Tensor.h"
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace cleave::runtime {
@@ -157,6 +161,74 @@ Status streamCheckpointFile(
     const CheckpointManifest &manifest, int rankIndex,
     const std::function<void(uint64_t, const char *, size_t)> &consume);
 
+/// One rank's part of a save: its state copied to host memory at a step
+/// boundary (Runtime::startCheckpoint), then written to rank-<r>.bin,
+/// hashed and fsynced by a thread of its own while training goes on, as
+/// PyTorch DCP's async_save. The commit (the ranks agree, rank 0 writes the
+/// manifest) is collective and stays on the main thread
+/// (Runtime::finishCheckpoint). Its memory is kept between saves: the next
+/// copy reuses it.
+class CheckpointWriter {
+public:
+  using Clock = std::chrono::steady_clock;
+  struct Tensor {
+    std::string head;        // its manifest entry up to "offset"
+    std::vector<char> bytes; // what the file holds of it
+  };
+
+  CheckpointWriter() = default;
+  CheckpointWriter(const CheckpointWriter &) = delete;
+  CheckpointWriter &operator=(const CheckpointWriter &) = delete;
+  /// Waits for the thread: a run that ends without committing leaves the
+  /// file without its manifest, which is no checkpoint.
+  ~CheckpointWriter() {
+    if (thread_.joinable())
+      thread_.join();
+  }
+
+  // Filled at the step boundary, before start().
+  std::string folder, file; // the step-S folder; rank-<r>.bin
+  int64_t step = -1;
+  std::string rankHead, rankTail; // the rank's entry around file and hash
+  std::string dataPath;
+  int64_t dataTokens = 0;
+  std::vector<Tensor> tensors;
+
+  /// Writes the file on a new thread (SIGTERM and SIGINT blocked there, so
+  /// they reach the main thread's handler).
+  void start();
+  /// Started and not yet committed.
+  bool pending() const { return pending_; }
+  /// The thread has finished (then join() does not wait).
+  bool finished() const { return done_.load(std::memory_order_acquire); }
+  /// Waits for the thread; its status. `entry` is then the rank's
+  /// manifest entry.
+  Status join();
+  void committed() { pending_ = false; }
+
+  std::string entry;
+  Clock::time_point writeBegan, writeEnded;
+
+private:
+  void write();
+
+  std::thread thread_;
+  std::atomic<bool> done_{false};
+  bool pending_ = false;
+  Status status_ = Status::ok();
+};
+
+/// What one save cost, for cleave-run's line (seconds).
+struct CheckpointSaveTimes {
+  std::string folder;
+  int64_t step = -1;
+  double copy = 0;   // the state copied to host memory: training waited
+  double write = 0;  // the rank file written, hashed, fsynced (background)
+  double wait = 0;   // training waited for the writer at the commit
+  double commit = 0; // the agreement and the manifest
+  bool saved = false; // false: nothing was pending, or already complete
+};
+
 /// A box of one tensor a reader wants (with flatSize >= 0, only the box's
 /// row-major elements [flatStart, flatStart + flatSize)), and what fills it.
 struct SliceRequest {
@@ -175,16 +247,22 @@ struct SliceRequest {
 Status planSlice(const CheckpointManifest &manifest, int preferredRank,
                  SliceRequest &request);
 
-/// Streams every file the requests' pieces lie in, once each and one at a
-/// time (size and SHA-256 checked), and fills every request's bytes. Memory:
-/// the requests' bytes, a chunk, and the pieces that only partly overlap
-/// their box (none for whole tensors).
+/// Fills every request's bytes from the files its pieces lie in, one file
+/// at a time, its size checked. Where every piece needed from a file has
+/// its own SHA-256 in the manifest, only those pieces' bytes are read and
+/// their hashes checked; else (manifests before tensor hashes) the whole
+/// file is streamed and its SHA-256 checked. With `everyFile`, every rank
+/// file of the checkpoint is streamed whole and every hash checked (an
+/// export). Memory: the requests' bytes, a chunk, and the pieces that only
+/// partly overlap their box (none for whole tensors).
 Status readSlices(const CheckpointManifest &manifest,
-                  std::vector<SliceRequest> &requests);
+                  std::vector<SliceRequest> &requests, bool everyFile = false);
 
 /// Every parameter of the checkpoint whole, keyed by its ONNX name, and
 /// with `optimizerState` every optimizer state tensor (`NAME.exp_avg`...)
 /// too, in name order: what cleave-checkpoint export writes.
+/// Every rank file is read whole and every hash checked, replicas not
+/// taken included.
 Status readFullTensors(const CheckpointManifest &manifest, bool optimizerState,
                        std::vector<NamedTensor> &tensors);
 

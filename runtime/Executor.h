@@ -143,12 +143,27 @@ public:
 
   // Checkpoint.cpp: saving, resuming and resharding on load.
 
-  /// Writes the checkpoint of `steps` training steps done to
-  /// checkpointFolder(root, steps) (Checkpoint.h): every rank its state,
-  /// rank 0 the manifest last. `data` (may be null) is the token file the
-  /// run reads. Collective; a checkpoint already complete there is kept.
+  /// Starts the checkpoint of `steps` training steps done to
+  /// checkpointFolder(root, steps) (Checkpoint.h): every rank copies its
+  /// state to host memory now and writes its file on a thread of its own
+  /// (CheckpointWriter) while training goes on; finishCheckpoint commits
+  /// it. A save still pending is finished first (one at a time). `data`
+  /// (may be null) is the token file the run reads. Collective; a
+  /// checkpoint already complete there is kept.
+  Status startCheckpoint(const std::string &root, int64_t steps,
+                         const TokenData *data, CheckpointSaveTimes &times);
+  /// Whether a started save is not committed yet (the same on every rank).
+  bool checkpointPending() const { return checkpoint_.pending(); }
+  /// Whether this rank's writer has finished (ranks differ).
+  bool checkpointWritten() const { return checkpoint_.finished(); }
+  /// Waits for this rank's writer, then commits the pending save: the
+  /// ranks agree that all files are durable, rank 0 writes the manifest
+  /// last. Collective; nothing to do when none is pending.
+  Status finishCheckpoint(CheckpointSaveTimes &times);
+  /// startCheckpoint and finishCheckpoint: a save whose checkpoint is
+  /// complete when it returns.
   Status saveCheckpoint(const std::string &root, int64_t steps,
-                        const TokenData *data);
+                        const TokenData *data, CheckpointSaveTimes &times);
   /// Restores the state saved in checkpoint folder `folder` (a step-S) and
   /// sets `steps` to its step, whatever layout wrote it: each rank reads
   /// the slices it holds by name from the files that hold them (on the same
@@ -186,8 +201,9 @@ private:
 
   /// What a checkpoint holds of this rank, in file order.
   std::vector<StateTensor> stateTensors() const;
-  /// This rank's checkpoint entry (JSON) after writing its file.
-  Status writeRankCheckpoint(const std::string &folder, std::string &entry);
+  /// Copies this rank's state and its manifest entry into checkpoint_.
+  Status snapshotCheckpoint(const std::string &folder, int64_t steps,
+                            const TokenData *data);
   /// The slices this rank reads from checkpoint `m`, one per
   /// stateTensors() entry, in its order; `used` marks the checkpoint's
   /// tensors (by name order) this rank reads.
@@ -238,6 +254,7 @@ private:
   TraceRecorder trace_;
   int64_t optimizerSteps_ = 0; // steps the optimizer took (not skipped)
   bool initialized_ = false;
+  CheckpointWriter checkpoint_; // the save in flight, and its memory
 };
 
 } // namespace cleave::runtime

@@ -34,6 +34,14 @@ cleave::runtime::traceJson(const std::vector<std::vector<TraceSpan>> &perRank) {
           ", \"tid\": 0, \"args\": {\"name\": \"compute\"}}");
     event("{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": " + pid +
           ", \"tid\": 1, \"args\": {\"name\": \"communication\"}}");
+    // Only where a save ran: other traces stay as they were.
+    for (const TraceSpan &span : perRank[r])
+      if (span.thread == 2) {
+        event("{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": " +
+              pid + ", \"tid\": 2, \"args\": {\"name\": \"checkpoint "
+                    "writer\"}}");
+        break;
+      }
     for (const TraceSpan &span : perRank[r])
       event("{\"ph\": \"X\", \"name\": " + jsonQuote(span.name) +
             ", \"pid\": " + pid + ", \"tid\": " + std::to_string(span.thread) +

@@ -25,7 +25,7 @@ class Communicator;
 
 struct TraceSpan {
   std::string name;
-  int thread = 0; // 0: compute, 1: communication
+  int thread = 0; // 0: compute, 1: communication, 2: checkpoint writer
   double startUs = 0, durationUs = 0;
 };
 
@@ -43,6 +43,12 @@ public:
   void add(std::string name, int thread, double startUs) {
     if (active_)
       spans_.push_back({std::move(name), thread, startUs, nowUs() - startUs});
+  }
+  /// A span measured elsewhere (another thread's: the checkpoint writer's).
+  void addSpan(std::string name, int thread, double startUs,
+               double durationUs) {
+    if (active_)
+      spans_.push_back({std::move(name), thread, startUs, durationUs});
   }
   /// Gathers every rank's spans; rank 0 writes them to `path`. Collective.
   Status write(Communicator &comm, const std::string &path) const;

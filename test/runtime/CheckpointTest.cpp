@@ -585,3 +585,80 @@ TEST(CheckpointSlices, AFlippedByteNamesItsTensor) {
       << status.message();
   EXPECT_TRUE(full.empty());
 }
+
+// A reader that needs one tensor of a file reads and checks only that
+// tensor's bytes (its own SHA-256): a flipped byte in another tensor of the
+// file goes unread. Without tensor hashes (older manifests) the whole file
+// is read and its SHA-256 checked; an export checks every byte; a file of
+// the wrong size is refused before anything is read.
+TEST(CheckpointSlices, ReadsOnlyTheBytesItNeeds) {
+  SplitCheckpoint ck;
+  ck.write();
+  CheckpointManifest m;
+  ASSERT_TRUE(readCheckpointManifest(ck.folder, m));
+  const CheckpointPiece &w = m.tensors["w"].pieces[0]; // rank 0's, offset 0
+  ASSERT_EQ(w.rankIndex, 0);
+  std::string path = ck.folder + "/rank-0.bin";
+  std::FILE *f = std::fopen(path.c_str(), "r+b");
+  std::fseek(f, long(w.offset + 2), SEEK_SET);
+  std::fputc(0x5a, f);
+  std::fclose(f);
+  auto readB = [&](const CheckpointManifest &manifest) {
+    std::vector<SliceRequest> requests(1);
+    requests[0].tensor = &manifest.tensors.at("b");
+    requests[0].start = {0};
+    requests[0].size = {4};
+    Status status = planSlice(manifest, 0, requests[0]);
+    if (status && requests[0].pieces.front()->rankIndex != 0)
+      return Status::error("planned another rank's piece");
+    if (status)
+      status = readSlices(manifest, requests);
+    if (status && floats(requests[0].bytes) != std::vector<float>{1, 2, 3, 4})
+      return Status::error("wrong bytes");
+    return status;
+  };
+  Status status = readB(m);
+  EXPECT_TRUE(status) << status.message();
+  // The damaged tensor itself is refused, by name.
+  std::vector<SliceRequest> requests(1);
+  requests[0].tensor = &m.tensors["w"];
+  requests[0].start = {0, 0};
+  requests[0].size = {3, 4};
+  ASSERT_TRUE(planSlice(m, 0, requests[0]));
+  status = readSlices(m, requests);
+  ASSERT_FALSE(status);
+  EXPECT_NE(status.message().find(path + ": bytes [0, 48) of tensor 'w' have "
+                                  "SHA-256 "),
+            std::string::npos)
+      << status.message();
+  // An export reads every file whole: the flip is found.
+  std::vector<NamedTensor> full;
+  status = readFullTensors(m, false, full);
+  ASSERT_FALSE(status);
+  EXPECT_NE(status.message().find("of tensor 'w' have SHA-256 "),
+            std::string::npos)
+      << status.message();
+  // Without tensor hashes the file's own is all there is: read whole.
+  CheckpointManifest old = m;
+  for (auto &[name, t] : old.tensors)
+    for (CheckpointPiece &p : t.pieces)
+      p.sha256.clear();
+  status = readB(old);
+  ASSERT_FALSE(status);
+  EXPECT_NE(status.message().find(path + ": SHA-256 "), std::string::npos)
+      << status.message();
+  EXPECT_NE(status.message().find("does not match the manifest's"),
+            std::string::npos)
+      << status.message();
+  // A short file: refused by its size, whatever is read of it.
+  ASSERT_EQ(truncate(path.c_str(), off_t(m.ranks[0].bytes - 4)), 0);
+  status = readB(m);
+  ASSERT_FALSE(status);
+  EXPECT_NE(status.message().find(
+                path + ": " + std::to_string(m.ranks[0].bytes - 4) +
+                " bytes, the manifest says " +
+                std::to_string(m.ranks[0].bytes) +
+                ": the file is truncated or was replaced"),
+            std::string::npos)
+      << status.message();
+}

@@ -215,8 +215,8 @@ const BadField kBadFields[] = {
      "tensor -1, but the program has 11 tensors"},
     {"UnknownOp",
      [](TinyModel &m) { kernelAt(m, 0)->set_op("frobnicate"); },
-     "functions[0].body[0].kernel 'frobnicate' (/embedding): unknown op: the "
-     "CPU runtime has no kernel for it"},
+     "functions[0].body[0].kernel 'frobnicate' (/embedding): unknown op: it "
+     "is not in the runtime's op table, so no backend has a kernel for it"},
     {"KernelWithoutOutputs",
      [](TinyModel &m) { kernelAt(m, 0)->clear_outputs(); },
      "functions[0].body[0].kernel 'embedding' (/embedding): has no outputs"},

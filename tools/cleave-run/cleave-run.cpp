@@ -3,7 +3,8 @@
 //   [mpirun -np N] cleave-run OUT/ --data tokens.bin --steps S
 //       [--metrics m.jsonl] [--forward-only] [--threads N] [--save-params F]
 //       [--trace trace.json] [--device cpu|cuda|cpu-staged]
-//       [--checkpoint-dir DIR [--checkpoint-every N] [--keep K]]
+//       [--checkpoint-dir DIR [--checkpoint-every N] [--keep K]
+//        [--checkpoint-sync]]
 //       [--resume DIR] [--timeout SECONDS]
 //
 // Each rank runs OUT/rank-<rank>.pb. Without mpirun (no OMPI_COMM_WORLD_SIZE
@@ -13,7 +14,10 @@
 // waits forever on one that is gone. Only this file decides to end the job
 // (STYLE.md rule 8); everything below it returns a Status. With
 // --checkpoint-dir, SIGTERM and SIGINT only set a flag: the ranks agree on
-// it at the next step boundary, save a checkpoint and exit. No wait is
+// it at the next step boundary, save a checkpoint and exit. A periodic save
+// copies the state at its step boundary and writes it in the background;
+// the ranks commit it (the manifest) at a later step boundary, on the main
+// thread, once every rank's writer is done. No wait is
 // unbounded: a Watchdog (runtime/Watchdog.h) ends the job with MPI_Abort
 // when one lasts longer than --timeout, saying what it waited for.
 //
@@ -77,7 +81,15 @@ const char *kUsage =
     "                      at the end of the run, every --checkpoint-every\n"
     "                      steps, and on SIGTERM or SIGINT at the next step\n"
     "                      boundary, before exiting\n"
-    "  --checkpoint-every N  also save every N steps\n"
+    "  --checkpoint-every N  also save every N steps: the state is copied\n"
+    "                      to host memory at the step boundary and written by\n"
+    "                      a thread while training goes on; the checkpoint is\n"
+    "                      complete (its manifest written) at the first step\n"
+    "                      boundary after every rank's writer finished, or\n"
+    "                      before the next save, the end, or a signal's stop\n"
+    "  --checkpoint-sync   write every checkpoint before training goes on\n"
+    "                      (no background writer: on a CPU-only host whose\n"
+    "                      steps use every core, about as fast)\n"
     "  --keep K            keep only the K newest complete checkpoints\n"
     "  --resume PATH       continue from the newest complete checkpoint in\n"
     "                      PATH, or from PATH itself when it is a\n"
@@ -111,6 +123,7 @@ struct Flags {
   std::string checkpointDir;
   int64_t checkpointEvery = 0; // 0: only at the end and on a signal
   int64_t keep = 0;            // 0: keep all
+  bool checkpointSync = false; // no background writer
   std::string resume;
   double timeout = 600; // seconds; --timeout
   bool help = false;
@@ -213,6 +226,10 @@ Status parseFlags(int argc, char **argv, Flags &flags) {
       CLEAVE_CHECK(takeValue(text));
       CLEAVE_CHECK(parseCount(arg, text, 1, threads));
       flags.threads = int(threads);
+    } else if (arg == "--checkpoint-sync") {
+      if (hasValue)
+        return Status::error("--checkpoint-sync takes no value");
+      flags.checkpointSync = true;
     } else if (arg == "--forward-only") {
       if (hasValue)
         return Status::error("--forward-only takes no value");
@@ -236,9 +253,12 @@ Status parseFlags(int argc, char **argv, Flags &flags) {
     return Status::ok();
   if (flags.steps < 0)
     return Status::error("--steps is required");
-  if (flags.checkpointDir.empty() && (flags.checkpointEvery || flags.keep))
+  if (flags.checkpointDir.empty() &&
+      (flags.checkpointEvery || flags.keep || flags.checkpointSync))
     return Status::error(
-        std::string(flags.keep ? "--keep" : "--checkpoint-every") +
+        std::string(flags.keep              ? "--keep"
+                    : flags.checkpointEvery ? "--checkpoint-every"
+                                            : "--checkpoint-sync") +
         " needs --checkpoint-dir DIR");
   if ((!flags.checkpointDir.empty() || !flags.resume.empty()) &&
       flags.forwardOnly)
@@ -524,25 +544,57 @@ void catchStopSignals() {
   sigaction(SIGINT, &action, nullptr);
 }
 
-/// Saves the checkpoint of `steps` steps done; rank 0 says where and how long
-/// it took.
-Status saveCheckpoint(Runtime &runtime, const Communicator &comm,
-                      const Startup &s, int64_t steps) {
-  auto began = std::chrono::steady_clock::now();
-  CLEAVE_CHECK(runtime.saveCheckpoint(s.flags.checkpointDir, steps,
-                                      s.hasData ? &s.data : nullptr));
+/// After a save is committed: --keep's pruning, and rank 0's line. A save
+/// written in the background says after which step it was committed and
+/// what training waited for (the copy, the writer, the commit); one written
+/// in the foreground how long it took in all.
+Status savedCheckpoint(const Communicator &comm, const Startup &s,
+                       const CheckpointSaveTimes &t, int64_t committedAfter,
+                       bool background) {
+  if (!t.saved)
+    return Status::ok();
   if (s.flags.keep > 0 && comm.rank() == 0)
     CLEAVE_CHECK(removeOldCheckpoints(s.flags.checkpointDir, s.flags.keep));
-  if (comm.rank() == 0) {
-    double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - began)
-            .count();
-    std::printf("checkpoint %s saved in %s\n",
-                checkpointFolder(s.flags.checkpointDir, steps).c_str(),
-                milliseconds(seconds).c_str());
-    std::fflush(stdout);
-  }
+  if (comm.rank() != 0)
+    return Status::ok();
+  if (background)
+    std::printf("checkpoint %s saved after step %s: training waited %s "
+                "(copy %s, writer %s, commit %s); written in the background "
+                "in %s\n",
+                t.folder.c_str(), std::to_string(committedAfter).c_str(),
+                milliseconds(t.copy + t.wait + t.commit).c_str(),
+                milliseconds(t.copy).c_str(), milliseconds(t.wait).c_str(),
+                milliseconds(t.commit).c_str(), milliseconds(t.write).c_str());
+  else
+    std::printf("checkpoint %s saved in %s (copy %s, write %s, commit %s)\n",
+                t.folder.c_str(),
+                milliseconds(t.copy + t.wait + t.commit).c_str(),
+                milliseconds(t.copy).c_str(), milliseconds(t.wait).c_str(),
+                milliseconds(t.commit).c_str());
+  std::fflush(stdout);
   return Status::ok();
+}
+
+/// Commits the save in flight, if any (waiting for the writers).
+/// `committedAfter`: the steps done now.
+Status commitPending(Runtime &runtime, const Communicator &comm,
+                     const Startup &s, CheckpointSaveTimes &started,
+                     int64_t committedAfter) {
+  if (!runtime.checkpointPending())
+    return Status::ok();
+  CheckpointSaveTimes t = started;
+  CLEAVE_CHECK(runtime.finishCheckpoint(t));
+  t.copy = started.copy;
+  return savedCheckpoint(comm, s, t, committedAfter, /*background=*/true);
+}
+
+/// Saves the checkpoint of `steps` steps done, complete when it returns.
+Status saveCheckpoint(Runtime &runtime, const Communicator &comm,
+                      const Startup &s, int64_t steps) {
+  CheckpointSaveTimes t;
+  CLEAVE_CHECK(runtime.saveCheckpoint(s.flags.checkpointDir, steps,
+                                      s.hasData ? &s.data : nullptr, t));
+  return savedCheckpoint(comm, s, t, steps, /*background=*/false);
 }
 
 /// A step whose loss is not finite ends the run: what follows would train
@@ -608,6 +660,7 @@ Status train(Startup &s, Communicator &comm, int &stoppedBy,
     }
   }
   bool checkpointing = !flags.checkpointDir.empty();
+  CheckpointSaveTimes started; // of the save in flight
   stoppedBy = 0;
   for (int64_t step = first; step < flags.steps; ++step) {
     StepResult r;
@@ -622,13 +675,27 @@ Status train(Startup &s, Communicator &comm, int &stoppedBy,
     if (!checkpointing)
       continue;
     // A signal reaches the ranks at different moments; they stop together,
-    // after the same step.
-    std::vector<uint64_t> stop = {uint64_t(stopSignal)};
+    // after the same step. With it, whether some rank's writer is still
+    // busy: a save in flight is committed once every rank's is done.
+    std::vector<uint64_t> stop = {
+        uint64_t(stopSignal),
+        runtime.checkpointPending() && !runtime.checkpointWritten() ? 1u : 0u};
     CLEAVE_CHECK(comm.maxAll(stop));
     int64_t done = step + 1;
-    if (stop[0] || done == flags.steps ||
-        (flags.checkpointEvery && done % flags.checkpointEvery == 0))
+    bool last = stop[0] || done == flags.steps;
+    bool save =
+        last || (flags.checkpointEvery && done % flags.checkpointEvery == 0);
+    // Commit the save in flight when all writers are done, and before the
+    // next save, the end or a stop (waiting for them then).
+    if (!stop[1] || save)
+      CLEAVE_CHECK(commitPending(runtime, comm, s, started, done));
+    if (last || (save && flags.checkpointSync)) {
       CLEAVE_CHECK(saveCheckpoint(runtime, comm, s, done));
+    } else if (save) {
+      CLEAVE_CHECK(runtime.startCheckpoint(flags.checkpointDir, done,
+                                           s.hasData ? &s.data : nullptr,
+                                           started));
+    }
     if (stop[0]) {
       stoppedBy = int(stop[0]);
       if (comm.rank() == 0)
