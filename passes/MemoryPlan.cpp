@@ -176,8 +176,11 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
       signalPassFailure();
   }
 
-  /// Values with an offset of their own (a pipeline stage's slot region).
+  /// Values with an offset of their own (a pipeline stage's slot region,
+  /// in the device arena or, for host values, the host arena).
   llvm::DenseMap<Value, int64_t> fixedOffset;
+  /// Where the host arena's activations start: after its slot region.
+  int64_t hostActivationBase = 0;
 
   int64_t aligned(Type type) { return alignUp(tensorBytes(type), alignment); }
 
@@ -287,13 +290,21 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
         constantBytes += aligned(constant.getType());
       }
     }
-    // The slot region: slot 0's offsets; slot k adds k * slotBytes.
-    int64_t slotBase = cursor, slotBytes = 0;
+    // The slot region: slot 0's offsets; slot k adds k * slotBytes. The
+    // offloaded values a forward saves have theirs at the start of the
+    // host arena (k * hostSlotBytes for slot k).
+    int64_t slotBase = cursor, slotBytes = 0, hostSlotBytes = 0;
     fixedOffset.clear();
     for (Value v : perMicrobatch) {
+      if (SpaceAllocators::isHost(v)) {
+        fixedOffset[v] = hostSlotBytes;
+        hostSlotBytes += aligned(v.getType());
+        continue;
+      }
       fixedOffset[v] = slotBase + slotBytes;
       slotBytes += aligned(v.getType());
     }
+    hostActivationBase = hostSlotBytes * std::max<int64_t>(slots, 1);
     for (func::FuncOp func : funcs)
       for (BlockArgument arg : func.getBody().front().getArguments())
         if (auto it = fixedOffset.find(arg); it != fixedOffset.end())
@@ -337,9 +348,9 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
             if (host)
               activations.onHost.insert(arg);
             func.setArgAttr(arg.getArgNumber(), "cleave.offset",
-                            b.getI64IntegerAttr(host ? it->second
-                                                     : activationBase +
-                                                           it->second));
+                            b.getI64IntegerAttr(
+                                it->second + (host ? hostActivationBase
+                                                   : activationBase)));
           } else if (auto at = offsetAttrOf(source)) {
             func.setArgAttr(arg.getArgNumber(), "cleave.offset", at);
           }
@@ -350,7 +361,8 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
     }
 
     int64_t activationPeak = alignUp(activations.device.peak, alignment);
-    int64_t hostPeak = alignUp(activations.host.peak, alignment);
+    int64_t hostPeak =
+        hostActivationBase + alignUp(activations.host.peak, alignment);
     int64_t arena = activationBase + activationPeak;
     NamedAttrList memory;
     memory.append("arena_bytes", b.getI64IntegerAttr(arena));
@@ -375,6 +387,8 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
     if (slots) {
       memory.append("slot_base", b.getI64IntegerAttr(slotBase));
       memory.append("slot_bytes", b.getI64IntegerAttr(slotBytes));
+      if (hostSlotBytes)
+        memory.append("host_slot_bytes", b.getI64IntegerAttr(hostSlotBytes));
       memory.append("slots", b.getI64IntegerAttr(slots));
     }
     module->setAttr("cleave.memory", memory.getDictionary(module.getContext()));
@@ -473,10 +487,10 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
         }
         int64_t offset = activations.allocate(result);
         offsetOf[result] = offset;
-        // A host value's offset is in the host arena, which starts at 0.
-        offsets.push_back(activations.onHost.contains(result)
-                              ? offset
-                              : activationBase + offset);
+        // A host value's offset is in the host arena, after its slots.
+        offsets.push_back(offset + (activations.onHost.contains(result)
+                                        ? hostActivationBase
+                                        : activationBase));
       }
       op.setAttr("cleave.offsets", b.getDenseI64ArrayAttr(offsets));
       // The device arena in use while the op runs (its operands and

@@ -6,7 +6,46 @@
 #include "runtime/cuda/CudaBackend.h"
 #endif
 
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <mutex>
+
 using namespace cleave::runtime;
+
+namespace {
+// The mappings behind allocateHost's blocks (aligned base -> mapping).
+std::mutex hostMappingsMutex;
+std::map<void *, std::pair<void *, size_t>> hostMappings;
+} // namespace
+
+Status Backend::allocateHost(uint64_t bytes, uint64_t alignment, void *&base) {
+  alignment = std::max<uint64_t>(alignment, 64);
+  size_t length = std::max<uint64_t>(bytes, 64) + alignment;
+  // Anonymous: zero-filled, and only the pages touched count in the RSS.
+  void *mapping = mmap(nullptr, length, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (mapping == MAP_FAILED)
+    return Status::error("cannot allocate " + std::to_string(bytes) +
+                         " bytes of host memory: " + std::strerror(errno));
+  uintptr_t p = reinterpret_cast<uintptr_t>(mapping);
+  p = (p + alignment - 1) & ~uintptr_t(alignment - 1);
+  base = reinterpret_cast<void *>(p);
+  std::lock_guard<std::mutex> lock(hostMappingsMutex);
+  hostMappings[base] = {mapping, length};
+  return Status::ok();
+}
+
+void Backend::releaseHost(void *base) {
+  std::lock_guard<std::mutex> lock(hostMappingsMutex);
+  auto it = hostMappings.find(base);
+  if (it == hostMappings.end())
+    return;
+  munmap(it->second.first, it->second.second);
+  hostMappings.erase(it);
+}
 
 const std::vector<std::string> &cleave::runtime::backendNames() {
   static const std::vector<std::string> names = {"cpu", "cpu-staged", "cuda"};
