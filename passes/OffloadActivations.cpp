@@ -115,7 +115,19 @@ struct OffloadActivations
                << " has no valid cleave.saved_from";
       Value source = ret->getOperand(from.getInt());
       Operation *def = source.getDefiningOp();
-      if ((def && (isStorage(def) || def->hasAttr(kMemorySpaceAttr))) ||
+      // A device value that lives on anyway gains nothing from a host
+      // copy, and its fetch would take device space a second time: a
+      // function argument (the step's inputs, or a pipeline stage's
+      // received activation, held in its slot for the whole function) and
+      // a value the forward also returns for another reason (sent to the
+      // next stage: slot storage too).
+      bool livesOn =
+          !def || llvm::any_of(ret->getOpOperands(), [&](OpOperand &use) {
+            return use.get() == source &&
+                   !forward.getResultAttr(use.getOperandNumber(),
+                                          "cleave.saved");
+          });
+      if (livesOn || isStorage(def) || def->hasAttr(kMemorySpaceAttr) ||
           !llvm::any_of(arg.getUsers(), isRecompute))
         continue;
       checkpoints.insert({arg, source});
@@ -128,10 +140,7 @@ struct OffloadActivations
       if (hostCopy.count(source))
         continue;
       OpBuilder b(ctx);
-      if (Operation *def = source.getDefiningOp())
-        b.setInsertionPointAfter(def);
-      else
-        b.setInsertionPointToStart(&body);
+      b.setInsertionPointAfter(source.getDefiningOp());
       auto copy = b.create<OffloadOp>(source.getLoc(), source.getType(), source);
       copy->setAttr(kMemorySpaceAttr, host);
       hostCopy[source] = copy.getResult();

@@ -42,3 +42,42 @@ func.func @forward(%idx: tensor<2x4xi64>, %t: tensor<2x4xi64>)
     %loss = cleave.softmax_cross_entropy %l2, %t2 {reduction = #cleave.reduction<mean>} : (tensor<8x16xf32>, tensor<8xi64>) -> tensor<f32> loc("/loss")
     return %loss : tensor<f32>
 }
+
+// The forward: a host copy after each layer's input is made (the
+// embedding, the outputs of layers 0 and 1), saved instead of it; the last
+// layer's output (the head's input) stays on the device.
+// CHECK-LABEL: func.func @forward(
+// CHECK-SAME: tensor<2x4x8xf32> {cleave.saved}, tensor<2x4x8xf32> {cleave.memory_space = #cleave.memory_space<host>, cleave.saved}, tensor<2x4x8xf32> {cleave.memory_space = #cleave.memory_space<host>, cleave.saved}, tensor<2x4x8xf32> {cleave.memory_space = #cleave.memory_space<host>, cleave.saved}, tensor<2x4xi64> {cleave.saved})
+// CHECK: %[[X0:.*]] = cleave.embedding
+// CHECK-NEXT: %[[H0:.*]] = cleave.offload %[[X0]] {cleave.memory_space = #cleave.memory_space<host>} : tensor<2x4x8xf32>
+// CHECK: %[[X1:.*]] = cleave.add %[[X0]],
+// CHECK-NEXT: %[[H1:.*]] = cleave.offload %[[X1]] {cleave.memory_space = #cleave.memory_space<host>}
+// CHECK: %[[X2:.*]] = cleave.add %[[X1]],
+// CHECK-NEXT: %[[H2:.*]] = cleave.offload %[[X2]] {cleave.memory_space = #cleave.memory_space<host>}
+// CHECK: %[[X3:.*]] = cleave.add %[[X2]],
+// CHECK-NOT: cleave.offload
+// CHECK: return %loss, %dinput, %[[X3]], %[[H2]], %[[H1]], %[[H0]], %arg0 :
+
+// The backward reads the host copies through fetches: layer 2's input at
+// the start; with horizon 1 layer 1's input just before layer 2's
+// recomputation and layer 0's just before layer 1's; with horizon 2 layer
+// 1's at the start too and layer 0's before layer 2's recomputation.
+// CHECK-LABEL: func.func @forward_backward(
+// CHECK-SAME: %arg2: tensor<2x4x8xf32> {cleave.memory_space = #cleave.memory_space<host>, cleave.saved_from = 3 : i64}, %arg3: tensor<2x4x8xf32> {cleave.memory_space = #cleave.memory_space<host>, cleave.saved_from = 4 : i64}, %arg4: tensor<2x4x8xf32> {cleave.memory_space = #cleave.memory_space<host>, cleave.saved_from = 5 : i64}
+// H1-NEXT: %[[D2:.*]] = cleave.fetch %arg2 : tensor<2x4x8xf32>
+// H1: %[[D1:.*]] = cleave.fetch %arg3 : tensor<2x4x8xf32>
+// H1-NEXT: cleave.matmul %[[D2]], %{{.*}} {cleave.recompute}
+// H1: %[[D0:.*]] = cleave.fetch %arg4 : tensor<2x4x8xf32>
+// H1-NEXT: cleave.matmul %[[D1]], %{{.*}} {cleave.recompute}
+// H1: cleave.matmul %[[D0]], %{{.*}} {cleave.recompute}
+// H2-NEXT: %[[D1:.*]] = cleave.fetch %arg3 : tensor<2x4x8xf32>
+// H2-NEXT: %[[D2:.*]] = cleave.fetch %arg2 : tensor<2x4x8xf32>
+// H2: %[[D0:.*]] = cleave.fetch %arg4 : tensor<2x4x8xf32>
+// H2-NEXT: cleave.matmul %[[D2]], %{{.*}} {cleave.recompute}
+// H2: cleave.matmul %[[D1]], %{{.*}} {cleave.recompute}
+// H2: cleave.matmul %[[D0]], %{{.*}} {cleave.recompute}
+
+// The memory plan gives the three host values a host arena: 3 x 256 bytes.
+// PLAN: host_activations = 768 : i64, host_arena_bytes = 768 : i64
+
+// ZERO: error: cleave-offload-activations: horizon must be at least 1 (activation_loading_horizon), got 0
