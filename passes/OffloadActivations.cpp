@@ -154,7 +154,8 @@ struct OffloadActivations
     }
 
     // Backward: each checkpoint fetched `horizon` segments before the
-    // segment whose backward reads it first starts, or at the start.
+    // segment whose backward reads it first starts, or when the first
+    // segment's starts.
     for (auto &[arg, source] : checkpoints) {
       backward.setArgAttr(arg.getArgNumber(), kMemorySpaceAttr, host);
       Operation *first = nullptr;
@@ -167,9 +168,16 @@ struct OffloadActivations
       for (auto [j, start] : llvm::enumerate(segmentStarts))
         if (position[start] <= position[first])
           segment = j;
-      Operation *at = segment - int64_t(horizon) >= 0
+      // The last segments' checkpoints come back when the first segment's
+      // backward starts, not during the head's backward before it: that
+      // holds the step's largest temporaries (the loss gradient), and a
+      // fetch there would add to the peak (on GPT-2 124M a 3 MB fetch
+      // split the hole the 206 MB gradient's reshape needed: +165 MB).
+      // A checkpoint read before any segment comes back just before that.
+      Operation *at = segment < 0 ? first
+                      : segment - int64_t(horizon) >= 0
                           ? segmentStarts[segment - horizon]
-                          : &back.front();
+                          : segmentStarts.front();
       OpBuilder b(at);
       auto fetch = b.create<FetchOp>(arg.getLoc(), arg.getType(), arg);
       arg.replaceAllUsesExcept(fetch.getResult(), fetch);

@@ -336,9 +336,10 @@ def OffloadActivations : Pass<"cleave-offload-activations", "ModuleOp"> {
     value dies after its last forward reader. In the backward a
     `cleave.fetch` copies it back `horizon` segments before the backward
     of the segment that reads it starts (a segment's backward starts at
-    the first of its recomputed ops; with fewer segments before it, at the
-    backward's start): the copy overlaps the compute of the segments in
-    between, as SMP's `activation_loading_horizon`. The memory plan gives
+    the first of its recomputed ops; with fewer segments before it, when
+    the first segment's backward starts, after the head's backward, whose
+    temporaries are the step's peak): the copy overlaps the compute of the
+    segments in between, as SMP's `activation_loading_horizon`. The memory plan gives
     the host values a host arena; other saved values stay on the device.
 
     ```mlir
@@ -360,6 +361,7 @@ def OffloadActivations : Pass<"cleave-offload-activations", "ModuleOp"> {
       return %loss, %h0, %h1 : ...
     }
     func.func @forward_backward(%x0: ... {cleave.memory_space = #cleave.memory_space<host>, cleave.saved_from = 1 : i64}, %x1: ...) {
+      ...                                            // the head's backward
       %d1 = cleave.fetch %x1 : tensor<4x8xf32>
       %d0 = cleave.fetch %x0 : tensor<4x8xf32>
       %a1 = cleave.tanh %d1 {cleave.recompute} ...
