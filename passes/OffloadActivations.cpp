@@ -110,9 +110,8 @@ struct OffloadActivations
       if (!from)
         continue;
       if (from.getInt() < 0 || from.getInt() >= ret->getNumOperands())
-        return backward.emitError()
-               << "argument " << arg.getArgNumber()
-               << " has no valid cleave.saved_from";
+        return backward.emitError() << "argument " << arg.getArgNumber()
+                                    << " has no valid cleave.saved_from";
       Value source = ret->getOperand(from.getInt());
       Operation *def = source.getDefiningOp();
       // A device value that lives on anyway gains nothing from a host
@@ -141,7 +140,8 @@ struct OffloadActivations
         continue;
       OpBuilder b(ctx);
       b.setInsertionPointAfter(source.getDefiningOp());
-      auto copy = b.create<OffloadOp>(source.getLoc(), source.getType(), source);
+      auto copy =
+          b.create<OffloadOp>(source.getLoc(), source.getType(), source);
       copy->setAttr(kMemorySpaceAttr, host);
       hostCopy[source] = copy.getResult();
     }
