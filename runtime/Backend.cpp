@@ -6,46 +6,25 @@
 #include "runtime/cuda/CudaBackend.h"
 #endif
 
-#include <sys/mman.h>
-
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
-#include <map>
-#include <mutex>
 
 using namespace cleave::runtime;
 
-namespace {
-// The mappings behind allocateHost's blocks (aligned base -> mapping).
-std::mutex hostMappingsMutex;
-std::map<void *, std::pair<void *, size_t>> hostMappings;
-} // namespace
-
 Status Backend::allocateHost(uint64_t bytes, uint64_t alignment, void *&base) {
   alignment = std::max<uint64_t>(alignment, 64);
-  size_t length = std::max<uint64_t>(bytes, 64) + alignment;
-  // Anonymous: zero-filled, and only the pages touched count in the RSS.
-  void *mapping = mmap(nullptr, length, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (mapping == MAP_FAILED)
+  size_t size = std::max<uint64_t>(bytes, 64);
+  base = nullptr;
+  if (int error = posix_memalign(&base, alignment, size))
     return Status::error("cannot allocate " + std::to_string(bytes) +
-                         " bytes of host memory: " + std::strerror(errno));
-  uintptr_t p = reinterpret_cast<uintptr_t>(mapping);
-  p = (p + alignment - 1) & ~uintptr_t(alignment - 1);
-  base = reinterpret_cast<void *>(p);
-  std::lock_guard<std::mutex> lock(hostMappingsMutex);
-  hostMappings[base] = {mapping, length};
+                         " bytes of host memory: " + std::strerror(error));
+  std::memset(base, 0, size);
   return Status::ok();
 }
 
-void Backend::releaseHost(void *base) {
-  std::lock_guard<std::mutex> lock(hostMappingsMutex);
-  auto it = hostMappings.find(base);
-  if (it == hostMappings.end())
-    return;
-  munmap(it->second.first, it->second.second);
-  hostMappings.erase(it);
-}
+void Backend::releaseHost(void *base) { std::free(base); }
 
 const std::vector<std::string> &cleave::runtime::backendNames() {
   static const std::vector<std::string> names = {"cpu", "cpu-staged", "cuda"};

@@ -91,8 +91,8 @@ public:
   virtual Status copy(void *to, const void *from, size_t bytes) = 0;
 
   /// Host memory for a HOST buffer (offloaded activations): zero-filled,
-  /// reachable by the runtime on every backend (page-locked on CUDA, so
-  /// that copies run asynchronously).
+  /// reachable by the runtime on every backend (by default the heap's;
+  /// page-locked on CUDA, so that copies run asynchronously).
   virtual Status allocateHost(uint64_t bytes, uint64_t alignment, void *&base);
   virtual void releaseHost(void *base);
   /// Copies backend memory to host memory from allocateHost (an offload)
