@@ -261,6 +261,61 @@ Error readActivationCheckpointing(Reader &r, const json::Object &object,
   return Error::success();
 }
 
+/// offload_activations (SMP v1) or sm_activation_offloading (SMP v2) and
+/// activation_loading_horizon: the checkpoints go to host memory after
+/// their forward and come back `horizon` segments before their backward.
+/// Offload moves checkpoints, so it needs activation_checkpointing (SMP's
+/// rule). SMP v2's key chooses SMP's offload implementation for the
+/// checkpointed modules and is true by default, so a v2 configuration
+/// that gives it without checkpointing offloads nothing (a note), as SMP
+/// v2 would; SMP v1's key asks for offload and is an error there.
+Error readActivationOffloading(Reader &r, const json::Object &object,
+                               Spec &spec, bool smpV2) {
+  bool v1 = false, v2 = false;
+  if (Error e = r.get("offload_activations", v1))
+    return e;
+  if (Error e = r.get("sm_activation_offloading", v2))
+    return e;
+  bool hasV1 = object.get("offload_activations") != nullptr;
+  bool hasV2 = object.get("sm_activation_offloading") != nullptr;
+  if (hasV1 && hasV2 && v1 != v2)
+    return r.error("offload_activations",
+                   formatv("is {0}, but 'sm_activation_offloading' (SMP v2's "
+                           "name of the same setting) is {1}; give one, or "
+                           "the same value to both",
+                           v1, v2));
+  bool checkpointing = !spec.activationCheckpointing.empty() &&
+                       spec.activationCheckpointing != "selective";
+  if (v1 && !checkpointing)
+    return r.error("offload_activations",
+                   spec.activationCheckpointing == "selective"
+                       ? Twine("moves the checkpoints of layer segments to "
+                               "host memory, but activation_checkpointing "
+                               "\"selective\" keeps no layer checkpoints; "
+                               "set 'activation_checkpointing' to \"each\", "
+                               "\"group_<k>\" or \"contiguous\"")
+                       : Twine("moves the checkpoints to host memory and "
+                               "needs activation checkpointing (as SMP "
+                               "does); set 'activation_checkpointing' (e.g. "
+                               "\"each\") or remove this key"));
+  spec.offloadActivations = v1 || (v2 && checkpointing);
+  spec.activationLoadingHorizon = smpV2 ? 2 : 4; // SMP's documented defaults
+  if (const json::Value *v = object.get("activation_loading_horizon")) {
+    std::optional<int64_t> horizon = integerOf(*v);
+    if (!horizon)
+      return r.error("activation_loading_horizon",
+                     "expects an integer, got " + shown(*v));
+    if (*horizon < 1)
+      return r.error("activation_loading_horizon",
+                     formatv("must be at least 1, got {0}: it is how many "
+                             "segments ahead of its backward a checkpoint is "
+                             "fetched back",
+                             *horizon));
+    spec.activationLoadingHorizon = *horizon;
+  }
+  return Error::success();
+}
+
 Error readOptimizer(const json::Value &value, StringRef source,
                     cleave::OptimizerSpec &out) {
   const json::Object *object = value.getAsObject();
@@ -624,9 +679,9 @@ const KeyRule kRules[] = {
      "warns when PyTorch's caching allocator flushes; Cleave plans every "
      "buffer ahead of time and allocates once"},
     {"sm_activation_offloading", KeyUse::Note, KeyType::Bool, "true",
-     "chooses SMP's offload over PyTorch's when the training script offloads "
-     "activations; Cleave offloads only with 'offload_activations', which is "
-     "false"},
+     "chooses SMP's offload for the checkpointed modules; without "
+     "'activation_checkpointing' nothing is checkpointed, so nothing is "
+     "offloaded"},
     {"activation_loading_horizon", KeyUse::Note, KeyType::Integer, "4",
      kNotOffloaded, 0},
     {"task_level_activation_loading_horizon", KeyUse::Note, KeyType::Integer,
@@ -989,6 +1044,8 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
 
   if (Error e = readActivationCheckpointing(r, *object, spec))
     return std::move(e);
+  if (Error e = readActivationOffloading(r, *object, spec, smpV2))
+    return std::move(e);
 
   Expected<int64_t> stages =
       product(spec.pipelineParallelDegree, spec.virtualPipelineDegree,
@@ -1068,7 +1125,6 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
   const char *parallel = "the parallel passes";
   CLEAVE_SPEC_READ(r.notYet<int64_t>("tensor_parallel_degree", 1, parallel));
   CLEAVE_SPEC_READ(r.notYet<int64_t>("sharded_data_parallel_degree", 1, parallel));
-  CLEAVE_SPEC_READ(r.notYet<bool>("offload_activations", false, "offload"));
   CLEAVE_SPEC_READ(r.notYet<bool>("delayed_parameter_initialization", false, parallel));
   // SMP's other documented keys: defaults only, or a note in the plan.
   for (const KeyRule &rule : kRules) {
@@ -1076,8 +1132,14 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
     if (!v)
       continue;
     KeyRule checked = rule;
-    // SMP v2 documents activation_loading_horizon > 0 (v1: >= 0).
-    if (smpV2 && StringRef(rule.key) == "activation_loading_horizon")
+    // Offload's keys, read by readActivationOffloading: notes only while
+    // nothing is offloaded.
+    StringRef key = rule.key;
+    if (spec.offloadActivations &&
+        (key == "sm_activation_offloading" ||
+         key == "activation_loading_horizon"))
+      continue;
+    if (key == "activation_loading_horizon")
       checked.min = 1;
     if (Error e = checkRule(r, *object, checked, *v, spec.notes))
       return std::move(e);

@@ -61,6 +61,9 @@ struct Spec {
   /// ONNX node-name prefixes, one a layer (activation_checkpointing_layers).
   std::vector<std::string> activationCheckpointingLayers;
   bool offloadActivations = false;
+  /// Segments ahead of its backward that a checkpoint is fetched back
+  /// (activation_loading_horizon); with offloadActivations.
+  int64_t activationLoadingHorizon = 4;
   bool bf16 = false, fp16 = false;
   /// fp16 dynamic loss scaling (SMP's DistributedOptimizer arguments).
   bool dynamicLossScale = false;

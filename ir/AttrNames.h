@@ -73,6 +73,7 @@ inline constexpr llvm::StringLiteral kKnownAttrNames[] = {
     "cleave.memory",
     "cleave.memory_space",
     "cleave.memory_timeline",
+    "cleave.memory_timeline_without_remat",
     "cleave.mesh",
     "cleave.offset",
     "cleave.offsets",

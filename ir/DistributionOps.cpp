@@ -8,7 +8,10 @@
 
 #include "ir/DistributionOps.h"
 
+#include "ir/AttrNames.h"
+
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/FunctionInterfaces.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -247,5 +250,48 @@ LogicalResult WaitOp::verify() {
                      SendStartOp, RecvStartOp>(start))
     return emitOpError() << "waits for a token that no cleave.*_start op "
                             "returned";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Between memory spaces
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Whether `v` lives in host memory: its op, or its function argument,
+/// carries cleave.memory_space = #cleave.memory_space<host>.
+bool isHostValue(Value v) {
+  MemorySpaceAttr space;
+  if (Operation *def = v.getDefiningOp()) {
+    space = def->getAttrOfType<MemorySpaceAttr>(kMemorySpaceAttr);
+  } else if (auto arg = v.dyn_cast<BlockArgument>()) {
+    auto func = dyn_cast<FunctionOpInterface>(arg.getOwner()->getParentOp());
+    if (func && arg.getOwner()->isEntryBlock())
+      space = func.getArgAttrOfType<MemorySpaceAttr>(arg.getArgNumber(),
+                                                     kMemorySpaceAttr);
+  }
+  return space && space.getValue() == MemorySpace::host;
+}
+
+} // namespace
+
+LogicalResult OffloadOp::verify() {
+  if (!isHostValue(getResult()))
+    return emitOpError() << "result lives in host memory: the op needs "
+                            "cleave.memory_space = #cleave.memory_space<host>";
+  if (isHostValue(getInput()))
+    return emitOpError() << "input is already in host memory";
+  return success();
+}
+
+LogicalResult FetchOp::verify() {
+  if (isHostValue(getResult()))
+    return emitOpError() << "result lives in device memory: remove its "
+                            "cleave.memory_space";
+  if (!isHostValue(getInput()))
+    return emitOpError() << "input must be a host value (a cleave.offload's "
+                            "result, or an argument marked "
+                            "cleave.memory_space = #cleave.memory_space<host>)";
   return success();
 }

@@ -236,4 +236,51 @@ def Cleave_WaitOp : Cleave_Op<"wait",
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Between memory spaces (activation offload)
+//===----------------------------------------------------------------------===//
+
+def Cleave_OffloadOp : Cleave_Op<"offload", [SameOperandsAndResultType]> {
+  let summary = "copies a device value to host memory";
+  let description = [{
+    The result is a copy of `input` in host memory: it carries
+    `cleave.memory_space = #cleave.memory_space<host>`, so the memory plan
+    gives it space in the host arena, and the device value may die after
+    its last forward reader. `cleave-offload-activations` puts one after
+    each checkpoint a forward keeps for its backward; the runtime copies
+    device to host (on CUDA on a copy stream). Only `cleave.fetch` reads a
+    host value.
+
+    ```mlir
+    %h = cleave.offload %x {cleave.memory_space = #cleave.memory_space<host>} : tensor<2x8xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_CommTensor:$input);
+  let results = (outs Cleave_CommTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Cleave_FetchOp : Cleave_Op<"fetch", [SameOperandsAndResultType]> {
+  let summary = "copies a host value back to device memory";
+  let description = [{
+    The result is a device copy of `input`, a host value (a
+    `cleave.offload`'s result, or a backward function's argument saved
+    from one, marked `cleave.memory_space = #cleave.memory_space<host>`).
+    `cleave-offload-activations` places it `horizon` segments ahead of the
+    backward that reads it, so the copy overlaps the segments' compute.
+
+    ```mlir
+    func.func @f_backward(%h: tensor<2x8xf32> {cleave.saved_from = 1 : i64, cleave.memory_space = #cleave.memory_space<host>}) {
+      %x = cleave.fetch %h : tensor<2x8xf32>
+      ...
+    }
+    ```
+  }];
+  let arguments = (ins Cleave_CommTensor:$input);
+  let results = (outs Cleave_CommTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
 #endif // CLEAVE_DISTRIBUTION_OPS_TD

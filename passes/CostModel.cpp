@@ -2,6 +2,7 @@
 
 #include "passes/CostModel.h"
 #include "ir/CleaveOps.h"
+#include "ir/DistributionOps.h"
 #include "passes/Layout.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -50,6 +51,9 @@ OpCost mlir::cleave::estimateCost(Operation *op) {
     cost.bytes += bytes(v.getType());
   for (Value v : op->getResults())
     cost.bytes += bytes(v.getType());
+  // A copy between memory spaces moves its bytes and computes nothing.
+  if (isa<OffloadOp, FetchOp>(op))
+    return cost;
   if (auto matmul = dyn_cast<MatmulOp>(op)) {
     auto lhs = matmul.getLhs().getType().cast<RankedTensorType>();
     int64_t k = matmul.getTransposeLhs() ? lhs.getDimSize(lhs.getRank() - 2)

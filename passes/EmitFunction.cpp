@@ -251,6 +251,30 @@ LogicalResult RankProgram::emitFunction(func::FuncOp func) {
       addFrees(op, fn, freeable, lastUser);
       continue;
     }
+    // A copy between memory spaces (activation offload): the result is a
+    // tensor of the host arena (cleave.offload) or of the device arena
+    // (cleave.fetch).
+    if (isa<OffloadOp, FetchOp>(op)) {
+      auto offsets = op.getAttrOfType<DenseI64ArrayAttr>("cleave.offsets");
+      if (!offsets || offsets.size() != 1)
+        return op.emitError() << "op has no planned offsets; run "
+                                 "cleave-memory-plan first";
+      auto id = addTensor(op.getResult(0).getType(), offsets[0],
+                          pb::ACTIVATIONS, name, &op, isa<OffloadOp>(op));
+      if (failed(id))
+        return failure();
+      pb::Copy *copy = fn->add_body()->mutable_copy();
+      copy->set_source(tensorOf.lookup(op.getOperand(0)));
+      copy->set_destination(*id);
+      tensorOf[op.getResult(0)] = *id;
+      freeable.insert(op.getResult(0));
+      addFrees(op, fn, freeable, lastUser);
+      continue;
+    }
+    if (auto space = op.getAttrOfType<MemorySpaceAttr>(kMemorySpaceAttr);
+        space && space.getValue() == MemorySpace::host)
+      return op.emitError() << "only cleave.offload writes host memory; the "
+                               "runtime's kernels read and write the device's";
     if (isa<AdamWOp, SgdOp>(op)) {
       if (failed(emitUpdate(op, fn)))
         return failure();

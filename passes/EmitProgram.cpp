@@ -295,16 +295,10 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
     };
     SmallVector<Optimizer> optimizerOf;
     pb::MemoryPlan *plan = program.mutable_memory();
-    int chunk = 0;
-    for (int64_t st = p; st < s; st += pipelineRanks, ++chunk) {
+    for (int64_t st = p; st < s; st += pipelineRanks) {
       ModuleOp m = stages[st];
       auto memory = m->getAttrOfType<DictionaryAttr>("cleave.memory");
-      if (intFrom(memory, "host_arena_bytes") > 0)
-        return m.emitError()
-               << "the memory plan puts activations in a host arena (values "
-                  "with cleave.memory_space = #cleave.memory_space<host>), "
-                  "which the emitter does not write yet (activation offload, "
-                  "issue 15 item 3); remove the attribute";
+      int deviceBuffer = program.buffers_size();
       pb::Buffer *arena = program.add_buffers();
       arena->set_space(pb::DEVICE);
       arena->set_size_bytes(intFrom(memory, "arena_bytes"));
@@ -318,8 +312,19 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
       plan->set_workspace(plan->workspace() + intFrom(memory, "workspace"));
       plan->set_constants(plan->constants() + intFrom(memory, "constants"));
       plan->set_io(plan->io() + intFrom(memory, "io"));
-      out.setBuffer(chunk, intFrom(memory, "slot_base"),
+      out.setBuffer(deviceBuffer, intFrom(memory, "slot_base"),
                     intFrom(memory, "slot_bytes"));
+      // Offloaded activations: a host arena of the stage's own, after its
+      // device arena.
+      if (int64_t hostBytes = intFrom(memory, "host_arena_bytes")) {
+        out.setHostBuffer(program.buffers_size(),
+                          intFrom(memory, "host_slot_bytes"));
+        pb::Buffer *hostArena = program.add_buffers();
+        hostArena->set_space(pb::HOST);
+        hostArena->set_size_bytes(hostBytes);
+        hostArena->set_alignment(intFrom(memory, "alignment"));
+        plan->set_host_activations(plan->host_activations() + hostBytes);
+      }
       int64_t slots = std::max<int64_t>(1, intFrom(memory, "slots"));
       if (failed(out.addParameters(m)))
         return failure();
@@ -365,7 +370,7 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
         }
       }
       for (func::FuncOp opt : optimizerFuncs)
-        optimizerOf.push_back({opt, chunk, st});
+        optimizerOf.push_back({opt, deviceBuffer, st});
     }
     // The rank's optimizer, after every chunk's parameters are known: it
     // may update those of all of them (cleave-merge-chunk-optimizers).

@@ -43,9 +43,17 @@ class Allocator {
 public:
   explicit Allocator(int64_t alignment) : alignment(alignment) {}
 
-  int64_t allocate(int64_t size) {
+  /// First fit, or (`bestFit`) the smallest free block that fits.
+  int64_t allocate(int64_t size, bool bestFit = false) {
     size = alignUp(std::max<int64_t>(size, 1), alignment);
-    for (auto it = freeBlocks.begin(); it != freeBlocks.end(); ++it) {
+    auto best = freeBlocks.end();
+    if (bestFit)
+      for (auto it = freeBlocks.begin(); it != freeBlocks.end(); ++it)
+        if (it->second >= size &&
+            (best == freeBlocks.end() || it->second < best->second))
+          best = it;
+    for (auto it = bestFit ? best : freeBlocks.begin(); it != freeBlocks.end();
+         ++it) {
       if (it->second < size)
         continue;
       int64_t offset = it->first, left = it->second - size;
@@ -124,7 +132,13 @@ struct SpaceAllocators {
       onHost.insert(v);
       return host.allocate(tensorBytes(v.getType()));
     }
-    return device.allocate(tensorBytes(v.getType()));
+    // A fetched checkpoint is small and comes back while the backward's
+    // large values come and go: in the smallest hole that fits, it leaves
+    // the large holes whole for them (first fit split the one the fused
+    // loss gradient's reshape needed at the backward's start, +7 % on
+    // GPT-2 124M).
+    return device.allocate(tensorBytes(v.getType()),
+                           v.getDefiningOp<FetchOp>());
   }
   void release(Value v, int64_t offset) {
     (onHost.contains(v) ? host : device)
@@ -176,8 +190,11 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
       signalPassFailure();
   }
 
-  /// Values with an offset of their own (a pipeline stage's slot region).
+  /// Values with an offset of their own (a pipeline stage's slot region,
+  /// in the device arena or, for host values, the host arena).
   llvm::DenseMap<Value, int64_t> fixedOffset;
+  /// Where the host arena's activations start: after its slot region.
+  int64_t hostActivationBase = 0;
 
   int64_t aligned(Type type) { return alignUp(tensorBytes(type), alignment); }
 
@@ -287,13 +304,21 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
         constantBytes += aligned(constant.getType());
       }
     }
-    // The slot region: slot 0's offsets; slot k adds k * slotBytes.
-    int64_t slotBase = cursor, slotBytes = 0;
+    // The slot region: slot 0's offsets; slot k adds k * slotBytes. The
+    // offloaded values a forward saves have theirs at the start of the
+    // host arena (k * hostSlotBytes for slot k).
+    int64_t slotBase = cursor, slotBytes = 0, hostSlotBytes = 0;
     fixedOffset.clear();
     for (Value v : perMicrobatch) {
+      if (SpaceAllocators::isHost(v)) {
+        fixedOffset[v] = hostSlotBytes;
+        hostSlotBytes += aligned(v.getType());
+        continue;
+      }
       fixedOffset[v] = slotBase + slotBytes;
       slotBytes += aligned(v.getType());
     }
+    hostActivationBase = hostSlotBytes * std::max<int64_t>(slots, 1);
     for (func::FuncOp func : funcs)
       for (BlockArgument arg : func.getBody().front().getArguments())
         if (auto it = fixedOffset.find(arg); it != fixedOffset.end())
@@ -337,9 +362,9 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
             if (host)
               activations.onHost.insert(arg);
             func.setArgAttr(arg.getArgNumber(), "cleave.offset",
-                            b.getI64IntegerAttr(host ? it->second
-                                                     : activationBase +
-                                                           it->second));
+                            b.getI64IntegerAttr(
+                                it->second + (host ? hostActivationBase
+                                                   : activationBase)));
           } else if (auto at = offsetAttrOf(source)) {
             func.setArgAttr(arg.getArgNumber(), "cleave.offset", at);
           }
@@ -348,9 +373,12 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
       if (failed(planBody(func, activations, offsetOf, activationBase)))
         return failure();
     }
+    std::optional<int64_t> peakWithoutRemat =
+        timelinesWithoutRemat(funcs, activationBase, slots);
 
     int64_t activationPeak = alignUp(activations.device.peak, alignment);
-    int64_t hostPeak = alignUp(activations.host.peak, alignment);
+    int64_t hostPeak =
+        hostActivationBase + alignUp(activations.host.peak, alignment);
     int64_t arena = activationBase + activationPeak;
     NamedAttrList memory;
     memory.append("arena_bytes", b.getI64IntegerAttr(arena));
@@ -368,6 +396,9 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
                                       slotBytes * std::max<int64_t>(slots, 1)));
     memory.append("host_activations", b.getI64IntegerAttr(hostPeak));
     memory.append("host_arena_bytes", b.getI64IntegerAttr(hostPeak));
+    if (peakWithoutRemat)
+      memory.append("peak_bytes_without_remat",
+                    b.getI64IntegerAttr(*peakWithoutRemat));
     memory.append("gradients", b.getI64IntegerAttr(gradBytes));
     memory.append("optimizer_state", b.getI64IntegerAttr(stateBytes));
     memory.append("workspace", b.getI64IntegerAttr(0));
@@ -375,10 +406,183 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
     if (slots) {
       memory.append("slot_base", b.getI64IntegerAttr(slotBase));
       memory.append("slot_bytes", b.getI64IntegerAttr(slotBytes));
+      if (hostSlotBytes)
+        memory.append("host_slot_bytes", b.getI64IntegerAttr(hostSlotBytes));
       memory.append("slots", b.getI64IntegerAttr(slots));
     }
     module->setAttr("cleave.memory", memory.getDictionary(module.getContext()));
     return success();
+  }
+
+  /// The device arena in use at each op (as cleave.memory_timeline) had
+  /// cleave-remat and cleave-offload-activations not run, so that a report
+  /// shows both from one compile: a recomputed value is then the forward's
+  /// own, saved until its clone's last backward reader (a clone stands for
+  /// the forward op of the same name, ONNX location and result types, in
+  /// order), and an offloaded value stays on the device until its fetched
+  /// copy's last reader. First fit as the plan; a pipeline stage's slots as
+  /// planned, plus, for each microbatch in flight but the one simulated,
+  /// the slot space the values saved without remat would take (a floor,
+  /// as the slots are). Written as
+  /// cleave.memory_timeline_without_remat on each function; returns the
+  /// peak, or nothing for a module that neither recomputes nor offloads.
+  std::optional<int64_t> timelinesWithoutRemat(ArrayRef<func::FuncOp> funcs,
+                                               int64_t activationBase,
+                                               int64_t slots) {
+    llvm::DenseMap<Value, Value> alias;
+    llvm::DenseSet<Value> keptForBackward;
+    bool any = false;
+    for (func::FuncOp func : funcs) {
+      auto forwardName =
+          func->getAttrOfType<FlatSymbolRefAttr>("cleave.forward");
+      auto forward = forwardName
+                         ? SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+                               func, forwardName)
+                         : func::FuncOp();
+      if (!forward || forward.isExternal())
+        continue;
+      Operation *ret = forward.getBody().front().getTerminator();
+      std::map<std::string, SmallVector<Operation *>> originals;
+      auto key = [](Operation *op) {
+        std::string k;
+        llvm::raw_string_ostream os(k);
+        os << op->getName() << op->getLoc() << op->getResultTypes();
+        return os.str();
+      };
+      for (Operation &op : forward.getBody().front()) {
+        if (auto offload = dyn_cast<OffloadOp>(op)) {
+          alias[offload.getResult()] = offload.getInput();
+          keptForBackward.insert(offload.getInput());
+          any = true;
+        } else if (op.getNumResults()) {
+          originals[key(&op)].push_back(&op);
+        }
+      }
+      for (auto &[k, ops] : originals)
+        std::reverse(ops.begin(), ops.end()); // popped in order
+      Block &body = func.getBody().front();
+      for (BlockArgument arg : body.getArguments())
+        if (auto from = func.getArgAttrOfType<IntegerAttr>(
+                arg.getArgNumber(), "cleave.saved_from"))
+          if (from.getInt() >= 0 && from.getInt() < ret->getNumOperands())
+            alias[arg] = ret->getOperand(from.getInt());
+      for (Operation &op : body) {
+        if (auto fetch = dyn_cast<FetchOp>(op)) {
+          alias[fetch.getResult()] = fetch.getInput();
+          any = true;
+          continue;
+        }
+        if (!op.hasAttr("cleave.recompute"))
+          continue;
+        any = true;
+        auto it = originals.find(key(&op));
+        if (it == originals.end() || it->second.empty())
+          continue; // no original found: counted as the plan counts it
+        Operation *original = it->second.pop_back_val();
+        // Saved without remat only if a gradient reads it; what only the
+        // recomputation reads dies in the forward there.
+        for (auto [clone, value] :
+             llvm::zip(op.getResults(), original->getResults())) {
+          alias[clone] = value;
+          if (llvm::any_of(clone.getUsers(), [](Operation *user) {
+                return !user->hasAttr("cleave.recompute");
+              }))
+            keptForBackward.insert(value);
+        }
+      }
+    }
+    if (!any)
+      return std::nullopt;
+    auto canonical = [&](Value v) {
+      for (auto it = alias.find(v); it != alias.end(); it = alias.find(v))
+        v = it->second;
+      return v;
+    };
+    int64_t otherSlots = 0;
+    for (Value v : keptForBackward)
+      if (!fixedOffset.count(v))
+        otherSlots += aligned(v.getType());
+    otherSlots *= std::max<int64_t>(slots, 1) - 1;
+    activationBase += otherSlots;
+
+    Builder b(func::FuncOp(funcs.front()).getContext());
+    Allocator device(alignment);
+    llvm::DenseMap<Value, int64_t> offsetOf;
+    auto release = [&](Value v) {
+      auto it = offsetOf.find(v);
+      if (it == offsetOf.end())
+        return;
+      device.release(it->second, tensorBytes(v.getType()));
+      offsetOf.erase(it);
+    };
+    for (func::FuncOp func : funcs) {
+      Block &body = func.getBody().front();
+      Operation *ret = body.getTerminator();
+      llvm::DenseSet<Value> saved;
+      for (unsigned i = 0; i < ret->getNumOperands(); ++i)
+        if (func.getResultAttr(i, "cleave.saved"))
+          saved.insert(canonical(ret->getOperand(i)));
+      llvm::DenseMap<Value, int64_t> lastUse;
+      int64_t i = 0;
+      for (Operation &op : body) {
+        for (Value operand : op.getOperands())
+          lastUse[canonical(operand)] = i;
+        ++i;
+      }
+      bool isForward = func->hasAttr("cleave.backward");
+      auto keep = [&](Value v) {
+        return saved.contains(v) || (isForward && keptForBackward.contains(v));
+      };
+      // What the forward kept that this function never reads.
+      if (func->hasAttr("cleave.forward"))
+        for (Value v : llvm::to_vector(llvm::make_first_range(offsetOf)))
+          if (!lastUse.count(v))
+            release(v);
+      SmallVector<int64_t> timeline;
+      i = 0;
+      for (Operation &op : body) {
+        int64_t here = i++;
+        if (&op == ret)
+          continue;
+        bool storage =
+            isa<ConstantOp, GetParamOp, GetGradOp, GetGradShardOp>(op);
+        bool aliased = op.getNumResults() && alias.count(op.getResult(0));
+        if (!storage && !aliased) {
+          for (Value result : op.getResults()) {
+            if (fixedOffset.count(result) ||
+                !result.getType().isa<RankedTensorType>())
+              continue;
+            // The fused loss's gradient over the logits, as in the plan.
+            auto fused = dyn_cast<SoftmaxCrossEntropyFusedOp>(op);
+            Value x = fused ? canonical(fused.getInput()) : Value();
+            if (fused && result == fused.getDinput() && offsetOf.count(x) &&
+                !keep(x) && lastUse.lookup(x) == here) {
+              offsetOf[result] = offsetOf.lookup(x);
+              offsetOf.erase(x);
+              continue;
+            }
+            offsetOf[result] = device.allocate(tensorBytes(result.getType()));
+          }
+        }
+        if (!storage) // the plan's timeline has a point for every other op
+          timeline.push_back(activationBase + device.inUseExtent());
+        for (Value result : op.getResults())
+          if (!lastUse.count(canonical(result)) && !keep(canonical(result)))
+            release(canonical(result));
+        llvm::SmallPtrSet<Value, 4> done;
+        for (Value operand : op.getOperands()) {
+          Value v = canonical(operand);
+          if (lastUse.lookup(v) == here && !keep(v) && done.insert(v).second)
+            release(v);
+        }
+      }
+      func->setAttr("cleave.memory_timeline_without_remat",
+                    b.getDenseI64ArrayAttr(timeline));
+      for (Value v : ret->getOperands())
+        if (!keep(canonical(v)))
+          release(canonical(v));
+    }
+    return activationBase + alignUp(device.peak, alignment);
   }
 
   /// The planned offset of a value that is not an activation (a function
@@ -473,10 +677,10 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
         }
         int64_t offset = activations.allocate(result);
         offsetOf[result] = offset;
-        // A host value's offset is in the host arena, which starts at 0.
-        offsets.push_back(activations.onHost.contains(result)
-                              ? offset
-                              : activationBase + offset);
+        // A host value's offset is in the host arena, after its slots.
+        offsets.push_back(offset + (activations.onHost.contains(result)
+                                        ? hostActivationBase
+                                        : activationBase));
       }
       op.setAttr("cleave.offsets", b.getDenseI64ArrayAttr(offsets));
       // The device arena in use while the op runs (its operands and

@@ -324,6 +324,59 @@ def Remat : Pass<"cleave-remat", "ModuleOp"> {
   ];
 }
 
+def OffloadActivations : Pass<"cleave-offload-activations", "ModuleOp"> {
+  let summary = "activation offload: checkpoints to host memory after their forward, fetched back ahead of their backward";
+  let description = [{
+    Runs after cleave-remat. A checkpoint is a value a forward saves for
+    its backward that a recomputed (`cleave.recompute`) op reads: the input
+    of a checkpointed segment. Each is copied to host memory by a
+    `cleave.offload` right after the forward makes it, and the forward
+    saves the host copy (the result and the backward's argument are marked
+    `cleave.memory_space = #cleave.memory_space<host>`), so the device
+    value dies after its last forward reader. In the backward a
+    `cleave.fetch` copies it back `horizon` segments before the backward
+    of the segment that reads it starts (a segment's backward starts at
+    the first of its recomputed ops; with fewer segments before it, when
+    the first segment's backward starts, after the head's backward, whose
+    temporaries are the step's peak): the copy overlaps the compute of the
+    segments in between, as SMP's `activation_loading_horizon`. The memory plan gives
+    the host values a host arena; other saved values stay on the device.
+
+    ```mlir
+    // Before (horizon=1): two segments, recomputed from %x0 and %x1.
+    func.func @forward(...) -> (..., tensor<4x8xf32> {cleave.saved}, tensor<4x8xf32> {cleave.saved}) {
+      ...
+      return %loss, %x0, %x1 : ...
+    }
+    func.func @forward_backward(%x0: tensor<4x8xf32> {cleave.saved_from = 1 : i64}, %x1: ... {cleave.saved_from = 2 : i64}) {
+      %a1 = cleave.tanh %x1 {cleave.recompute} ...   // segment 1's backward
+      ...
+      %a0 = cleave.tanh %x0 {cleave.recompute} ...   // segment 0's backward
+    }
+    // After: saved in host memory, segment 0's checkpoint fetched while
+    // segment 1's backward runs.
+    func.func @forward(...) {
+      %h0 = cleave.offload %x0 {cleave.memory_space = #cleave.memory_space<host>} : tensor<4x8xf32>
+      ...
+      return %loss, %h0, %h1 : ...
+    }
+    func.func @forward_backward(%x0: ... {cleave.memory_space = #cleave.memory_space<host>, cleave.saved_from = 1 : i64}, %x1: ...) {
+      ...                                            // the head's backward
+      %d1 = cleave.fetch %x1 : tensor<4x8xf32>
+      %d0 = cleave.fetch %x0 : tensor<4x8xf32>
+      %a1 = cleave.tanh %d1 {cleave.recompute} ...
+      ...
+      %a0 = cleave.tanh %d0 {cleave.recompute} ...
+    }
+    ```
+  }];
+  let options = [
+    Option<"horizon", "horizon", "int64_t", /*default=*/"4",
+           "segments ahead of its backward that a checkpoint is fetched "
+           "(spec activation_loading_horizon; at least 1)">,
+  ];
+}
+
 def PipelinePartition : Pass<"cleave-pipeline-partition", "ModuleOp"> {
   let summary = "splits the forward function into contiguous pipeline stages";
   let description = [{

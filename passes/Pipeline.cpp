@@ -114,6 +114,14 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
     remat.strategy = options.remat;
     remat.layers = options.rematLayers;
     pm.addPass(createRemat(remat));
+    if (options.offload) {
+      // The checkpoints remat left to the forward go to host memory and
+      // come back ahead of their backward; before the memory plan, which
+      // gives the host values their arena.
+      OffloadActivationsOptions offload;
+      offload.horizon = options.offloadHorizon;
+      pm.addPass(createOffloadActivations(offload));
+    }
   }
   if (stages > 1) {
     // One optimizer per pipeline rank over its virtual stages, so that

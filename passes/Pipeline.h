@@ -94,6 +94,14 @@ struct ProgramPipelineOptions
       *this, "remat-layers",
       llvm::cl::desc("spec activation_checkpointing_layers: ONNX node-name "
                      "prefixes, one a layer")};
+  Option<bool> offload{
+      *this, "offload",
+      llvm::cl::desc("spec offload_activations: the checkpoints to host "
+                     "memory (needs remat)"),
+      llvm::cl::init(false)};
+  Option<int64_t> offloadHorizon{
+      *this, "offload-horizon",
+      llvm::cl::desc("spec activation_loading_horizon"), llvm::cl::init(4)};
   Option<std::string> optimize{*this, "optimize",
                                llvm::cl::desc("speed or memory"),
                                llvm::cl::init("speed")};

@@ -97,6 +97,7 @@ StagePlan planStage(ModuleOp m, int64_t index, int64_t pipelineRanks,
   auto memory = m->getAttrOfType<DictionaryAttr>("cleave.memory");
   s.memory = memoryOf(memory);
   s.slots = intIn(memory, "slots");
+  s.peakBytesWithoutRemat = intIn(memory, "peak_bytes_without_remat");
   for (auto param : m.getOps<ParameterOp>()) {
     ++s.parameters;
     s.parameterBytes += tensorBytes(param.getType());
@@ -110,10 +111,18 @@ StagePlan planStage(ModuleOp m, int64_t index, int64_t pipelineRanks,
     if (auto bytes = func->getAttrOfType<DenseI64ArrayAttr>(
             "cleave.memory_timeline");
         bytes && !copy)
+    {
       s.memoryTimeline.push_back(
           {func.getName().str(),
            std::vector<int64_t>(bytes.asArrayRef().begin(),
                                 bytes.asArrayRef().end())});
+      auto without = func->getAttrOfType<DenseI64ArrayAttr>(
+          "cleave.memory_timeline_without_remat");
+      s.memoryTimelineWithoutRemat.push_back(
+          without ? std::vector<int64_t>(without.asArrayRef().begin(),
+                                         without.asArrayRef().end())
+                  : std::vector<int64_t>());
+    }
     FunctionKind kind = kindOf(func);
     hasBackward |= kind == FunctionKind::Backward;
     if (kind == FunctionKind::Forward) {
@@ -504,12 +513,15 @@ llvm::json::Object memoryJSON(const PlanMemory &m) {
 
 llvm::json::Array timelineJSON(const StagePlan &s) {
   llvm::json::Array functions;
-  for (auto &[name, bytes] : s.memoryTimeline) {
-    llvm::json::Array values;
-    for (int64_t b : bytes)
-      values.push_back(b);
-    functions.push_back(
-        llvm::json::Object{{"function", name}, {"bytes", std::move(values)}});
+  for (auto [i, timeline] : llvm::enumerate(s.memoryTimeline)) {
+    auto &[name, bytes] = timeline;
+    llvm::json::Object function{{"function", name},
+                                {"bytes", llvm::json::Array(bytes)}};
+    if (i < s.memoryTimelineWithoutRemat.size() &&
+        !s.memoryTimelineWithoutRemat[i].empty())
+      function["bytes_without_remat"] =
+          llvm::json::Array(s.memoryTimelineWithoutRemat[i]);
+    functions.push_back(std::move(function));
   }
   return functions;
 }
@@ -577,6 +589,11 @@ llvm::json::Value mlir::cleave::toJSON(const Plan &plan) {
                            {"slots", s.slots},
                            {"predicted_memory", memoryJSON(s.memory)},
                            {"memory_timeline", timelineJSON(s)}});
+  // Remat or offload: the peak the same stage would plan without them.
+  for (auto [i, s] : llvm::enumerate(plan.stages))
+    if (s.peakBytesWithoutRemat)
+      (*stages[i].getAsObject())["peak_bytes_without_remat"] =
+          s.peakBytesWithoutRemat;
   llvm::json::Array ranks;
   for (const RankPlan &r : plan.ranks) {
     llvm::json::Array held;

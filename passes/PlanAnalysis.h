@@ -90,6 +90,11 @@ struct StagePlan {
   /// the optimizer, in module order (cleave-memory-plan's
   /// `cleave.memory_timeline`): its highest value is the stage's peak.
   std::vector<std::pair<std::string, std::vector<int64_t>>> memoryTimeline;
+  /// The same had remat and offload not run (the memory plan's
+  /// `cleave.memory_timeline_without_remat`), by function as above; empty
+  /// for a stage that neither recomputes nor offloads.
+  std::vector<std::vector<int64_t>> memoryTimelineWithoutRemat;
+  int64_t peakBytesWithoutRemat = 0; // 0: as peakBytes
 };
 
 struct RankPlan {

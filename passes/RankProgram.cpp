@@ -20,7 +20,7 @@ using namespace mlir::cleave;
 
 FailureOr<int> RankProgram::addTensor(Type type, int64_t offset,
                                       pb::Category category, StringRef name,
-                                      Operation *where) {
+                                      Operation *where, bool host) {
   auto tensor = type.dyn_cast<RankedTensorType>();
   if (!tensor || !tensor.hasStaticShape())
     return where->emitError()
@@ -28,12 +28,18 @@ FailureOr<int> RankProgram::addTensor(Type type, int64_t offset,
   auto dtype = dtypeOf(tensor.getElementType(), where);
   if (failed(dtype))
     return failure();
-  if (offset >= slotBase && offset < slotBase + slotBytes)
+  if (host && hostBuffer < 0)
+    return where->emitError() << "a host value, but the memory plan gave this "
+                                 "stage no host arena";
+  int buffer = host ? hostBuffer : currentBuffer;
+  if (host && offset < hostSlotBytes)
+    offset += currentSlot * hostSlotBytes;
+  else if (!host && offset >= slotBase && offset < slotBase + slotBytes)
     offset += currentSlot * slotBytes;
   if (replayNext >= 0)
-    return replayTensor(tensor, offset, *dtype, category, name, where);
+    return replayTensor(tensor, buffer, offset, *dtype, category, name, where);
   pb::Tensor *t = program.add_tensors();
-  t->set_buffer(currentBuffer);
+  t->set_buffer(buffer);
   t->set_offset(offset);
   for (int64_t d : tensor.getShape())
     t->add_shape(d);
@@ -72,12 +78,13 @@ FailureOr<int> RankProgram::programEvent(Operation *op, int64_t event) {
 }
 
 /// The tensor a last-microbatch copy asks for: its original's next.
-FailureOr<int> RankProgram::replayTensor(RankedTensorType type, int64_t offset,
-                                         pb::DType dtype, pb::Category category,
-                                         StringRef name, Operation *where) {
+FailureOr<int> RankProgram::replayTensor(RankedTensorType type, int buffer,
+                                         int64_t offset, pb::DType dtype,
+                                         pb::Category category, StringRef name,
+                                         Operation *where) {
   if (replayNext < replayEnd) {
     const pb::Tensor &t = program.tensors(replayNext);
-    if (t.buffer() == currentBuffer && int64_t(t.offset()) == offset &&
+    if (t.buffer() == buffer && int64_t(t.offset()) == offset &&
         t.dtype() == dtype && t.category() == category && t.name() == name &&
         llvm::equal(t.shape(), type.getShape()))
       return replayNext++;

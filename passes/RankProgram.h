@@ -51,7 +51,16 @@ public:
     currentBuffer = buffer;
     this->slotBase = slotBase;
     this->slotBytes = slotBytes;
+    hostBuffer = -1;
+    hostSlotBytes = 0;
     setSlot(0);
+  }
+  /// Later functions' host values (activation offload) go to `buffer`
+  /// (-1: none), whose plan puts those of one microbatch in
+  /// [0, slotBytes).
+  void setHostBuffer(int buffer, int64_t slotBytes) {
+    hostBuffer = buffer;
+    hostSlotBytes = slotBytes;
   }
   /// Later functions are emitted for copy `slot` of the per-microbatch
   /// region. Their values bind afresh: a function emitted again for
@@ -82,11 +91,14 @@ public:
                                         const std::string &name);
 
 private:
+  /// A tensor at `offset` of the current buffer, or (`host`) of the host
+  /// buffer.
   FailureOr<int> addTensor(Type type, int64_t offset, pb::Category category,
-                           StringRef name, Operation *where);
-  FailureOr<int> replayTensor(RankedTensorType type, int64_t offset,
-                              pb::DType dtype, pb::Category category,
-                              StringRef name, Operation *where);
+                           StringRef name, Operation *where, bool host = false);
+  FailureOr<int> replayTensor(RankedTensorType type, int buffer,
+                              int64_t offset, pb::DType dtype,
+                              pb::Category category, StringRef name,
+                              Operation *where);
   FailureOr<int> programEvent(Operation *op, int64_t event);
   int peerRank(StringRef axis, int64_t peer) const;
   FailureOr<int> groupIndex(StringRef axis,
@@ -127,6 +139,8 @@ private:
   llvm::DenseSet<int> activationTensors;
   int currentBuffer = 0;
   int64_t slotBase = 0, slotBytes = 0, currentSlot = 0;
+  int hostBuffer = -1;
+  int64_t hostSlotBytes = 0;
   // While a last-microbatch copy is emitted: the next of its original's
   // tensors, which it uses instead of adding its own, and the end of them.
   int replayNext = -1, replayEnd = -1;

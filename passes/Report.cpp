@@ -1014,6 +1014,8 @@ void writeMemoryTimeline(raw_ostream &os, const json::Object &planObject) {
   struct Line {
     int64_t stage = 0;
     std::vector<double> bytes;
+    // Had remat and offload not run (bytes_without_remat), else empty.
+    std::vector<double> without;
     std::vector<std::pair<size_t, std::string>> starts; // function bounds
   };
   std::vector<Line> lines;
@@ -1025,6 +1027,7 @@ void writeMemoryTimeline(raw_ostream &os, const json::Object &planObject) {
       continue;
     Line line;
     line.stage = stage->getInteger("stage").value_or(0);
+    bool anyWithout = false;
     for (const json::Value &f : *functions) {
       const json::Object *fn = f.getAsObject();
       const json::Array *bytes = fn ? fn->getArray("bytes") : nullptr;
@@ -1032,9 +1035,17 @@ void writeMemoryTimeline(raw_ostream &os, const json::Object &planObject) {
         continue;
       line.starts.push_back(
           {line.bytes.size(), fn->getString("function").value_or("").str()});
+      const json::Array *without = fn->getArray("bytes_without_remat");
+      anyWithout |= without != nullptr;
+      if (!without || without->size() != bytes->size())
+        without = bytes;
       for (const json::Value &b : *bytes)
         line.bytes.push_back(b.getAsNumber().value_or(0));
+      for (const json::Value &b : *without)
+        line.without.push_back(b.getAsNumber().value_or(0));
     }
+    if (!anyWithout)
+      line.without.clear();
     if (!line.bytes.empty())
       lines.push_back(std::move(line));
   }
@@ -1045,13 +1056,21 @@ void writeMemoryTimeline(raw_ostream &os, const json::Object &planObject) {
         "backward and the optimizer (parameters, gradients, optimizer state, "
         "inputs and the activation slots are the floor; the activations "
         "above them), from the memory plan. Its highest point is the "
-        "stage's predicted peak.</p>\n";
+        "stage's predicted peak. Where the plan recomputes or offloads "
+        "activations, the dashed grey line is the same step without "
+        "(activation checkpointing and offload undone).</p>\n";
   constexpr double width = 860, height = 120, left = 150;
   for (const Line &line : lines) {
     double top = *std::max_element(line.bytes.begin(), line.bytes.end());
     size_t at = std::max_element(line.bytes.begin(), line.bytes.end()) -
                 line.bytes.begin();
-    double scale = top > 0 ? height / top : 0;
+    double topWithout =
+        line.without.empty()
+            ? 0
+            : *std::max_element(line.without.begin(), line.without.end());
+    double scale = std::max(top, topWithout) > 0
+                       ? height / std::max(top, topWithout)
+                       : 0;
     double step = line.bytes.size() > 1 ? width / (line.bytes.size() - 1) : 0;
     os << "<svg class=\"memory-timeline\" width=\"" << px(left + width + 20)
        << "\" height=\"" << px(height + 30) << "\">\n";
@@ -1063,6 +1082,16 @@ void writeMemoryTimeline(raw_ostream &os, const json::Object &planObject) {
          << "\" stroke=\"#bbb\"/><text x=\"" << px(left + index * step + 2)
          << "\" y=\"" << px(height + 14) << "\" font-size=\"10\">"
          << escape(name) << "</text>\n";
+    if (!line.without.empty()) {
+      os << "<polyline fill=\"none\" stroke=\"#999\" "
+            "stroke-dasharray=\"4 3\" points=\"";
+      for (size_t i = 0; i < line.without.size(); ++i)
+        os << px(left + i * step) << "," << px(height - line.without[i] * scale)
+           << " ";
+      os << "\"/>\n<text x=\"" << px(left + width - 260) << "\" y=\"10\" "
+         << "font-size=\"12\" fill=\"#777\">without remat/offload: peak "
+         << formatBytes(topWithout) << "</text>\n";
+    }
     os << "<polyline fill=\"none\" stroke=\"#e15759\" points=\"";
     for (size_t i = 0; i < line.bytes.size(); ++i)
       os << px(left + i * step) << "," << px(height - line.bytes[i] * scale)
@@ -1071,7 +1100,10 @@ void writeMemoryTimeline(raw_ostream &os, const json::Object &planObject) {
        << "font-size=\"12\" font-weight=\"600\">peak " << formatBytes(top)
        << "</text>\n</svg>\n";
     os << "<!-- memory-timeline stage=" << line.stage << " ops="
-       << line.bytes.size() << " peak=" << int64_t(top) << " -->\n";
+       << line.bytes.size() << " peak=" << int64_t(top);
+    if (!line.without.empty())
+      os << " peak_without_remat=" << int64_t(topWithout);
+    os << " -->\n";
   }
 }
 

@@ -11,12 +11,17 @@ namespace pb = cleave::program;
 
 Arena::~Arena() {
   for (void *base : blocks_)
-    backend_.release(base);
+    if (space_ == pb::HOST)
+      backend_.releaseHost(base);
+    else
+      backend_.release(base);
 }
 
 Status Arena::allocate(uint64_t bytes, uint64_t alignment, void *&base) {
   base = nullptr;
-  CLEAVE_CHECK(backend_.allocate(bytes, alignment, base));
+  CLEAVE_CHECK(space_ == pb::HOST
+                   ? backend_.allocateHost(bytes, alignment, base)
+                   : backend_.allocate(bytes, alignment, base));
   blocks_.push_back(base);
   allocatedBytes_ += bytes;
   return Status::ok();
@@ -35,9 +40,11 @@ Status ProgramArenas::allocate(const pb::Program &program) {
   // A plan larger than the backend's memory would otherwise fail much
   // later (on the CPU, killed by the OOM killer while initializing
   // parameters). Refuse it up front, saying what it needs.
+  // HOST buffers are the backend's memory only when it is host memory.
   uint64_t planned = 0;
   for (const pb::Buffer &buffer : program.buffers())
-    if (buffer.space() == pb::DEVICE || buffer.space() == pb::HOST)
+    if (buffer.space() == pb::DEVICE ||
+        (buffer.space() == pb::HOST && backend_.hostMemory()))
       planned += buffer.size_bytes();
   uint64_t available = backend_.availableBytes();
   if (available && planned > available) {

@@ -6,9 +6,8 @@
 // buffers from the backend and gives them back when it ends. ProgramArenas
 // holds one Arena per MemorySpace and the base of every buffer.
 //
-// Both spaces are the backend's memory today (a CUDA program's HOST
-// buffers too): the plan's offloading to host memory has its own Arena to
-// grow into.
+// DEVICE buffers are the backend's memory; HOST buffers (offloaded
+// activations) are host memory on every backend (Backend::allocateHost).
 //
 //===----------------------------------------------------------------------===//
 #ifndef CLEAVE_RUNTIME_ARENA_H

@@ -6,7 +6,25 @@
 #include "runtime/cuda/CudaBackend.h"
 #endif
 
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
 using namespace cleave::runtime;
+
+Status Backend::allocateHost(uint64_t bytes, uint64_t alignment, void *&base) {
+  alignment = std::max<uint64_t>(alignment, 64);
+  size_t size = std::max<uint64_t>(bytes, 64);
+  base = nullptr;
+  if (int error = posix_memalign(&base, alignment, size))
+    return Status::error("cannot allocate " + std::to_string(bytes) +
+                         " bytes of host memory: " + std::strerror(error));
+  std::memset(base, 0, size);
+  return Status::ok();
+}
+
+void Backend::releaseHost(void *base) { std::free(base); }
 
 const std::vector<std::string> &cleave::runtime::backendNames() {
   static const std::vector<std::string> names = {"cpu", "cpu-staged", "cuda"};

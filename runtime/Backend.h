@@ -89,6 +89,22 @@ public:
   virtual Status download(void *to, const void *from, size_t bytes) = 0;
   virtual Status zero(void *to, size_t bytes) = 0;
   virtual Status copy(void *to, const void *from, size_t bytes) = 0;
+
+  /// Host memory for a HOST buffer (offloaded activations): zero-filled,
+  /// reachable by the runtime on every backend (by default the heap's;
+  /// page-locked on CUDA, so that copies run asynchronously).
+  virtual Status allocateHost(uint64_t bytes, uint64_t alignment, void *&base);
+  virtual void releaseHost(void *base);
+  /// Copies backend memory to host memory from allocateHost (an offload)
+  /// and back (a fetch), ordered with the kernels as upload and download
+  /// are, but free to return before the copy is done (CUDA: a copy stream
+  /// that waits for the compute stream, and that later kernels wait for).
+  virtual Status offload(void *to, const void *from, size_t bytes) {
+    return download(to, from, bytes);
+  }
+  virtual Status fetch(void *to, const void *from, size_t bytes) {
+    return upload(to, from, bytes);
+  }
   virtual Status runKernel(const std::string &op, const Attributes &attributes,
                            const std::vector<TensorRef> &inputs,
                            const std::vector<TensorRef> &outputs) = 0;

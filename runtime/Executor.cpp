@@ -84,6 +84,8 @@ struct Runtime::Op {
   int tensor = -1;          // Free
   int peer = 0, tag = 0, group = 0, root = 0;
   int event = 0; // a started all-reduce's id, or the id an Event waits for
+  // Copy: from device to host memory (an offload) or back (a fetch).
+  bool toHost = false, fromHost = false;
   pb::CollectiveKind collective = pb::ALL_REDUCE;
   Reduce reduce = Reduce::Sum;
   // Host copies of the operands, for communication on a backend whose
@@ -150,6 +152,11 @@ void Runtime::markLive(int id) {
   if (live_[id] || program_.tensors(id).category() == pb::VIEW)
     return;
   live_[id] = 1;
+  if (onHost_[id]) {
+    hostLiveBytes_ += tensorBytes_[id];
+    hostPeakBytes_ = std::max(hostPeakBytes_, hostLiveBytes_);
+    return;
+  }
   liveBytes_ += tensorBytes_[id];
   peakBytes_ = std::max(peakBytes_, liveBytes_);
 }
@@ -158,7 +165,7 @@ void Runtime::markDead(int id) {
   if (!live_[id])
     return;
   live_[id] = 0;
-  liveBytes_ -= tensorBytes_[id];
+  (onHost_[id] ? hostLiveBytes_ : liveBytes_) -= tensorBytes_[id];
 }
 
 Status Runtime::allocateArenas() {
@@ -168,8 +175,10 @@ Status Runtime::allocateArenas() {
   tensors_.resize(n);
   tensorBytes_.resize(n);
   live_.assign(n, 0);
+  onHost_.assign(n, 0);
   for (int i = 0; i < n; ++i) {
     const pb::Tensor &t = program_.tensors(i);
+    onHost_[i] = program_.buffers(t.buffer()).space() == pb::HOST;
     TensorRef &ref = tensors_[i];
     ref.data = static_cast<char *>(arenas_->base(t.buffer())) + t.offset();
     ref.shape.assign(t.shape().begin(), t.shape().end());
@@ -285,6 +294,8 @@ Status Runtime::prepare() {
         op.outputs.push_back(tensors_[inst.copy().destination()]);
         op.written.push_back(inst.copy().destination());
         reads.insert(inst.copy().source());
+        op.fromHost = onHost_[inst.copy().source()];
+        op.toHost = onHost_[inst.copy().destination()];
         break;
       case pb::Instruction::kEvent:
         op.kind = Op::Kind::Event;
@@ -555,8 +566,20 @@ Status Runtime::runOp(const Op &op) {
     status = communicate(op);
     break;
   case Op::Kind::Copy:
-    status = backend_->copy(op.outputs[0].data, op.inputs[0].data,
-                            op.outputs[0].sizeBytes());
+    // Host arenas are host memory on every backend: an offload is the
+    // backend's download, a fetch its upload.
+    if (op.toHost && !op.fromHost)
+      status = backend_->offload(op.outputs[0].data, op.inputs[0].data,
+                                 op.outputs[0].sizeBytes());
+    else if (op.fromHost && !op.toHost)
+      status = backend_->fetch(op.outputs[0].data, op.inputs[0].data,
+                               op.outputs[0].sizeBytes());
+    else if (op.fromHost)
+      std::memmove(op.outputs[0].data, op.inputs[0].data,
+                   op.outputs[0].sizeBytes());
+    else
+      status = backend_->copy(op.outputs[0].data, op.inputs[0].data,
+                              op.outputs[0].sizeBytes());
     break;
   case Op::Kind::Event:
     // Kernels run in order on one stream; a wait completes the all-reduces
@@ -717,7 +740,8 @@ Status Runtime::runStep(int64_t step, const TokenData *data,
   std::vector<double> sums = {lossSum, lossCount, flops};
   CLEAVE_CHECK(comm_.sumAll(sums));
   std::vector<uint64_t> peaks = {peakBytes_, program_.memory().peak_bytes(),
-                                 processPeakRss()};
+                                 processPeakRss(), hostPeakBytes_,
+                                 program_.memory().host_activations()};
   CLEAVE_CHECK(comm_.maxAll(peaks));
   result.hasLoss = sums[1] > 0;
   result.loss = result.hasLoss ? sums[0] / sums[1] : 0;
@@ -725,6 +749,8 @@ Status Runtime::runStep(int64_t step, const TokenData *data,
   result.peakBytes = peaks[0];
   result.predictedPeakBytes = peaks[1];
   result.rssPeakBytes = peaks[2];
+  result.hostPeakBytes = peaks[3];
+  result.predictedHostPeakBytes = peaks[4];
   result.seconds = std::chrono::duration<double>(
                        std::chrono::steady_clock::now() - start)
                        .count();

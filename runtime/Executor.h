@@ -52,7 +52,9 @@
 //  - Measured peak ("peak_bytes"): the high-water mark of the bytes of live
 //    tensors. Parameters and constants are always live; any other tensor
 //    becomes live when an instruction writes it or the runtime fills it,
-//    and dead at its Free.
+//    and dead at its Free. Tensors of HOST buffers (offloaded activations,
+//    in host memory on every backend; only Copy reads and writes them)
+//    count apart, as the host peak.
 //
 //===----------------------------------------------------------------------===//
 #ifndef CLEAVE_RUNTIME_EXECUTOR_H
@@ -94,6 +96,8 @@ struct StepResult {
   uint64_t peakBytes = 0;          // measured, max over ranks, since start
   uint64_t predictedPeakBytes = 0; // the memory plan's, max over ranks
   uint64_t rssPeakBytes = 0;       // process peak RSS, max over ranks
+  uint64_t hostPeakBytes = 0;          // measured, HOST buffers, max over ranks
+  uint64_t predictedHostPeakBytes = 0; // the plan's host arenas, max over ranks
   bool lossScaled = false; // the program scales its loss (fp16)
   double lossScale = 0;    // the scale this step used
   bool skipped = false;    // gradients overflowed: no optimizer step
@@ -183,6 +187,7 @@ public:
   const Backend &backend() const { return *backend_; }
   uint64_t liveBytes() const { return liveBytes_; }
   uint64_t peakBytes() const { return peakBytes_; }
+  uint64_t hostPeakBytes() const { return hostPeakBytes_; }
   bool hasBackward() const;
   /// Gathers the spans of all ranks (RunOptions::trace); rank 0 writes
   /// them to `path` as Chrome trace-event JSON. Collective.
@@ -247,7 +252,9 @@ private:
   std::vector<uint64_t> tensorBytes_;
   std::vector<Function> functions_;
   std::vector<char> live_;
+  std::vector<char> onHost_; // by tensor: in a HOST buffer
   uint64_t liveBytes_ = 0, peakBytes_ = 0;
+  uint64_t hostLiveBytes_ = 0, hostPeakBytes_ = 0;
   std::vector<int> lossTensors_, gradientTensors_, stepTensors_,
       lossScaleTensors_;
   LossScaler scaler_;

@@ -16,6 +16,11 @@ std::string cleave::runtime::metricsLine(const StepMetrics &m) {
   s += ", \"peak_bytes\": " + std::to_string(m.peakBytes);
   s += ", \"predicted_peak_bytes\": " + std::to_string(m.predictedPeakBytes);
   s += ", \"rss_peak_bytes\": " + std::to_string(m.rssPeakBytes);
+  if (m.predictedHostPeakBytes) {
+    s += ", \"host_peak_bytes\": " + std::to_string(m.hostPeakBytes);
+    s += ", \"predicted_host_peak_bytes\": " +
+         std::to_string(m.predictedHostPeakBytes);
+  }
   if (m.lossScaled) {
     s += ", \"loss_scale\": " + jsonNumber(m.lossScale);
     s += std::string(", \"skipped\": ") + (m.skipped ? "true" : "false");

@@ -2,7 +2,8 @@
 //
 // `cleave-run --metrics FILE` writes one JSON object per step (DESIGN.md):
 //   {"step", "loss", "tokens_per_s", "tflops", "peak_bytes",
-//    "predicted_peak_bytes", "rss_peak_bytes"}
+//    "predicted_peak_bytes", "rss_peak_bytes"}, and with activation offload
+//   "host_peak_bytes", "predicted_host_peak_bytes"
 // and, for a program with fp16 loss scaling, "loss_scale" (the scale the
 // step used) and "skipped" (true when its gradients overflowed and the
 // optimizer did not run).
@@ -33,6 +34,9 @@ struct StepMetrics {
   uint64_t peakBytes = 0;          // measured live tensor bytes, max over ranks
   uint64_t predictedPeakBytes = 0; // the memory plan's, max over ranks
   uint64_t rssPeakBytes = 0;       // process peak RSS, max over ranks
+  // Offloaded activations (a program with HOST buffers; else not written):
+  // measured live bytes in host arenas and the plan's, max over ranks.
+  uint64_t hostPeakBytes = 0, predictedHostPeakBytes = 0;
   bool lossScaled = false;
   double lossScale = 0;
   bool skipped = false;

@@ -208,6 +208,35 @@ private:
     return Status::ok();
   }
 
+  /// Kernels, collectives and transfers work on device memory: a tensor
+  /// of a HOST buffer (offloaded activations) is only a copy's.
+  Status onDevice(const pb::Instruction &inst, const std::string &at) const {
+    std::vector<int64_t> ids;
+    auto add = [&](const auto &list) {
+      ids.insert(ids.end(), list.begin(), list.end());
+    };
+    if (inst.has_kernel()) {
+      add(inst.kernel().inputs());
+      add(inst.kernel().outputs());
+    }
+    if (inst.has_collective()) {
+      add(inst.collective().inputs());
+      add(inst.collective().outputs());
+    }
+    if (inst.has_send_recv())
+      ids.push_back(inst.send_recv().tensor());
+    for (int64_t id : ids) {
+      if (id < 0 || id >= p.tensors_size())
+        continue; // out of range: the instruction's own check says so
+      int b = p.tensors(id).buffer();
+      if (b >= 0 && b < p.buffers_size() && p.buffers(b).space() == pb::HOST)
+        return fail(at, "reads or writes " + tensorText(id) + " '" +
+                            p.tensors(id).name() + "' of HOST buffer " +
+                            str(b) + "; only a copy moves host tensors");
+    }
+    return Status::ok();
+  }
+
   std::string tensorText(int64_t id) const {
     const pb::Tensor &t = p.tensors(id);
     return "tensor " + str(id) + " (" + dtypeName(tensorDType(t)) +
@@ -441,6 +470,7 @@ private:
   }
 
   Status checkInstruction(const pb::Instruction &inst, const std::string &at) {
+    CLEAVE_CHECK(onDevice(inst, at));
     switch (inst.kind_case()) {
     case pb::Instruction::kKernel:
       return checkKernel(inst.kernel(), at);

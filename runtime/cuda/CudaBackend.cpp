@@ -49,6 +49,7 @@
 #include "runtime/cuda/NcclCommunication.h"
 
 #include <algorithm>
+#include <cstring>
 #include <iterator>
 #include <map>
 
@@ -344,6 +345,43 @@ public:
     CLEAVE_CUDA_CHECK(cudaStreamSynchronize(copy_));
     return Status::ok();
   }
+  /// Page-locked, so that offload and fetch run asynchronously.
+  Status allocateHost(uint64_t bytes, uint64_t alignment,
+                      void *&base) override {
+    uint64_t size = std::max<uint64_t>(bytes, 64) + alignment;
+    void *allocation = nullptr;
+    CLEAVE_CUDA_CHECK(cudaHostAlloc(&allocation, size, cudaHostAllocDefault));
+    std::memset(allocation, 0, size);
+    uintptr_t p = reinterpret_cast<uintptr_t>(allocation);
+    p = (p + alignment - 1) & ~uintptr_t(alignment - 1);
+    base = reinterpret_cast<void *>(p);
+    hostAllocations_[base] = allocation;
+    return Status::ok();
+  }
+  void releaseHost(void *base) override {
+    auto it = hostAllocations_.find(base);
+    if (it == hostAllocations_.end())
+      return;
+    (void)synchronize(); // a copy may still read or write it
+    (void)cudaFreeHost(it->second);
+    hostAllocations_.erase(it);
+  }
+  /// An activation to the host on the copy stream, after the compute that
+  /// made it; unlike download, the host thread goes on at once. Kernels
+  /// after it wait for the copy (its device bytes may be reused next).
+  Status offload(void *to, const void *from, size_t bytes) override {
+    CLEAVE_CHECK(flush());
+    if (!bytes)
+      return Status::ok();
+    CLEAVE_CHECK(copyAfterCompute());
+    CLEAVE_CUDA_CHECK(
+        cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToHost, copy_));
+    return computeAfterCopy();
+  }
+  /// Back to the device on the copy stream, from page-locked memory.
+  Status fetch(void *to, const void *from, size_t bytes) override {
+    return upload(to, from, bytes);
+  }
   Status zero(void *to, size_t bytes) override {
     CLEAVE_CHECK(flush());
     if (bytes)
@@ -413,6 +451,7 @@ private:
   std::string deviceName_;
   cudaStream_t compute_ = nullptr, copy_ = nullptr;
   cudaEvent_t computeDone_ = nullptr, copyDone_ = nullptr;
+  std::map<void *, void *> hostAllocations_; // aligned base -> cudaHostAlloc
   unsigned *flag_ = nullptr;
   std::map<void *, void *> allocations_; // aligned base -> allocation
   std::unique_ptr<CudaContext> context_;

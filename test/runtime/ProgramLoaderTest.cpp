@@ -508,6 +508,16 @@ const BadField kBadFields[] = {
      },
      "functions[0].body[11].copy: the destination is tensor 11 'one', a "
      "constant, which nothing may write"},
+    // Activation offload: host tensors are only a copy's.
+    {"KernelReadsHostTensor",
+     [](TinyModel &m) {
+       pb::Buffer *host = m.b.p.add_buffers();
+       *host = m.b.p.buffers(0);
+       host->set_space(pb::HOST);
+       m.b.p.mutable_tensors(m.embedding)->set_buffer(1);
+     },
+     "functions[0].body[0]: reads or writes tensor 0 (f32[5, 4]) 'wte' of "
+     "HOST buffer 1; only a copy moves host tensors"},
     // ZeRO-1 state ranges (Parameter.state_range): inside the slice, and
     // every state tensor of the parameter flat and long enough for it.
     {"StateRangeNegativeStart",

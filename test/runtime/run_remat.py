@@ -4,6 +4,7 @@ the plan says of memory: with cleave-compile and cleave-run (on PATH).
 
     /usr/bin/python3 test/runtime/run_remat.py MODEL.onnx SPEC.json OUT \
         --data tokens.bin [--np 4] [--steps 3] [--strategies each group_2 ...]
+        [--device cpu-staged]
 
 For each strategy ("none" first, the reference) it compiles with
 `--set activation_checkpointing=S`, trains (under mpirun with --np > 1),
@@ -16,7 +17,17 @@ and prints one line:
 predicted memory, B the same without checkpointing (the sign says which is
 larger: "<", "=" or ">"); M and P are the last
 step's measured and planned peak (cleave-run's metrics, the worst rank).
-Exits non-zero if a run fails, differs, or measures more than its plan.
+A strategy `S+offloadH` also offloads the checkpoints to host memory
+(`offload_activations`, `activation_loading_horizon=H`); its line adds the
+host arena, which must be planned and used:
+
+    S+offloadH: same losses and parameters, activations A < B, peak
+        measured M <= plan P, host activations H, host measured HM <= plan HP
+
+where A is then the device's (`predicted_activations_by_space`).
+`--device` runs cleave-run on another backend (cpu-staged: the device's
+copy path). Exits non-zero if a run fails, differs, or measures more than
+its plan, or an offload plans no host activations.
 """
 import argparse
 import json
@@ -42,18 +53,25 @@ def main():
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--strategies", nargs="*",
                     default=["each", "group_2", "contiguous", "selective"])
+    ap.add_argument("--device", default="cpu")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     failed = 0
     reference = None
     for strategy in ["none"] + a.strategies:
         out = os.path.join(a.out, strategy)
-        rc, text = run(["cleave-compile", a.onnx, "--spec", a.spec, "--set",
-                        "activation_checkpointing=" + strategy, "-o", out])
+        remat, _, offload = strategy.partition("+offload")
+        sets = ["--set", "activation_checkpointing=" + remat]
+        if offload:
+            sets += ["--set", "offload_activations=true",
+                     "--set", "activation_loading_horizon=" + offload]
+        rc, text = run(["cleave-compile", a.onnx, "--spec", a.spec] + sets +
+                       ["-o", out])
         if rc == 0:
             cmd = ["cleave-run", out, "--data", a.data, "--steps", str(a.steps),
                    "--threads", "1", "--metrics", out + ".jsonl",
-                   "--save-params", out + ".safetensors"]
+                   "--save-params", out + ".safetensors",
+                   "--device", a.device]
             if a.np > 1:
                 cmd = ["timeout", "300", "mpirun", "-np", str(a.np),
                        "--oversubscribe", "--allow-run-as-root"] + cmd
@@ -63,8 +81,11 @@ def main():
             failed += 1
             continue
         plan = json.load(open(os.path.join(out, "plan.json")))
-        activations = max(r["predicted_memory"]["activations"]
+        activations = max(r["predicted_activations_by_space"]["device"]
+                          if offload else r["predicted_memory"]["activations"]
                           for r in plan["ranks"])
+        host = max(r["predicted_activations_by_space"]["host"]
+                   for r in plan["ranks"])
         last = [json.loads(line) for line in open(out + ".jsonl")][-1]
         measured, planned = last["peak_bytes"], last["predicted_peak_bytes"]
         if strategy == "none":
@@ -78,10 +99,17 @@ def main():
         verdict = "same losses and parameters" if rc == 0 else same.strip()
         sign = "<" if activations < reference[1] else \
             "=" if activations == reference[1] else ">"
-        print("%s: %s, activations %d %s %d, peak measured %d %s plan %d"
-              % (strategy, verdict, activations, sign, reference[1], measured,
-                 "<=" if measured <= planned else ">", planned))
+        line = ("%s: %s, activations %d %s %d, peak measured %d %s plan %d"
+                % (strategy, verdict, activations, sign, reference[1],
+                   measured, "<=" if measured <= planned else ">", planned))
         failed += rc != 0 or measured > planned
+        if offload:
+            hm = last.get("host_peak_bytes", 0)
+            hp = last.get("predicted_host_peak_bytes", 0)
+            line += (", host activations %d, host measured %d %s plan %d"
+                     % (host, hm, "<=" if hm <= hp else ">", hp))
+            failed += host == 0 or hm > hp
+        print(line)
     sys.exit(1 if failed else 0)
 
 

@@ -355,6 +355,8 @@ int main(int argc, char **argv) {
   pipeline.splitPoints = spec.partitionPoints;
   pipeline.remat = spec.activationCheckpointing;
   pipeline.rematLayers = spec.activationCheckpointingLayers;
+  pipeline.offload = spec.offloadActivations;
+  pipeline.offloadHorizon = spec.activationLoadingHorizon;
   pipeline.optimize = spec.optimize;
   pipeline.memoryWeight = spec.memoryWeight;
   pipeline.backend = spec.device == "cuda" ? "h100" : "cpu";

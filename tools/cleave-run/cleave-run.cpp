@@ -496,6 +496,8 @@ Status reportStep(Startup &s, const Runtime &runtime, int64_t step,
   m.peakBytes = r.peakBytes;
   m.predictedPeakBytes = r.predictedPeakBytes;
   m.rssPeakBytes = r.rssPeakBytes;
+  m.hostPeakBytes = r.hostPeakBytes;
+  m.predictedHostPeakBytes = r.predictedHostPeakBytes;
   m.lossScaled = r.lossScaled;
   m.lossScale = r.lossScale;
   m.skipped = r.skipped;
@@ -510,6 +512,9 @@ Status reportStep(Startup &s, const Runtime &runtime, int64_t step,
   line += " | " + humanRate(m.tokensPerSecond) + " tok/s | peak " +
           humanBytes(double(r.peakBytes)) + " (plan " +
           humanBytes(double(r.predictedPeakBytes)) + ")";
+  if (r.predictedHostPeakBytes)
+    line += " | host " + humanBytes(double(r.hostPeakBytes)) + " (plan " +
+            humanBytes(double(r.predictedHostPeakBytes)) + ")";
   if (r.skipped) {
     char note[128];
     std::snprintf(note, sizeof note,
