@@ -40,6 +40,12 @@ inline constexpr llvm::StringLiteral kRoleAttr = "cleave.role";
 // stateShards).
 inline constexpr llvm::StringLiteral kStateAxisAttr = "cleave.state_axis";
 
+// Sharded data parallelism (cleave-shard-parameters): on a parameter whose
+// state is split (kStateAxisAttr), the same axis again: its persistent
+// storage is then this rank's chunk only, and functions read the whole
+// parameter through cleave.gather_param.
+inline constexpr llvm::StringLiteral kParamAxisAttr = "cleave.param_axis";
+
 // Data parallelism overlapping backward (cleave-overlap-gradients): on a
 // backward function, its copy for the step's last microbatch; on that copy,
 // the function it copies.
@@ -77,6 +83,7 @@ inline constexpr llvm::StringLiteral kKnownAttrNames[] = {
     "cleave.offset",
     "cleave.offsets",
     "cleave.onnx_name",
+    "cleave.param_axis",
     "cleave.pipeline",
     "cleave.recompute",
     "cleave.role",

@@ -567,6 +567,44 @@ def ShardOptimizerState : Pass<"cleave-shard-optimizer-state", "ModuleOp"> {
   ];
 }
 
+def ShardParameters : Pass<"cleave-shard-parameters", "ModuleOp"> {
+  let summary = "shards parameters themselves over the ranks that split their state (ZeRO-3)";
+  let description = [{
+    Sharded data parallelism (ZeRO-3; SMP's `sharded_data_parallel_degree`,
+    MiCS), after `cleave-shard-optimizer-state` has split every trained
+    parameter's gradient and optimizer state over `cleave.state_axis`: each
+    such parameter of at least `threshold` elements also keeps only its
+    chunk of the parameter (`cleave.param_axis`, the same axis). Every
+    `cleave.get_param` of it in a forward or backward function becomes a
+    `cleave.gather_param`, moved to just before the op that reads it first,
+    so that the gathered whole lives from there to its last reader (the
+    backward gathers again: autodiff reads parameters afresh, it does not
+    save them). The optimizer updates the chunk and no longer all-gathers
+    it. Smaller parameters stay whole on every rank (SMP's
+    `sdp_param_persistence_threshold`), their state split as in ZeRO-1.
+
+    ```mlir
+    // before
+    %w = cleave.get_param @"h.0.mlp.c_fc.weight" : tensor<64x256xf32>
+    %h = cleave.layer_norm ...
+    %y = cleave.matmul %h, %w ...
+    ...
+    cleave.all_gather_params [@"h.0.mlp.c_fc.weight", @"ln_f.bias"] {group = "data"}
+    // after
+    cleave.parameter @"h.0.mlp.c_fc.weight" {cleave.param_axis = "data", cleave.state_axis = "data"} ...
+    %h = cleave.layer_norm ...
+    %w = cleave.gather_param @"h.0.mlp.c_fc.weight" : tensor<64x256xf32>
+    %y = cleave.matmul %h, %w ...
+    ...
+    cleave.all_gather_params [@"ln_f.bias"] {group = "data"}
+    ```
+  }];
+  let options = [
+    Option<"threshold", "threshold", "int64_t", /*default=*/"1000000",
+           "parameters with fewer elements stay whole on every rank">,
+  ];
+}
+
 def DataParallel : Pass<"cleave-data-parallel", "ModuleOp"> {
   let summary = "averages gradients over the data-parallel ranks (DDP)";
   let description = [{

@@ -97,8 +97,16 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
     // Gradients averaged over data-parallel replicas, in buckets, before
     // the optimizer reads them; with ZeRO-1 reduce-scattered instead, each
     // rank updating its chunk of every parameter.
-    if (options.dataDegree > 1 && options.shardOptimizerState) {
+    // Sharded data parallelism (ZeRO-3) is ZeRO-1 whose parameters keep
+    // only their chunk too, gathered where functions read them.
+    if (options.dataDegree > 1 &&
+        (options.shardOptimizerState || options.shardedDegree > 1)) {
       stage.addPass(createShardOptimizerState());
+      if (options.shardedDegree > 1) {
+        ShardParametersOptions shard;
+        shard.threshold = options.paramPersistenceThreshold;
+        stage.addPass(createShardParameters(shard));
+      }
     } else if (options.dataDegree > 1) {
       DataParallelOptions dp;
       dp.degree = options.dataDegree;

@@ -124,8 +124,13 @@ LogicalResult RankProgram::addParameters(ModuleOp module) {
     auto offset = param->getAttrOfType<IntegerAttr>("cleave.offset");
     if (!offset)
       return param.emitError() << "parameter has no planned offset";
-    auto id = addTensor(param.getType(), offset.getInt(), pb::PARAMETERS,
-                        param.getSymName(), param);
+    // A sharded parameter (ZeRO-3) is its chunk.
+    std::optional<StateShards> shards = stateShards(param);
+    bool sharded = shards && param->hasAttr(kParamAxisAttr);
+    auto id = addTensor(sharded ? Type(chunkType(param, *shards))
+                                : param.getType(),
+                        offset.getInt(), pb::PARAMETERS, param.getSymName(),
+                        param);
     if (failed(id))
       return failure();
     paramTensor[param.getSymName()] = *id;
@@ -180,6 +185,12 @@ LogicalResult RankProgram::addSplitViews(ParameterOp param, int64_t offset,
   int64_t chunkBytes = tensorBytes(chunk);
   std::string name = param.getSymName().str();
   SplitViews views;
+  int64_t start = c * shards->chunk;
+  auto setRange = [&](pb::StateRange *range) {
+    range->set_start(std::min(start, shards->elements));
+    range->set_size(std::clamp<int64_t>(shards->elements - start, 0,
+                                        shards->chunk));
+  };
   auto add = [&](Type type, int64_t at, const std::string &what,
                  int &id) -> LogicalResult {
     FailureOr<int> t = addTensor(type, at, pb::VIEW, what, param);
@@ -188,10 +199,17 @@ LogicalResult RankProgram::addSplitViews(ParameterOp param, int64_t offset,
     id = *t;
     return success();
   };
-  if (failed(add(flat, offset, name + " (padded)", views.paramFlat)) ||
-      failed(add(chunk, offset + c * chunkBytes, name + " (chunk)",
-                 views.paramChunk)))
+  if (param->hasAttr(kParamAxisAttr)) {
+    // Sharded (ZeRO-3): the parameter's tensor is the chunk; functions
+    // gather the whole into values of their own.
+    views.paramFlat = -1;
+    views.paramChunk = p->tensor();
+    setRange(p->mutable_flat_range());
+  } else if (failed(add(flat, offset, name + " (padded)", views.paramFlat)) ||
+             failed(add(chunk, offset + c * chunkBytes, name + " (chunk)",
+                        views.paramChunk))) {
     return failure();
+  }
   if (auto grad = param->getAttrOfType<IntegerAttr>("cleave.grad_offset"))
     if (failed(add(flat, grad.getInt(), name + ".grad (padded)",
                    views.gradFlat)) ||
@@ -199,11 +217,7 @@ LogicalResult RankProgram::addSplitViews(ParameterOp param, int64_t offset,
                    name + ".grad (chunk)", views.gradChunk)))
       return failure();
   splitViews[param.getSymName()] = views;
-  pb::StateRange *range = p->mutable_state_range();
-  int64_t start = c * shards->chunk;
-  range->set_start(std::min(start, shards->elements));
-  range->set_size(std::clamp<int64_t>(shards->elements - start, 0,
-                                      shards->chunk));
+  setRange(p->mutable_state_range());
   return success();
 }
 

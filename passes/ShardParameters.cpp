@@ -1,0 +1,110 @@
+//===- ShardParameters.cpp - ZeRO-3: parameters kept as chunks -----------===//
+//
+// Sharded data parallelism on top of cleave-shard-optimizer-state (Passes.td,
+// ShardParameters): a parameter whose gradient and state are already split
+// over `cleave.state_axis` also keeps only its chunk of the parameter, and
+// the functions that read it all-gather the whole into a transient value
+// just before the op that reads it first. The chunks are stateShards'
+// (ir/DistributionOps.h): the update writes exactly the chunk this rank
+// keeps, so nothing is gathered after it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ir/AttrNames.h"
+#include "ir/CleaveOps.h"
+#include "ir/DistributionOps.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/StringSet.h"
+
+namespace mlir::cleave {
+#define GEN_PASS_DEF_SHARDPARAMETERS
+#include "passes/Passes.h.inc"
+} // namespace mlir::cleave
+
+using namespace mlir;
+using namespace mlir::cleave;
+
+namespace {
+
+struct ShardParameters
+    : mlir::cleave::impl::ShardParametersBase<ShardParameters> {
+  using ShardParametersBase::ShardParametersBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (threshold < 0) {
+      module.emitError() << "cleave-shard-parameters: threshold must not be "
+                            "negative, got "
+                         << static_cast<int64_t>(threshold);
+      return signalPassFailure();
+    }
+    OpBuilder b(module.getContext());
+    llvm::StringSet<> sharded;
+    for (auto param : module.getOps<ParameterOp>()) {
+      std::optional<StateShards> shards = stateShards(param);
+      if (!shards || shards->elements < threshold)
+        continue;
+      param->setAttr(kParamAxisAttr, b.getStringAttr(shards->axis));
+      sharded.insert(param.getSymName());
+    }
+    if (sharded.empty())
+      return;
+
+    for (auto func : module.getOps<func::FuncOp>()) {
+      auto kind = func->getAttrOfType<StringAttr>("cleave.kind");
+      if (func.isExternal())
+        continue;
+      if (kind && kind.getValue() == "optimizer") {
+        dropGathers(func, sharded);
+        continue;
+      }
+      SmallVector<GetParamOp> reads;
+      func.walk([&](GetParamOp get) {
+        if (sharded.contains(get.getName()))
+          reads.push_back(get);
+      });
+      for (GetParamOp get : reads) {
+        // Gathered just before its first reader in the block, so that the
+        // whole parameter takes space only while it is read.
+        Operation *first = nullptr;
+        for (Operation *user : get->getUsers()) {
+          Operation *inBlock = get->getBlock()->findAncestorOpInBlock(*user);
+          if (inBlock && (!first || inBlock->isBeforeInBlock(first)))
+            first = inBlock;
+        }
+        if (!first) {
+          get.erase(); // read by nothing
+          continue;
+        }
+        b.setInsertionPoint(first);
+        auto gather = b.create<GatherParamOp>(get.getLoc(), get.getType(),
+                                              get.getNameAttr());
+        get.getResult().replaceAllUsesWith(gather.getResult());
+        get.erase();
+      }
+    }
+  }
+
+  /// The optimizer's all-gathers of updated chunks leave out the sharded
+  /// parameters: the chunk each rank updated is all it keeps.
+  static void dropGathers(func::FuncOp optimizer,
+                          const llvm::StringSet<> &sharded) {
+    SmallVector<AllGatherParamsOp> gathers;
+    optimizer.walk([&](AllGatherParamsOp op) { gathers.push_back(op); });
+    for (AllGatherParamsOp op : gathers) {
+      SmallVector<Attribute> kept;
+      for (Attribute name : op.getParams())
+        if (!sharded.contains(name.cast<FlatSymbolRefAttr>().getValue()))
+          kept.push_back(name);
+      if (kept.empty()) {
+        op.erase();
+        continue;
+      }
+      op.setParamsAttr(ArrayAttr::get(op.getContext(), kept));
+    }
+  }
+};
+
+} // namespace
