@@ -1138,12 +1138,6 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
                              "already; remove 'shard_optimizer_state' (SMP "
                              "needs it false with sharded data parallelism)",
                              degree));
-    if (degree != dataDegree)
-      return r.error("sharded_data_parallel_degree",
-                     formatv("is {0}, but groups smaller than the {1} "
-                             "data-parallel ranks (MiCS) are not implemented "
-                             "yet; give {1}",
-                             degree, dataDegree));
   }
   if (spec.delayedParameterInitialization &&
       spec.shardedDataParallelDegree < 2)

@@ -23,6 +23,11 @@ inline constexpr llvm::StringLiteral kMemorySpaceAttr = "cleave.memory_space";
 // The conventional mesh axis names.
 inline constexpr llvm::StringLiteral kDataAxis = "data";
 inline constexpr llvm::StringLiteral kShardedDataAxis = "sharded_data";
+// MiCS (sharded data parallelism in groups smaller than the data-parallel
+// ranks): the data axis split in two adjacent axes, the groups
+// ("data_replica", slower) and the ranks of one group ("sharded_data");
+// "data" then names both together (MeshAttr).
+inline constexpr llvm::StringLiteral kDataReplicaAxis = "data_replica";
 inline constexpr llvm::StringLiteral kPipelineAxis = "pipeline";
 inline constexpr llvm::StringLiteral kTensorAxis = "tensor";
 

@@ -86,6 +86,10 @@ def PlaceRanks : Pass<"cleave-place-ranks", "ModuleOp"> {
            "tensor-parallel degree">,
     Option<"placement", "placement", "std::string", /*default=*/"\"cluster\"",
            "cluster, spread or an order of D, P and T (slowest first)">,
+    Option<"shardedData", "sharded-data", "int64_t", /*default=*/"1",
+           "MiCS: with 1 < this < data, the data axis becomes the axes "
+           "data_replica (data / this groups) and sharded_data (this many "
+           "consecutive data ranks), which the name data then covers">,
   ];
 }
 
@@ -564,6 +568,9 @@ def ShardOptimizerState : Pass<"cleave-shard-optimizer-state", "ModuleOp"> {
            "the mesh axis the optimizer state is split over">,
     Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"26214400",
            "gradient bytes per reduce-scatter and all-gather">,
+    Option<"replicaAxis", "replica-axis", "std::string", /*default=*/"\"\"",
+           "MiCS's second hop: each rank's reduced chunks are then averaged "
+           "over this mesh axis (the groups that replicate the split)">,
   ];
 }
 
