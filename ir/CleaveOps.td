@@ -1016,7 +1016,9 @@ def Cleave_AccumulateGradOp : Cleave_Op<"accumulate_grad", [
   let summary = "adds a gradient to a parameter's gradient buffer";
   let description = [{
     Every parameter has one gradient buffer of its type, zeroed at the start
-    of each step; this op adds `grad` to it. A parameter read in several
+    of each step; this op adds `grad` to it. A sharded parameter
+    (`cleave.param_axis`) has a buffer of one chunk, and `grad` is this
+    rank's chunk of a reduce-scattered gradient. A parameter read in several
     places (a tied embedding and head), or by several microbatches,
     accumulates all of them.
 

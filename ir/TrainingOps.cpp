@@ -246,6 +246,14 @@ LogicalResult SliceGradOp::verify() {
 
 LogicalResult
 AccumulateGradOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  // A sharded parameter (cleave.param_axis) accumulates into its chunk.
+  ParameterOp param = lookupParameter(*this, getNameAttr());
+  std::optional<StateShards> shards =
+      param && param->hasAttr(kParamAxisAttr) ? stateShards(param)
+                                              : std::nullopt;
+  if (shards)
+    return expectType(*this, "the gradient chunk of a sharded parameter",
+                      getGrad().getType(), chunkType(param, *shards));
   return verifyParameterUse(*this, getNameAttr(), getGrad().getType(), symbols);
 }
 

@@ -226,6 +226,37 @@ LogicalResult RankProgram::emitFunction(func::FuncOp func) {
       e->set_wait(true);
       continue;
     }
+    if (auto scatter = dyn_cast<ReduceScatterOp>(op)) {
+      // A value reduce-scattered over one mesh axis (a sharded
+      // parameter's gradient, cleave-shard-parameters).
+      auto offsets = op.getAttrOfType<DenseI64ArrayAttr>("cleave.offsets");
+      if (!offsets || offsets.size() != 1)
+        return op.emitError() << "op has no planned offsets; run "
+                                 "cleave-memory-plan first";
+      if (scatter.getAxes().size() != 1 || scatter.getDim() != 0 ||
+          scatter.getReduce() == "max")
+        return op.emitError() << "the runtime reduce-scatters over one mesh "
+                                 "axis along dimension 0, by sum or mean";
+      auto id =
+          addTensor(scatter.getType(), offsets[0], pb::ACTIVATIONS, name, &op);
+      if (failed(id))
+        return failure();
+      FailureOr<int> group = groupIndex(
+          scatter.getAxes()[0].cast<StringAttr>().getValue(), std::nullopt,
+          &op);
+      if (failed(group))
+        return failure();
+      pb::Collective *c = fn->add_body()->mutable_collective();
+      c->set_kind(pb::REDUCE_SCATTER);
+      c->set_group(*group);
+      c->set_reduce(scatter.getReduce() == "sum" ? pb::SUM : pb::MEAN);
+      c->add_inputs(tensorOf.lookup(scatter.getInput()));
+      c->add_outputs(*id);
+      tensorOf[scatter.getResult()] = *id;
+      freeable.insert(scatter.getResult());
+      addFrees(op, fn, freeable, lastUser);
+      continue;
+    }
     if (auto gather = dyn_cast<GatherParamOp>(op)) {
       if (failed(emitGatherParam(gather, fn)))
         return failure();
@@ -529,7 +560,7 @@ LogicalResult RankProgram::emitSplitBucket(pb::Collective *c, ArrayAttr params,
   c->set_group(*group);
   for (Attribute name : params) {
     auto it = splitViews.find(name.cast<FlatSymbolRefAttr>().getValue());
-    if (it == splitViews.end() || (!gather && it->second.gradChunk < 0) ||
+    if (it == splitViews.end() || (!gather && it->second.gradFlat < 0) ||
         (gather && it->second.paramFlat < 0))
       return op->emitError() << "parameter " << name
                              << " has no planned, split "

@@ -210,7 +210,7 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
     // A parameter whose optimizer state is split (ZeRO-1) has its buffers
     // padded to whole chunks, and state of one chunk.
     // A sharded parameter (cleave.param_axis, ZeRO-3) keeps one chunk of
-    // itself; its gradient buffer stays padded.
+    // itself and of its gradient.
     auto storage = [&](ParameterOp param) -> Type {
       std::optional<StateShards> shards = stateShards(param);
       if (!shards)
@@ -244,8 +244,8 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
       if (!withGrad.contains(param.getSymName()))
         continue;
       param->setAttr("cleave.grad_offset", b.getI64IntegerAttr(cursor));
-      cursor += aligned(storage(param));
-      gradBytes += aligned(storage(param));
+      cursor += aligned(paramStorage(param));
+      gradBytes += aligned(paramStorage(param));
     }
     WalkResult walk = module.walk([&](Operation *op) {
       int64_t n = stateCount(op);

@@ -135,7 +135,9 @@ LogicalResult RankProgram::addParameters(ModuleOp module) {
       return failure();
     paramTensor[param.getSymName()] = *id;
     if (auto grad = param->getAttrOfType<IntegerAttr>("cleave.grad_offset")) {
-      auto g = addTensor(param.getType(), grad.getInt(), pb::GRADIENTS,
+      auto g = addTensor(sharded ? Type(chunkType(param, *shards))
+                                 : param.getType(),
+                         grad.getInt(), pb::GRADIENTS,
                          (param.getSymName() + ".grad").str(), param);
       if (failed(g))
         return failure();
@@ -210,12 +212,18 @@ LogicalResult RankProgram::addSplitViews(ParameterOp param, int64_t offset,
                         views.paramChunk))) {
     return failure();
   }
-  if (auto grad = param->getAttrOfType<IntegerAttr>("cleave.grad_offset"))
+  if (param->hasAttr(kParamAxisAttr)) {
+    // Its gradient too is one chunk, reduce-scattered in the backward.
+    if (auto it = gradTensor.find(param.getSymName()); it != gradTensor.end())
+      views.gradChunk = it->second;
+  } else if (auto grad =
+                 param->getAttrOfType<IntegerAttr>("cleave.grad_offset")) {
     if (failed(add(flat, grad.getInt(), name + ".grad (padded)",
                    views.gradFlat)) ||
         failed(add(chunk, grad.getInt() + c * chunkBytes,
                    name + ".grad (chunk)", views.gradChunk)))
       return failure();
+  }
   splitViews[param.getSymName()] = views;
   setRange(p->mutable_state_range());
   return success();

@@ -60,6 +60,13 @@ struct ShardParameters
         dropGathers(func, sharded);
         continue;
       }
+      SmallVector<AccumulateGradOp> accumulations;
+      func.walk([&](AccumulateGradOp acc) {
+        if (sharded.contains(acc.getName()))
+          accumulations.push_back(acc);
+      });
+      for (AccumulateGradOp acc : accumulations)
+        scatterGradient(acc, module);
       SmallVector<GetParamOp> reads;
       func.walk([&](GetParamOp get) {
         if (sharded.contains(get.getName()))
@@ -87,22 +94,56 @@ struct ShardParameters
     }
   }
 
+  /// A microbatch's gradient of a sharded parameter, reduce-scattered
+  /// within the group at once and added to this rank's chunk of the
+  /// gradient: the whole gradient lives only from the op that makes it to
+  /// here. Flattened and padded with zeros to whole chunks first.
+  static void scatterGradient(AccumulateGradOp acc, ModuleOp module) {
+    ParameterOp param = lookupParameter(acc, acc.getNameAttr());
+    StateShards shards = *stateShards(param);
+    OpBuilder b(acc);
+    Location loc = acc.getLoc();
+    auto type = acc.getGrad().getType().cast<RankedTensorType>();
+    Type element = type.getElementType();
+    Value flat = b.create<ReshapeOp>(
+        loc, RankedTensorType::get({shards.elements}, element), acc.getGrad());
+    if (int64_t padding = shards.padded() - shards.elements) {
+      auto zerosType = RankedTensorType::get({padding}, element);
+      Value zeros = b.create<ConstantOp>(
+          loc, zerosType,
+          DenseElementsAttr::get(zerosType, b.getZeroAttr(element)));
+      flat = b.create<ConcatOp>(
+          loc, RankedTensorType::get({shards.padded()}, element),
+          ValueRange{flat, zeros}, b.getI64IntegerAttr(0));
+    }
+    Value chunk = b.create<ReduceScatterOp>(
+        loc, chunkType(param, shards), flat,
+        b.getStrArrayAttr({shards.axis}), b.getI64IntegerAttr(0),
+        b.getStringAttr("mean"));
+    acc.getGradMutable().assign(chunk);
+  }
+
   /// The optimizer's all-gathers of updated chunks leave out the sharded
-  /// parameters: the chunk each rank updated is all it keeps.
+  /// parameters (the chunk each rank updated is all it keeps), and so do
+  /// its reduce-scatters (each backward scattered its gradients).
   static void dropGathers(func::FuncOp optimizer,
                           const llvm::StringSet<> &sharded) {
-    SmallVector<AllGatherParamsOp> gathers;
-    optimizer.walk([&](AllGatherParamsOp op) { gathers.push_back(op); });
-    for (AllGatherParamsOp op : gathers) {
+    SmallVector<Operation *> buckets;
+    optimizer.walk([&](Operation *op) {
+      if (isa<AllGatherParamsOp, ReduceScatterGradsOp>(op))
+        buckets.push_back(op);
+    });
+    for (Operation *op : buckets) {
+      auto params = op->getAttrOfType<ArrayAttr>("params");
       SmallVector<Attribute> kept;
-      for (Attribute name : op.getParams())
+      for (Attribute name : params)
         if (!sharded.contains(name.cast<FlatSymbolRefAttr>().getValue()))
           kept.push_back(name);
       if (kept.empty()) {
-        op.erase();
+        op->erase();
         continue;
       }
-      op.setParamsAttr(ArrayAttr::get(op.getContext(), kept));
+      op->setAttr("params", ArrayAttr::get(op->getContext(), kept));
     }
   }
 };
