@@ -436,6 +436,18 @@ static LogicalResult verifyCleaveAttr(Operation *op, NamedAttribute attr,
                          << "\" is not an axis of the enclosing mesh";
     return success();
   }
+  if (name == kParamAxisAttr) {
+    auto axis = attr.getValue().dyn_cast<StringAttr>();
+    auto state = op->getAttrOfType<StringAttr>(kStateAxisAttr);
+    if (!axis || !isa<ParameterOp>(op))
+      return emitError() << "expected the name of a mesh axis, on a "
+                            "cleave.parameter";
+    if (state != axis)
+      return emitError() << "a sharded parameter's chunks are its optimizer "
+                            "state's: expected cleave.state_axis = \""
+                         << axis.getValue() << "\" beside it";
+    return success();
+  }
   if (name == kMemorySpaceAttr) {
     if (!attr.getValue().isa<MemorySpaceAttr>())
       return emitError() << "expected a #cleave.memory_space";
