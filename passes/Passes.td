@@ -582,11 +582,12 @@ def ShardParameters : Pass<"cleave-shard-parameters", "ModuleOp"> {
     parameter's gradient and optimizer state over `cleave.state_axis`: each
     such parameter of at least `threshold` elements also keeps only its
     chunk of the parameter (`cleave.param_axis`, the same axis). Every
-    `cleave.get_param` of it in a forward or backward function becomes a
-    `cleave.gather_param`, moved to just before the op that reads it first,
-    so that the gathered whole lives from there to its last reader (the
-    backward gathers again: autodiff reads parameters afresh, it does not
-    save them). The optimizer updates the chunk and no longer all-gathers
+    `cleave.get_param` of it in a forward or backward function becomes one
+    `cleave.gather_param` before each op that reads it, so that the
+    gathered whole lives only while that op reads it (a tied embedding
+    read first and last in the forward is gathered twice rather than held
+    through every layer; the backward gathers again: autodiff reads
+    parameters afresh, it does not save them). The optimizer updates the chunk and no longer all-gathers
     it. Smaller parameters stay whole on every rank (SMP's
     `sdp_param_persistence_threshold`), their state split as in ZeRO-1.
 

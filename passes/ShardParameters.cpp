@@ -16,6 +16,7 @@
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringSet.h"
 
 namespace mlir::cleave {
@@ -73,22 +74,25 @@ struct ShardParameters
           reads.push_back(get);
       });
       for (GetParamOp get : reads) {
-        // Gathered just before its first reader in the block, so that the
-        // whole parameter takes space only while it is read.
-        Operation *first = nullptr;
-        for (Operation *user : get->getUsers()) {
-          Operation *inBlock = get->getBlock()->findAncestorOpInBlock(*user);
-          if (inBlock && (!first || inBlock->isBeforeInBlock(first)))
-            first = inBlock;
+        // Gathered just before each op that reads it, so that the whole
+        // parameter takes space only while it is read: a tied embedding
+        // read first and last in the forward is gathered twice rather than
+        // held through every layer between.
+        llvm::SetVector<Operation *> readers;
+        for (Operation *user : get->getUsers())
+          if (Operation *inBlock =
+                  get->getBlock()->findAncestorOpInBlock(*user))
+            readers.insert(inBlock);
+        for (Operation *reader : readers) {
+          b.setInsertionPoint(reader);
+          auto gather = b.create<GatherParamOp>(get.getLoc(), get.getType(),
+                                                get.getNameAttr());
+          get.getResult().replaceUsesWithIf(
+              gather.getResult(), [&](OpOperand &use) {
+                return get->getBlock()->findAncestorOpInBlock(
+                           *use.getOwner()) == reader;
+              });
         }
-        if (!first) {
-          get.erase(); // read by nothing
-          continue;
-        }
-        b.setInsertionPoint(first);
-        auto gather = b.create<GatherParamOp>(get.getLoc(), get.getType(),
-                                              get.getNameAttr());
-        get.getResult().replaceAllUsesWith(gather.getResult());
         get.erase();
       }
     }
