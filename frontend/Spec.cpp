@@ -605,7 +605,8 @@ struct KeyRule {
 };
 
 constexpr const char *kSdp =
-    "is a setting of sharded data parallelism, which is not implemented yet";
+    "is a setting of sharded data parallelism that Cleave does not implement "
+    "yet";
 constexpr const char *kNotOffloaded =
     "tunes activation offloading, and nothing is offloaded "
     "('offload_activations' is false)";
@@ -625,8 +626,6 @@ const KeyRule kRules[] = {
      "is not implemented yet (expert parallelism)", 1},
     {"sdp_reduce_bucket_size", KeyUse::DefaultOnly, KeyType::Integer,
      "500000000", kSdp, 1},
-    {"sdp_param_persistence_threshold", KeyUse::DefaultOnly, KeyType::Integer,
-     "1000000", kSdp, 0},
     {"sdp_max_live_parameters", KeyUse::DefaultOnly, KeyType::Integer,
      "1000000000", kSdp, 1},
     {"sdp_hierarchical_allgather", KeyUse::DefaultOnly, KeyType::Bool, "true",
@@ -832,31 +831,32 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
       r.writtenAs[key] = alias;
     }
   }
-  // SMP v2's hybrid_shard_degree: 0 (its default: PyTorch FSDP over the
-  // data ranks) and 1 (no sharding) replicate parameters, as Cleave does
-  // until sharded data parallelism lands; more is not implemented yet.
+  // SMP v2's hybrid_shard_degree is SMP v1's sharded_data_parallel_degree
+  // (MiCS groups of that many data ranks), with its own default: 0, which
+  // SMP v2 gives to PyTorch FSDP over all data ranks and Cleave to
+  // replicated parameters (as 1), with a note.
   if (const json::Value *v = object->get("hybrid_shard_degree")) {
-    if (object->get("sharded_data_parallel_degree"))
-      return fail(source + ": spec keys 'hybrid_shard_degree' and "
-                           "'sharded_data_parallel_degree' are the same "
-                           "setting; give one");
     std::optional<int64_t> degree = integerOf(*v);
     if (!degree || *degree < 0)
       return r.error("hybrid_shard_degree",
                      "must be a non-negative integer, got " + shown(*v));
-    if (*degree > 1)
-      return r.error("hybrid_shard_degree",
-                     formatv("is {0}, but sharded data parallelism is not "
-                             "implemented yet; remove it or give 0 (SMP v2's "
-                             "default) or 1",
-                             *degree));
+    if (const json::Value *v1 = object->get("sharded_data_parallel_degree")) {
+      std::optional<int64_t> other = integerOf(*v1);
+      if (!other || *other != std::max<int64_t>(*degree, 1))
+        return fail(source + ": spec keys 'hybrid_shard_degree' (" +
+                    shown(*v) + ") and 'sharded_data_parallel_degree' (" +
+                    shown(*v1) +
+                    ") are the same setting and differ; give one");
+    }
     if (*degree == 0)
       spec.notes.push_back(
           {"hybrid_shard_degree", "0",
            "SMP v2 would shard parameters, gradients and optimizer state "
-           "over the data-parallel ranks (PyTorch FSDP); Cleave replicates "
-           "them until sharded data parallelism lands: the same training, "
-           "more memory per rank"});
+           "over all the data-parallel ranks (PyTorch FSDP); Cleave "
+           "replicates them, as with 1: the same training, more memory per "
+           "rank (give the data-parallel degree to shard over all of them)"});
+    (*object)["sharded_data_parallel_degree"] = std::max<int64_t>(*degree, 1);
+    r.writtenAs["sharded_data_parallel_degree"] = "hybrid_shard_degree";
     object->erase("hybrid_shard_degree");
     smpV2 = true;
   }
@@ -880,7 +880,7 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
       "processes_per_host", "device", "device_memory_gib", "batch_size",
       "micro_batch_size", "prescaled_batch", "optimizer", "seed",
       "world_size", "frozen_parameters", "checkpoint_attentions",
-      "activation_checkpointing_layers"};
+      "activation_checkpointing_layers", "sdp_param_persistence_threshold"};
   for (const KeyRule &rule : kRules)
     known.insert(rule.key);
   if (Error e = r.unknownKeys(known))
@@ -906,6 +906,14 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
   CLEAVE_SPEC_READ(r.get("fp16", spec.fp16));
   CLEAVE_SPEC_READ(r.get("delayed_parameter_initialization",
                          spec.delayedParameterInitialization));
+  CLEAVE_SPEC_READ(r.get("sdp_param_persistence_threshold",
+                         spec.sdpParamPersistenceThreshold));
+  if (spec.sdpParamPersistenceThreshold < 0)
+    return r.error("sdp_param_persistence_threshold",
+                   formatv("must not be negative, got {0} (parameters with "
+                           "fewer elements stay whole on every rank; 0 "
+                           "shards them all)",
+                           spec.sdpParamPersistenceThreshold));
   CLEAVE_SPEC_READ(r.get("placement_strategy", spec.placementStrategy));
   CLEAVE_SPEC_READ(r.get("processes_per_host", spec.processesPerHost));
   CLEAVE_SPEC_READ(r.get("device", spec.device));
@@ -1124,8 +1132,6 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
   // Features that later work brings: only their defaults for now.
   const char *parallel = "the parallel passes";
   CLEAVE_SPEC_READ(r.notYet<int64_t>("tensor_parallel_degree", 1, parallel));
-  CLEAVE_SPEC_READ(r.notYet<int64_t>("sharded_data_parallel_degree", 1, parallel));
-  CLEAVE_SPEC_READ(r.notYet<bool>("delayed_parameter_initialization", false, parallel));
   // SMP's other documented keys: defaults only, or a note in the plan.
   for (const KeyRule &rule : kRules) {
     const json::Value *v = object->get(rule.key);
@@ -1168,6 +1174,41 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
                            "(2 or more replicas) or set it to false",
                            spec.worldSize, r.name("pipeline_parallel_degree"),
                            dataDegree, 2 * *modelRanks));
+  // Sharded data parallelism: groups of that many consecutive data ranks
+  // (MiCS), so the degree divides the data-parallel degree.
+  if (int64_t degree = spec.shardedDataParallelDegree; degree > 1) {
+    if (dataDegree % degree != 0)
+      return r.error("sharded_data_parallel_degree",
+                     formatv("is {0}, which does not divide the {1} "
+                             "data-parallel ranks ('world_size' {2} over {3} "
+                             "x tensor_parallel_degree = {4}); give a divisor "
+                             "of {1}",
+                             degree, dataDegree, spec.worldSize,
+                             r.name("pipeline_parallel_degree"), *modelRanks));
+    if (spec.pipelineParallelDegree > 1)
+      return r.error("sharded_data_parallel_degree",
+                     formatv("is {0}, but '{1}' is {2}: sharded data "
+                             "parallelism does not combine with pipeline "
+                             "parallelism (SMP refuses it too); set one of "
+                             "them to 1 (ZeRO-1, 'shard_optimizer_state', "
+                             "does combine with pipelines)",
+                             degree, r.name("pipeline_parallel_degree"),
+                             spec.pipelineParallelDegree));
+    if (spec.shardOptimizerState)
+      return r.error("sharded_data_parallel_degree",
+                     formatv("is {0}, which shards the optimizer state "
+                             "already; remove 'shard_optimizer_state' (SMP "
+                             "needs it false with sharded data parallelism)",
+                             degree));
+  }
+  if (spec.delayedParameterInitialization &&
+      spec.shardedDataParallelDegree < 2)
+    spec.notes.push_back(
+        {"delayed_parameter_initialization", "true",
+         "without sharded data parallelism every rank holds whole "
+         "parameters, which it reads or generates directly into its own "
+         "memory at start-up anyway; with it, each rank makes only its "
+         "chunk"});
   if (dataDegree > 1 && !spec.ddp)
     return r.error("world_size",
                    formatv("{0} ranks leave {1} data-parallel replicas, which "

@@ -51,6 +51,8 @@ struct Spec {
   int64_t pipelineParallelDegree = 1;
   int64_t tensorParallelDegree = 1;
   int64_t shardedDataParallelDegree = 1;
+  /// Sharded data parallelism: parameters with fewer elements stay whole.
+  int64_t sdpParamPersistenceThreshold = 1000000;
   int64_t microbatches = 1;
   int64_t activeMicrobatches = 0; // 0: as many as microbatches
   std::string pipeline = "interleaved";

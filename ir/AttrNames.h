@@ -23,6 +23,11 @@ inline constexpr llvm::StringLiteral kMemorySpaceAttr = "cleave.memory_space";
 // The conventional mesh axis names.
 inline constexpr llvm::StringLiteral kDataAxis = "data";
 inline constexpr llvm::StringLiteral kShardedDataAxis = "sharded_data";
+// MiCS (sharded data parallelism in groups smaller than the data-parallel
+// ranks): the data axis split in two adjacent axes, the groups
+// ("data_replica", slower) and the ranks of one group ("sharded_data");
+// "data" then names both together (MeshAttr).
+inline constexpr llvm::StringLiteral kDataReplicaAxis = "data_replica";
 inline constexpr llvm::StringLiteral kPipelineAxis = "pipeline";
 inline constexpr llvm::StringLiteral kTensorAxis = "tensor";
 
@@ -39,6 +44,12 @@ inline constexpr llvm::StringLiteral kRoleAttr = "cleave.role";
 // optimizer state and update are split over (DistributionOps.h,
 // stateShards).
 inline constexpr llvm::StringLiteral kStateAxisAttr = "cleave.state_axis";
+
+// Sharded data parallelism (cleave-shard-parameters): on a parameter whose
+// state is split (kStateAxisAttr), the same axis again: its persistent
+// storage is then this rank's chunk only, and functions read the whole
+// parameter through cleave.gather_param.
+inline constexpr llvm::StringLiteral kParamAxisAttr = "cleave.param_axis";
 
 // Data parallelism overlapping backward (cleave-overlap-gradients): on a
 // backward function, its copy for the step's last microbatch; on that copy,
@@ -78,6 +89,7 @@ inline constexpr llvm::StringLiteral kKnownAttrNames[] = {
     "cleave.offset",
     "cleave.offsets",
     "cleave.onnx_name",
+    "cleave.param_axis",
     "cleave.pipeline",
     "cleave.recompute",
     "cleave.role",

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ir/AttrNames.h"
 #include "ir/CleaveOps.h"
 
 #include "mlir/IR/Builders.h"
@@ -169,6 +170,10 @@ GetParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
     return emitOpError() << "result type " << getType()
                          << " differs from the type of parameter "
                          << getNameAttr() << ", " << param.getType();
+  if (param->hasAttr(kParamAxisAttr))
+    return emitOpError() << "parameter " << getNameAttr()
+                         << " is sharded (cleave.param_axis): this rank holds "
+                            "one chunk of it; read it with cleave.gather_param";
   return success();
 }
 

@@ -1016,7 +1016,9 @@ def Cleave_AccumulateGradOp : Cleave_Op<"accumulate_grad", [
   let summary = "adds a gradient to a parameter's gradient buffer";
   let description = [{
     Every parameter has one gradient buffer of its type, zeroed at the start
-    of each step; this op adds `grad` to it. A parameter read in several
+    of each step; this op adds `grad` to it. A sharded parameter
+    (`cleave.param_axis`) has a buffer of one chunk, and `grad` is this
+    rank's chunk of a reduce-scattered gradient. A parameter read in several
     places (a tied embedding and head), or by several microbatches,
     accumulates all of them.
 
@@ -1292,6 +1294,29 @@ def Cleave_AllGatherParamsOp : Cleave_Op<"all_gather_params"> {
   let arguments = (ins FlatSymbolRefArrayAttr:$params, StrAttr:$group);
   let assemblyFormat = "$params attr-dict";
   let hasVerifier = 1;
+}
+
+def Cleave_GatherParamOp : Cleave_Op<"gather_param", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "all-gathers a sharded parameter into a transient value";
+  let description = [{
+    Sharded data parallelism (ZeRO-3 / MiCS, spec key
+    `sharded_data_parallel_degree`): a parameter with a `cleave.param_axis`
+    keeps only its chunk on each rank of that mesh axis (the flat, padded
+    chunks of `cleave.state_axis`, which names the same axis). This op
+    all-gathers the chunks of the group into the whole parameter, of the
+    parameter's type. Unlike `cleave.get_param` its result is an ordinary
+    value: the memory plan gives it space (the padded size) from its
+    definition to its last use, so a forward reads the gathered weights of
+    one layer at a time and the backward gathers them again.
+
+    ```mlir
+    %w = cleave.gather_param @"h.0.mlp.c_fc.weight" : tensor<64x256xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$name);
+  let results = (outs Cleave_FloatTensor:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
 }
 
 def Cleave_AllReduceOp : Cleave_Op<"all_reduce", [SameOperandsAndResultType]> {

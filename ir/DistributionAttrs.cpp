@@ -74,14 +74,47 @@ LogicalResult MeshAttr::verify(function_ref<InFlightDiagnostic()> emitError,
       return emitError() << "mesh axis \"" << name.getValue()
                          << "\" must have at least 1 rank, got " << size;
   }
+  // The split data axis of MiCS: the two halves adjacent, replica first,
+  // so that together they are one axis "data".
+  auto position = [&](StringRef axis) -> int64_t {
+    for (auto [i, name] : llvm::enumerate(axisNames))
+      if (name.getValue() == axis)
+        return int64_t(i);
+    return -1;
+  };
+  int64_t replica = position(kDataReplicaAxis);
+  if (replica >= 0 && (position(kDataAxis) >= 0 ||
+                       position(kShardedDataAxis) != replica + 1))
+    return emitError() << "mesh axis \"" << kDataReplicaAxis
+                       << "\" splits the data axis: it is followed by \""
+                       << kShardedDataAxis << "\" and the mesh has no \""
+                       << kDataAxis << "\"";
   return success();
 }
 
-std::optional<int64_t> MeshAttr::getAxisSize(StringRef axis) const {
-  for (auto [name, size] : llvm::zip(getAxisNames(), getAxisSizes()))
+/// The size of an axis the mesh declares, or nullopt.
+static std::optional<int64_t> declaredSize(MeshAttr mesh, StringRef axis) {
+  for (auto [name, size] : llvm::zip(mesh.getAxisNames(), mesh.getAxisSizes()))
     if (name.getValue() == axis)
       return size;
   return std::nullopt;
+}
+
+/// A mesh split for MiCS has "data_replica" and "sharded_data" side by
+/// side and no "data": "data" is then the two together, replica major, so
+/// that every pass that splits the batch over "data" or averages over it
+/// still means all data-parallel ranks.
+static bool dataIsSplit(MeshAttr mesh) {
+  return !declaredSize(mesh, kDataAxis) &&
+         declaredSize(mesh, kDataReplicaAxis) &&
+         declaredSize(mesh, kShardedDataAxis);
+}
+
+std::optional<int64_t> MeshAttr::getAxisSize(StringRef axis) const {
+  if (axis == kDataAxis && dataIsSplit(*this))
+    return *declaredSize(*this, kDataReplicaAxis) *
+           *declaredSize(*this, kShardedDataAxis);
+  return declaredSize(*this, axis);
 }
 
 int64_t MeshAttr::getNumRanks() const {
@@ -94,6 +127,8 @@ int64_t MeshAttr::getNumRanks() const {
 /// The number of ranks between two neighbours on `axis`: the product of the
 /// sizes of the axes after it (the first axis varies slowest).
 static int64_t strideOf(MeshAttr mesh, StringRef axis) {
+  if (axis == kDataAxis && dataIsSplit(mesh))
+    axis = kShardedDataAxis;
   int64_t stride = 1;
   for (size_t i = mesh.getAxisNames().size(); i-- > 0;) {
     if (mesh.getAxisNames()[i].getValue() == axis)
@@ -399,6 +434,18 @@ static LogicalResult verifyCleaveAttr(Operation *op, NamedAttribute attr,
     if (!mesh || !mesh.getAxisSize(axis.getValue()))
       return emitError() << "\"" << axis.getValue()
                          << "\" is not an axis of the enclosing mesh";
+    return success();
+  }
+  if (name == kParamAxisAttr) {
+    auto axis = attr.getValue().dyn_cast<StringAttr>();
+    auto state = op->getAttrOfType<StringAttr>(kStateAxisAttr);
+    if (!axis || !isa<ParameterOp>(op))
+      return emitError() << "expected the name of a mesh axis, on a "
+                            "cleave.parameter";
+    if (state != axis)
+      return emitError() << "a sharded parameter's chunks are its optimizer "
+                            "state's: expected cleave.state_axis = \""
+                         << axis.getValue() << "\" beside it";
     return success();
   }
   if (name == kMemorySpaceAttr) {

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ir/AttrNames.h"
 #include "ir/CleaveOps.h"
 #include "ir/DistributionOps.h"
 
@@ -245,6 +246,14 @@ LogicalResult SliceGradOp::verify() {
 
 LogicalResult
 AccumulateGradOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  // A sharded parameter (cleave.param_axis) accumulates into its chunk.
+  ParameterOp param = lookupParameter(*this, getNameAttr());
+  std::optional<StateShards> shards =
+      param && param->hasAttr(kParamAxisAttr) ? stateShards(param)
+                                              : std::nullopt;
+  if (shards)
+    return expectType(*this, "the gradient chunk of a sharded parameter",
+                      getGrad().getType(), chunkType(param, *shards));
   return verifyParameterUse(*this, getNameAttr(), getGrad().getType(), symbols);
 }
 
@@ -264,6 +273,21 @@ LogicalResult GetGradShardOp::verifySymbolUses(SymbolTableCollection &) {
                             "split; use cleave.get_grad";
   return expectType(*this, "the result", getResult().getType(),
                     chunkType(param, *shards));
+}
+
+LogicalResult GatherParamOp::verifySymbolUses(SymbolTableCollection &) {
+  ParameterOp param = lookupParameter(*this, getNameAttr());
+  if (!param)
+    return emitOpError() << "no cleave.parameter named " << getNameAttr();
+  auto axis = param->getAttrOfType<StringAttr>(kParamAxisAttr);
+  std::optional<StateShards> shards = stateShards(param);
+  if (!axis || !shards || shards->axis != axis.getValue())
+    return emitOpError() << "parameter " << getNameAttr()
+                         << " is not sharded (it needs a cleave.param_axis "
+                            "equal to its cleave.state_axis); read it with "
+                            "cleave.get_param";
+  return expectType(*this, "the result", getResult().getType(),
+                    param.getType());
 }
 
 LogicalResult AdamWOp::verifySymbolUses(SymbolTableCollection &symbols) {

@@ -226,6 +226,44 @@ LogicalResult RankProgram::emitFunction(func::FuncOp func) {
       e->set_wait(true);
       continue;
     }
+    if (auto scatter = dyn_cast<ReduceScatterOp>(op)) {
+      // A value reduce-scattered over one mesh axis (a sharded
+      // parameter's gradient, cleave-shard-parameters).
+      auto offsets = op.getAttrOfType<DenseI64ArrayAttr>("cleave.offsets");
+      if (!offsets || offsets.size() != 1)
+        return op.emitError() << "op has no planned offsets; run "
+                                 "cleave-memory-plan first";
+      if (scatter.getAxes().size() != 1 || scatter.getDim() != 0 ||
+          scatter.getReduce() == "max")
+        return op.emitError() << "the runtime reduce-scatters over one mesh "
+                                 "axis along dimension 0, by sum or mean";
+      auto id =
+          addTensor(scatter.getType(), offsets[0], pb::ACTIVATIONS, name, &op);
+      if (failed(id))
+        return failure();
+      FailureOr<int> group = groupIndex(
+          scatter.getAxes()[0].cast<StringAttr>().getValue(), std::nullopt,
+          &op);
+      if (failed(group))
+        return failure();
+      pb::Collective *c = fn->add_body()->mutable_collective();
+      c->set_kind(pb::REDUCE_SCATTER);
+      c->set_group(*group);
+      c->set_reduce(scatter.getReduce() == "sum" ? pb::SUM : pb::MEAN);
+      c->add_inputs(tensorOf.lookup(scatter.getInput()));
+      c->add_outputs(*id);
+      tensorOf[scatter.getResult()] = *id;
+      freeable.insert(scatter.getResult());
+      addFrees(op, fn, freeable, lastUser);
+      continue;
+    }
+    if (auto gather = dyn_cast<GatherParamOp>(op)) {
+      if (failed(emitGatherParam(gather, fn)))
+        return failure();
+      freeable.insert(gather.getResult());
+      addFrees(op, fn, freeable, lastUser);
+      continue;
+    }
     if (auto reduce = dyn_cast<AllReduceOp>(op)) {
       auto offsets = op.getAttrOfType<DenseI64ArrayAttr>("cleave.offsets");
       if (!offsets || offsets.size() != 1)
@@ -470,6 +508,46 @@ LogicalResult RankProgram::emitUpdate(Operation &op, pb::Function *fn) {
   return addAttributes(op, kernel);
 }
 
+/// A sharded parameter gathered whole (ZeRO-3): the all-gather of every
+/// rank's chunk into the value's padded space, which the memory plan sized
+/// so (a view of it), read as the parameter's shape from its start.
+LogicalResult RankProgram::emitGatherParam(GatherParamOp gather,
+                                           pb::Function *fn) {
+  auto offsets = gather->getAttrOfType<DenseI64ArrayAttr>("cleave.offsets");
+  if (!offsets || offsets.size() != 1)
+    return gather.emitError() << "op has no planned offsets; run "
+                                 "cleave-memory-plan first";
+  ParameterOp param = lookupParameter(gather, gather.getNameAttr());
+  std::optional<StateShards> shards =
+      param ? stateShards(param) : std::nullopt;
+  auto chunk = paramTensor.find(gather.getName());
+  if (!shards || chunk == paramTensor.end())
+    return gather.emitError() << "parameter @" << gather.getName()
+                              << " has no planned chunk";
+  std::string name = onnxNodeName(gather.getLoc());
+  Type element = param.getType().cast<RankedTensorType>().getElementType();
+  FailureOr<int> padded =
+      addTensor(RankedTensorType::get({shards->padded()}, element), offsets[0],
+                pb::VIEW, gather.getName().str() + " (gathered, padded)",
+                gather);
+  if (failed(padded))
+    return failure();
+  FailureOr<int> whole = addTensor(gather.getType(), offsets[0],
+                                   pb::ACTIVATIONS, name, gather);
+  if (failed(whole))
+    return failure();
+  FailureOr<int> group = groupIndex(shards->axis, std::nullopt, gather);
+  if (failed(group))
+    return failure();
+  pb::Collective *c = fn->add_body()->mutable_collective();
+  c->set_kind(pb::ALL_GATHER);
+  c->set_group(*group);
+  c->add_inputs(chunk->second);
+  c->add_outputs(*padded);
+  tensorOf[gather.getResult()] = *whole;
+  return success();
+}
+
 /// A bucket's gradient all-reduce (cleave.all_reduce_grads and its start)
 /// into `c`: in place on the parameters' gradient tensors.
 LogicalResult RankProgram::emitBucket(pb::Collective *c, ArrayAttr params,
@@ -506,7 +584,8 @@ LogicalResult RankProgram::emitSplitBucket(pb::Collective *c, ArrayAttr params,
   c->set_group(*group);
   for (Attribute name : params) {
     auto it = splitViews.find(name.cast<FlatSymbolRefAttr>().getValue());
-    if (it == splitViews.end() || (!gather && it->second.gradChunk < 0))
+    if (it == splitViews.end() || (!gather && it->second.gradFlat < 0) ||
+        (gather && it->second.paramFlat < 0))
       return op->emitError() << "parameter " << name
                              << " has no planned, split "
                              << (gather ? "buffer" : "gradient");

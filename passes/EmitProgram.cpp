@@ -261,6 +261,18 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
     data->set_name("data");
     for (int64_t dd = 0; dd < dataRanks; ++dd)
       data->add_ranks(rankAt(dd, p));
+    // MiCS: the sharding group (consecutive data ranks) and the ranks at
+    // the same place of every group.
+    for (StringRef axis : {kShardedDataAxis, kDataReplicaAxis}) {
+      if (!mesh || !mesh.getAxisSize(axis) ||
+          mesh.getAxisSize(kDataAxis) == mesh.getAxisSize(axis))
+        continue;
+      pb::Group *group = place->add_groups();
+      group->set_name(axis.str());
+      int64_t base = mesh.withCoordinate(rank, axis, 0);
+      for (int64_t c = 0; c < *mesh.getAxisSize(axis); ++c)
+        group->add_ranks(mesh.withCoordinate(base, axis, c));
+    }
     if (!oneStage) {
       pb::Group *pipe = place->add_groups();
       pipe->set_name("pipeline");

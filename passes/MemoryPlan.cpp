@@ -120,7 +120,21 @@ struct SpaceAllocators {
       : device(alignment), host(alignment) {}
   Allocator device, host;
   llvm::DenseSet<Value> onHost;
+  // Whole parameters gathered (ZeRO-3) and live at once, and the most.
+  int64_t gathered = 0, gatheredPeak = 0;
 
+  /// A gathered parameter (cleave.gather_param) takes its padded size: the
+  /// all-gather writes every rank's whole chunk.
+  static int64_t bytesOf(Value v) {
+    if (auto gather = v.getDefiningOp<GatherParamOp>())
+      if (ParameterOp param = lookupParameter(gather, gather.getNameAttr()))
+        if (std::optional<StateShards> shards = stateShards(param))
+          return shards->padded() *
+                 elementBytes(param.getType()
+                                  .cast<RankedTensorType>()
+                                  .getElementType());
+    return tensorBytes(v.getType());
+  }
   static bool isHost(Value v) {
     Operation *def = v.getDefiningOp();
     auto space =
@@ -128,21 +142,27 @@ struct SpaceAllocators {
     return space && space.getValue() == MemorySpace::host;
   }
   int64_t allocate(Value v) {
+    if (v.getDefiningOp<GatherParamOp>()) {
+      gathered += bytesOf(v);
+      gatheredPeak = std::max(gatheredPeak, gathered);
+    }
     if (isHost(v)) {
       onHost.insert(v);
-      return host.allocate(tensorBytes(v.getType()));
+      return host.allocate(bytesOf(v));
     }
     // A fetched checkpoint is small and comes back while the backward's
     // large values come and go: in the smallest hole that fits, it leaves
     // the large holes whole for them (first fit split the one the fused
     // loss gradient's reshape needed at the backward's start, +7 % on
     // GPT-2 124M).
-    return device.allocate(tensorBytes(v.getType()),
+    return device.allocate(bytesOf(v),
                            v.getDefiningOp<FetchOp>());
   }
   void release(Value v, int64_t offset) {
+    if (v.getDefiningOp<GatherParamOp>())
+      gathered -= bytesOf(v);
     (onHost.contains(v) ? host : device)
-        .release(offset, tensorBytes(v.getType()));
+        .release(offset, bytesOf(v));
   }
 };
 
@@ -206,6 +226,8 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
     // every function and live for the whole run.
     // A parameter whose optimizer state is split (ZeRO-1) has its buffers
     // padded to whole chunks, and state of one chunk.
+    // A sharded parameter (cleave.param_axis, ZeRO-3) keeps one chunk of
+    // itself and of its gradient.
     auto storage = [&](ParameterOp param) -> Type {
       std::optional<StateShards> shards = stateShards(param);
       if (!shards)
@@ -214,11 +236,17 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
           {shards->padded()},
           param.getType().cast<RankedTensorType>().getElementType());
     };
+    auto paramStorage = [&](ParameterOp param) -> Type {
+      std::optional<StateShards> shards = stateShards(param);
+      if (shards && param->hasAttr(kParamAxisAttr))
+        return chunkType(param, *shards);
+      return storage(param);
+    };
     int64_t paramBytes = 0, gradBytes = 0, stateBytes = 0;
     for (auto param : module.getOps<ParameterOp>()) {
       param->setAttr("cleave.offset", b.getI64IntegerAttr(cursor));
-      cursor += aligned(storage(param));
-      paramBytes += aligned(storage(param));
+      cursor += aligned(paramStorage(param));
+      paramBytes += aligned(paramStorage(param));
     }
     llvm::StringSet<> withGrad;
     module.walk([&](Operation *op) {
@@ -233,8 +261,8 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
       if (!withGrad.contains(param.getSymName()))
         continue;
       param->setAttr("cleave.grad_offset", b.getI64IntegerAttr(cursor));
-      cursor += aligned(storage(param));
-      gradBytes += aligned(storage(param));
+      cursor += aligned(paramStorage(param));
+      gradBytes += aligned(paramStorage(param));
     }
     WalkResult walk = module.walk([&](Operation *op) {
       int64_t n = stateCount(op);
@@ -402,6 +430,10 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
     memory.append("gradients", b.getI64IntegerAttr(gradBytes));
     memory.append("optimizer_state", b.getI64IntegerAttr(stateBytes));
     memory.append("workspace", b.getI64IntegerAttr(0));
+    // Part of the activations: the most gathered parameters live at once.
+    if (activations.gatheredPeak)
+      memory.append("gathered_parameters",
+                    b.getI64IntegerAttr(activations.gatheredPeak));
     memory.append("alignment", b.getI64IntegerAttr(alignment));
     if (slots) {
       memory.append("slot_base", b.getI64IntegerAttr(slotBase));

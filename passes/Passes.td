@@ -86,6 +86,10 @@ def PlaceRanks : Pass<"cleave-place-ranks", "ModuleOp"> {
            "tensor-parallel degree">,
     Option<"placement", "placement", "std::string", /*default=*/"\"cluster\"",
            "cluster, spread or an order of D, P and T (slowest first)">,
+    Option<"shardedData", "sharded-data", "int64_t", /*default=*/"1",
+           "MiCS: with 1 < this < data, the data axis becomes the axes "
+           "data_replica (data / this groups) and sharded_data (this many "
+           "consecutive data ranks), which the name data then covers">,
   ];
 }
 
@@ -617,6 +621,48 @@ def ShardOptimizerState : Pass<"cleave-shard-optimizer-state", "ModuleOp"> {
            "the mesh axis the optimizer state is split over">,
     Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"26214400",
            "gradient bytes per reduce-scatter and all-gather">,
+    Option<"replicaAxis", "replica-axis", "std::string", /*default=*/"\"\"",
+           "MiCS's second hop: each rank's reduced chunks are then averaged "
+           "over this mesh axis (the groups that replicate the split)">,
+  ];
+}
+
+def ShardParameters : Pass<"cleave-shard-parameters", "ModuleOp"> {
+  let summary = "shards parameters themselves over the ranks that split their state (ZeRO-3)";
+  let description = [{
+    Sharded data parallelism (ZeRO-3; SMP's `sharded_data_parallel_degree`,
+    MiCS), after `cleave-shard-optimizer-state` has split every trained
+    parameter's gradient and optimizer state over `cleave.state_axis`: each
+    such parameter of at least `threshold` elements also keeps only its
+    chunk of the parameter (`cleave.param_axis`, the same axis). Every
+    `cleave.get_param` of it in a forward or backward function becomes one
+    `cleave.gather_param` before each op that reads it, so that the
+    gathered whole lives only while that op reads it (a tied embedding
+    read first and last in the forward is gathered twice rather than held
+    through every layer; the backward gathers again: autodiff reads
+    parameters afresh, it does not save them). The optimizer updates the chunk and no longer all-gathers
+    it. Smaller parameters stay whole on every rank (SMP's
+    `sdp_param_persistence_threshold`), their state split as in ZeRO-1.
+
+    ```mlir
+    // before
+    %w = cleave.get_param @"h.0.mlp.c_fc.weight" : tensor<64x256xf32>
+    %h = cleave.layer_norm ...
+    %y = cleave.matmul %h, %w ...
+    ...
+    cleave.all_gather_params [@"h.0.mlp.c_fc.weight", @"ln_f.bias"] {group = "data"}
+    // after
+    cleave.parameter @"h.0.mlp.c_fc.weight" {cleave.param_axis = "data", cleave.state_axis = "data"} ...
+    %h = cleave.layer_norm ...
+    %w = cleave.gather_param @"h.0.mlp.c_fc.weight" : tensor<64x256xf32>
+    %y = cleave.matmul %h, %w ...
+    ...
+    cleave.all_gather_params [@"ln_f.bias"] {group = "data"}
+    ```
+  }];
+  let options = [
+    Option<"threshold", "threshold", "int64_t", /*default=*/"1000000",
+           "parameters with fewer elements stay whole on every rank">,
   ];
 }
 

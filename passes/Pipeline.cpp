@@ -32,6 +32,12 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
   place.data = options.dataDegree;
   place.pipeline = options.pipelineDegree;
   place.placement = options.placement;
+  // MiCS: sharding groups smaller than the data-parallel ranks split the
+  // data axis in two.
+  bool mics = options.shardedDegree > 1 &&
+              options.shardedDegree < options.dataDegree;
+  if (mics)
+    place.shardedData = options.shardedDegree;
   pm.addPass(createPlaceRanks(place));
   // Fused ops (attention, rotary, norms) before anything counts costs or
   // derives gradients: their rules and kernels are the fast ones.
@@ -97,8 +103,23 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
     // Gradients averaged over data-parallel replicas, in buckets, before
     // the optimizer reads them; with ZeRO-1 reduce-scattered instead, each
     // rank updating its chunk of every parameter.
-    if (options.dataDegree > 1 && options.shardOptimizerState) {
-      stage.addPass(createShardOptimizerState());
+    // Sharded data parallelism (ZeRO-3) is ZeRO-1 whose parameters keep
+    // only their chunk too, gathered where functions read them.
+    if (options.dataDegree > 1 &&
+        (options.shardOptimizerState || options.shardedDegree > 1)) {
+      ShardOptimizerStateOptions zero;
+      if (mics) {
+        // Reduce-scattered within a group, then averaged over the groups
+        // (MiCS's 2-hop gradient synchronization).
+        zero.axis = "sharded_data";
+        zero.replicaAxis = "data_replica";
+      }
+      stage.addPass(createShardOptimizerState(zero));
+      if (options.shardedDegree > 1) {
+        ShardParametersOptions shard;
+        shard.threshold = options.paramPersistenceThreshold;
+        stage.addPass(createShardParameters(shard));
+      }
     } else if (options.dataDegree > 1) {
       DataParallelOptions dp;
       dp.degree = options.dataDegree;

@@ -38,6 +38,17 @@ struct ProgramPipelineOptions
       llvm::cl::desc("ZeRO-1: split optimizer state over the data-parallel "
                      "ranks instead of averaging whole gradients"),
       llvm::cl::init(false)};
+  Option<int64_t> shardedDegree{
+      *this, "sharded-degree",
+      llvm::cl::desc("sharded data parallelism (ZeRO-3): ranks each "
+                     "parameter, gradient and optimizer state is split over "
+                     "(1: off; today the whole data-parallel degree)"),
+      llvm::cl::init(1)};
+  Option<int64_t> paramPersistenceThreshold{
+      *this, "param-persistence-threshold",
+      llvm::cl::desc("sharded data parallelism: parameters with fewer "
+                     "elements stay whole on every rank"),
+      llvm::cl::init(1000000)};
   Option<int64_t> seed{*this, "seed",
                        llvm::cl::desc("seed of generated initial values"),
                        llvm::cl::init(0)};

@@ -47,10 +47,25 @@ struct PlaceRanks : mlir::cleave::impl::PlaceRanksBase<PlaceRanks> {
                          << static_cast<int64_t>(tensor) << ")";
       return signalPassFailure();
     }
+    if (shardedData < 1 || data % shardedData != 0) {
+      module.emitError() << "cleave-place-ranks: sharded-data must divide "
+                            "the data degree "
+                         << static_cast<int64_t>(data) << ", got "
+                         << static_cast<int64_t>(shardedData);
+      return signalPassFailure();
+    }
     MLIRContext *ctx = module.getContext();
     SmallVector<StringAttr> names;
     SmallVector<int64_t> sizes;
     for (char axis : order) {
+      if (axis == 'D' && shardedData > 1 && shardedData < data) {
+        // MiCS: groups of consecutive data ranks (the faster half).
+        names.push_back(StringAttr::get(ctx, kDataReplicaAxis));
+        sizes.push_back(data / shardedData);
+        names.push_back(StringAttr::get(ctx, kShardedDataAxis));
+        sizes.push_back(shardedData);
+        continue;
+      }
       names.push_back(StringAttr::get(
           ctx, axis == 'D' ? kDataAxis : axis == 'P' ? kPipelineAxis
                                                      : kTensorAxis));

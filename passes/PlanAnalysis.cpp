@@ -74,6 +74,7 @@ PlanMemory memoryOf(DictionaryAttr dict) {
   m.hostBytes = intIn(dict, "host_arena_bytes");
   m.deviceActivations = intIn(dict, "device_activations");
   m.hostActivations = intIn(dict, "host_activations");
+  m.gatheredParameters = intIn(dict, "gathered_parameters");
   return m;
 }
 
@@ -85,6 +86,7 @@ void add(PlanMemory &into, const PlanMemory &m) {
   into.hostBytes += m.hostBytes;
   into.deviceActivations += m.deviceActivations;
   into.hostActivations += m.hostActivations;
+  into.gatheredParameters += m.gatheredParameters;
 }
 
 /// A stage's sizes and costs. `rates` cost what the schedule pass did not
@@ -508,6 +510,8 @@ llvm::json::Object memoryJSON(const PlanMemory &m) {
   llvm::json::Object object{{"peak_bytes", m.peakBytes}};
   for (const PlanMemoryCategory &c : kPlanMemoryCategories)
     object[c.key] = m.*c.bytes;
+  if (m.gatheredParameters)
+    object["gathered_parameters"] = m.gatheredParameters;
   return object;
 }
 

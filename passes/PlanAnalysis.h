@@ -61,6 +61,9 @@ struct PlanMemory {
   /// plan's allocator of each space sized them.
   int64_t deviceBytes = 0, hostBytes = 0;
   int64_t deviceActivations = 0, hostActivations = 0;
+  /// Part of the activations: whole parameters gathered and live at once
+  /// (sharded data parallelism's cleave.gather_param; 0 without it).
+  int64_t gatheredParameters = 0;
 };
 
 /// The categories the memory-fit advice chooses among, with their keys.

@@ -131,13 +131,20 @@ LogicalResult RankProgram::addParameters(ModuleOp module) {
     auto offset = param->getAttrOfType<IntegerAttr>("cleave.offset");
     if (!offset)
       return param.emitError() << "parameter has no planned offset";
-    auto id = addTensor(param.getType(), offset.getInt(), pb::PARAMETERS,
-                        param.getSymName(), param);
+    // A sharded parameter (ZeRO-3) is its chunk.
+    std::optional<StateShards> shards = stateShards(param);
+    bool sharded = shards && param->hasAttr(kParamAxisAttr);
+    auto id = addTensor(sharded ? Type(chunkType(param, *shards))
+                                : param.getType(),
+                        offset.getInt(), pb::PARAMETERS, param.getSymName(),
+                        param);
     if (failed(id))
       return failure();
     paramTensor[param.getSymName()] = *id;
     if (auto grad = param->getAttrOfType<IntegerAttr>("cleave.grad_offset")) {
-      auto g = addTensor(param.getType(), grad.getInt(), pb::GRADIENTS,
+      auto g = addTensor(sharded ? Type(chunkType(param, *shards))
+                                 : param.getType(),
+                         grad.getInt(), pb::GRADIENTS,
                          (param.getSymName() + ".grad").str(), param);
       if (failed(g))
         return failure();
@@ -187,6 +194,12 @@ LogicalResult RankProgram::addSplitViews(ParameterOp param, int64_t offset,
   int64_t chunkBytes = tensorBytes(chunk);
   std::string name = param.getSymName().str();
   SplitViews views;
+  int64_t start = c * shards->chunk;
+  auto setRange = [&](pb::StateRange *range) {
+    range->set_start(std::min(start, shards->elements));
+    range->set_size(std::clamp<int64_t>(shards->elements - start, 0,
+                                        shards->chunk));
+  };
   auto add = [&](Type type, int64_t at, const std::string &what,
                  int &id) -> LogicalResult {
     FailureOr<int> t = addTensor(type, at, pb::VIEW, what, param);
@@ -195,22 +208,31 @@ LogicalResult RankProgram::addSplitViews(ParameterOp param, int64_t offset,
     id = *t;
     return success();
   };
-  if (failed(add(flat, offset, name + " (padded)", views.paramFlat)) ||
-      failed(add(chunk, offset + c * chunkBytes, name + " (chunk)",
-                 views.paramChunk)))
+  if (param->hasAttr(kParamAxisAttr)) {
+    // Sharded (ZeRO-3): the parameter's tensor is the chunk; functions
+    // gather the whole into values of their own.
+    views.paramFlat = -1;
+    views.paramChunk = p->tensor();
+    setRange(p->mutable_flat_range());
+  } else if (failed(add(flat, offset, name + " (padded)", views.paramFlat)) ||
+             failed(add(chunk, offset + c * chunkBytes, name + " (chunk)",
+                        views.paramChunk))) {
     return failure();
-  if (auto grad = param->getAttrOfType<IntegerAttr>("cleave.grad_offset"))
+  }
+  if (param->hasAttr(kParamAxisAttr)) {
+    // Its gradient too is one chunk, reduce-scattered in the backward.
+    if (auto it = gradTensor.find(param.getSymName()); it != gradTensor.end())
+      views.gradChunk = it->second;
+  } else if (auto grad =
+                 param->getAttrOfType<IntegerAttr>("cleave.grad_offset")) {
     if (failed(add(flat, grad.getInt(), name + ".grad (padded)",
                    views.gradFlat)) ||
         failed(add(chunk, grad.getInt() + c * chunkBytes,
                    name + ".grad (chunk)", views.gradChunk)))
       return failure();
+  }
   splitViews[param.getSymName()] = views;
-  pb::StateRange *range = p->mutable_state_range();
-  int64_t start = c * shards->chunk;
-  range->set_start(std::min(start, shards->elements));
-  range->set_size(std::clamp<int64_t>(shards->elements - start, 0,
-                                      shards->chunk));
+  setRange(p->mutable_state_range());
   return success();
 }
 

@@ -113,6 +113,7 @@ private:
   LogicalResult emitSplitBucket(pb::Collective *c, ArrayAttr params,
                                 StringRef groupName, bool gather,
                                 Operation *op);
+  LogicalResult emitGatherParam(GatherParamOp gather, pb::Function *fn);
   LogicalResult addSplitViews(ParameterOp param, int64_t offset,
                               pb::Parameter *p);
   LogicalResult emitBucket(pb::Collective *c, ArrayAttr params,

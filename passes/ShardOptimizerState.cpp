@@ -48,6 +48,12 @@ struct ShardOptimizerState
                          << "cleave-place-ranks first";
       return signalPassFailure();
     }
+    if (!replicaAxis.empty() && !mesh.getAxisSize(replicaAxis)) {
+      module.emitError() << "cleave-shard-optimizer-state: the module's mesh "
+                            "has no replica axis \""
+                         << replicaAxis << "\"";
+      return signalPassFailure();
+    }
     func::FuncOp optimizer;
     for (auto func : module.getOps<func::FuncOp>())
       if (auto kind = func->getAttrOfType<StringAttr>("cleave.kind"))
@@ -131,9 +137,20 @@ struct ShardOptimizerState
       auto shard = b.create<GetGradShardOp>(
           get.getLoc(), chunkType(param, *stateShards(param)),
           get.getNameAttr());
-      get.getResult().replaceAllUsesWith(shard.getResult());
-      get.erase();
+      Value chunk = shard.getResult();
       last = shard;
+      if (!replicaAxis.empty()) {
+        // MiCS's second hop: the chunk reduced in this group, averaged
+        // over the groups.
+        b.setInsertionPointAfter(shard);
+        auto mean = b.create<AllReduceOp>(get.getLoc(), chunk,
+                                          b.getStringAttr(replicaAxis),
+                                          b.getStringAttr("mean"));
+        chunk = mean.getResult();
+        last = mean;
+      }
+      get.getResult().replaceAllUsesWith(chunk);
+      get.erase();
     }
 
     // The clipping norm: each rank's sum covers its chunks only.

@@ -925,6 +925,14 @@ std::vector<Runtime::StateTensor> Runtime::stateTensors() const {
       auto it = paramOf.find(id);
       param = it == paramOf.end() ? nullptr : it->second;
       s.name = param ? param->name() : t.name();
+      if (param && param->has_flat_range()) {
+        // Sharded data parallelism: a flat chunk holding a range of the
+        // slice, as ZeRO-1's state below.
+        s.sliceSize.assign(param->slice_size().begin(),
+                           param->slice_size().end());
+        s.flatStart = param->flat_range().start();
+        s.flatSize = param->flat_range().size();
+      }
     } else {
       // "wte.exp_avg": the moment of parameter "wte", sliced as it is.
       s.kind = "optimizer_state";

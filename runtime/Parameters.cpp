@@ -116,6 +116,8 @@ Status Runtime::initializeParameter(const pb::Parameter &param) {
     host.assign(t.sizeBytes(), 0);
     out = host.data();
   }
+  if (param.has_flat_range())
+    return initializeChunk(param, out, host.empty());
   if (param.has_file()) {
     std::string path = resolveProgramPath(directory_, param.file().path());
     int fd = open(path.c_str(), O_RDONLY);
@@ -173,6 +175,63 @@ Status Runtime::initializeParameter(const pb::Parameter &param) {
   return host.empty() ? Status::ok() : writeTensor(param.tensor(), out);
 }
 
+/// A sharded parameter (flat_range, of a whole parameter: the loader
+/// checks it): only its range of elements is read from the file or
+/// generated, element k of the chunk being element start + k of the
+/// flattened parameter, so that nothing the size of the whole is ever made
+/// (delayed parameter initialization). The padding after it is zero.
+Status Runtime::initializeChunk(const pb::Parameter &param, char *out,
+                                bool inPlace) {
+  const TensorRef &t = tensors_[param.tensor()];
+  std::string where = "parameters '" + param.name() + "'";
+  size_t elementSize = dtypeSize(t.dtype);
+  int64_t start = param.flat_range().start(), size = param.flat_range().size();
+  std::memset(out, 0, t.sizeBytes());
+  auto written = [&] {
+    return inPlace ? Status::ok() : writeTensor(param.tensor(), out);
+  };
+  if (param.has_file()) {
+    std::string path = resolveProgramPath(directory_, param.file().path());
+    int fd = open(path.c_str(), O_RDONLY);
+    if (fd < 0)
+      return Status::error(where + ": cannot open " + path + ": " +
+                           std::strerror(errno));
+    char *dst = out;
+    size_t want = size_t(size) * elementSize;
+    off_t from = param.file().offset() + start * elementSize;
+    while (want) {
+      ssize_t got = pread(fd, dst, want, from);
+      if (got <= 0) {
+        std::string why =
+            got == 0 ? "unexpected end of file" : std::strerror(errno);
+        close(fd);
+        return Status::error(where + ": reading " + path + " at byte " +
+                             str(from) + " failed: " + why);
+      }
+      dst += got;
+      from += got;
+      want -= size_t(got);
+    }
+    close(fd);
+    return written();
+  }
+  const std::string &generator = param.generator();
+  if (generator == "zeros") {
+  } else if (generator == "ones") {
+    for (int64_t i = 0; i < size; ++i)
+      storeElement(out, t.dtype, i, 1.0);
+  } else if (generator.compare(0, 7, "normal:") == 0) {
+    double stddev = std::strtod(generator.c_str() + 7, nullptr);
+    for (int64_t i = 0; i < size; ++i)
+      storeElement(out, t.dtype, i,
+                   stddev * generatedNormal(param.seed(), param.name(),
+                                            start + i));
+  } else {
+    return Status::error(where + ": unknown generator '" + generator + "'");
+  }
+  return written();
+}
+
 //===----------------------------------------------------------------------===//
 // Parameters out
 //===----------------------------------------------------------------------===//
@@ -190,8 +249,13 @@ Status Runtime::gatherParameters(std::vector<NamedTensor> &full) {
     w.putInts(p.full_shape());
     w.putInts(p.slice_start());
     w.putInts(p.slice_size());
+    // A flat chunk (sharded data parallelism): its range, without padding;
+    // -1 for a slice held whole.
+    w.put<int64_t>(p.has_flat_range() ? p.flat_range().start() : -1);
     std::vector<char> bytes;
     CLEAVE_CHECK(readTensor(p.tensor(), bytes));
+    if (p.has_flat_range())
+      bytes.resize(size_t(p.flat_range().size()) * dtypeSize(t.dtype));
     w.putString(std::string(bytes.begin(), bytes.end()));
   }
   std::vector<std::string> all;
@@ -213,6 +277,7 @@ Status Runtime::gatherParameters(std::vector<NamedTensor> &full) {
       RepeatedField<int64_t> fullShape = in.getInts();
       RepeatedField<int64_t> start = in.getInts();
       RepeatedField<int64_t> size = in.getInts();
+      int64_t flatStart = in.get<int64_t>();
       std::string bytes = in.getString();
       if (!in.ok)
         break;
@@ -234,6 +299,16 @@ Status Runtime::gatherParameters(std::vector<NamedTensor> &full) {
                              "shape than another rank");
       }
       size_t elementSize = dtypeSize(dtype);
+      if (flatStart >= 0) {
+        int64_t n = int64_t(bytes.size() / elementSize);
+        if (flatStart > elements || n > elements - flatStart)
+          return Status::error("parameter '" + name + "': rank " + str(r) +
+                               " holds elements past its end");
+        std::memcpy(&a.tensor.bytes[flatStart * elementSize], bytes.data(),
+                    n * elementSize);
+        std::fill_n(a.covered.begin() + flatStart, n, 1);
+        continue;
+      }
       forEachSliceRun(fullShape, start, size,
                       [&](int64_t fullIndex, int64_t sliceIndex, int64_t n) {
                         std::memcpy(&a.tensor.bytes[fullIndex * elementSize],

@@ -640,6 +640,34 @@ private:
     return Status::ok();
   }
 
+  /// Sharded data parallelism: the parameter's tensor is one flat chunk
+  /// holding a range of the slice's elements (then padding).
+  Status checkFlatRange(const pb::Parameter &param, const pb::Tensor &t,
+                        const std::string &where) {
+    const pb::StateRange &range = param.flat_range();
+    int64_t elements = checkedElements(param.slice_size());
+    if (range.start() < 0 || range.size() < 0 || elements < 0 ||
+        range.start() > elements - range.size())
+      return fail(where, "flat_range start " + str(range.start()) + " size " +
+                             str(range.size()) +
+                             " is not within its slice's " + str(elements) +
+                             " elements (slice_size " +
+                             shapeText(param.slice_size()) + ")");
+    if (t.shape_size() != 1 || t.shape(0) < range.size())
+      return fail(where, "flat_range size " + str(range.size()) +
+                             ", but its tensor " + str(param.tensor()) +
+                             " is " + shapeText(t.shape()) +
+                             ": expected one dimension of at least " +
+                             str(range.size()) + " elements");
+    for (int d = 0; d < param.slice_size_size(); ++d)
+      if (param.slice_size(d) != param.full_shape(d))
+        return fail(where, "flat_range on a slice " +
+                               shapeText(param.slice_size()) + " of " +
+                               shapeText(param.full_shape()) +
+                               ": a flat chunk is of a whole parameter");
+    return Status::ok();
+  }
+
   Status checkParameters() {
     std::vector<int> initializedBy(p.tensors_size(), -1);
     std::set<std::string> names;
@@ -673,10 +701,13 @@ private:
       if (fullElements < 0)
         return fail(where, "full_shape " + shapeText(param.full_shape()) +
                                " is negative or too large");
-      if (shapeText(param.slice_size()) != shapeText(t.shape()))
+      if (param.has_flat_range()) {
+        CLEAVE_CHECK(checkFlatRange(param, t, where));
+      } else if (shapeText(param.slice_size()) != shapeText(t.shape())) {
         return fail(where, "slice_size " + shapeText(param.slice_size()) +
                                " differs from the shape of tensor " +
                                str(param.tensor()) + ", " + shapeText(t.shape()));
+      }
       for (int d = 0; d < rank; ++d)
         if (param.slice_start(d) < 0 ||
             param.slice_start(d) > param.full_shape(d) - param.slice_size(d))

@@ -109,3 +109,51 @@ module attributes {cleave.mesh = #cleave.mesh<["data"=2]>} {
     return
   }
 }
+
+// -----
+
+// Sharded data parallelism: cleave.param_axis names the state's axis.
+module attributes {cleave.mesh = #cleave.mesh<["data"=2]>} {
+  // expected-error @+1 {{attribute 'cleave.param_axis': a sharded parameter's chunks are its optimizer state's: expected cleave.state_axis = "data" beside it}}
+  cleave.parameter @w {cleave.param_axis = "data"} : tensor<3x5xf32>
+}
+
+// -----
+
+module attributes {cleave.mesh = #cleave.mesh<["data"=2]>} {
+  cleave.parameter @w {cleave.state_axis = "data"} : tensor<3x5xf32>
+  func.func @forward() -> tensor<3x5xf32> {
+    // expected-error @+1 {{parameter @w is not sharded (it needs a cleave.param_axis equal to its cleave.state_axis); read it with cleave.get_param}}
+    %w = cleave.gather_param @w : tensor<3x5xf32>
+    return %w : tensor<3x5xf32>
+  }
+}
+
+// -----
+
+module attributes {cleave.mesh = #cleave.mesh<["data"=2]>} {
+  cleave.parameter @w {cleave.param_axis = "data", cleave.state_axis = "data"} : tensor<3x5xf32>
+  func.func @forward() -> tensor<3x5xf32> {
+    // expected-error @+1 {{parameter @w is sharded (cleave.param_axis): this rank holds one chunk of it; read it with cleave.gather_param}}
+    %w = cleave.get_param @w : tensor<3x5xf32>
+    return %w : tensor<3x5xf32>
+  }
+}
+
+// -----
+
+module attributes {cleave.mesh = #cleave.mesh<["data"=2]>} {
+  cleave.parameter @w {cleave.param_axis = "data", cleave.state_axis = "data"} : tensor<3x5xf32>
+  func.func @backward(%dw: tensor<3x5xf32>) {
+    // expected-error @+1 {{the gradient chunk of a sharded parameter must be 'tensor<16xf32>', got 'tensor<3x5xf32>'}}
+    cleave.accumulate_grad @w, %dw : tensor<3x5xf32>
+    return
+  }
+}
+
+// -----
+
+// MiCS splits the data axis: replica first, then sharded_data, no "data".
+// expected-error @+1 {{mesh axis "data_replica" splits the data axis: it is followed by "sharded_data" and the mesh has no "data"}}
+module attributes {cleave.mesh = #cleave.mesh<["sharded_data"=2, "data_replica"=2]>} {
+}

@@ -564,6 +564,31 @@ const BadField kBadFields[] = {
      "parameters[2] 'head.bias': state_range size 3, but its optimizer state "
      "tensor 12 'head.bias.momentum_buffer' is [2]: expected one dimension "
      "of at least 3 elements"},
+    // Sharded data parallelism (Parameter.flat_range): the range lies in
+    // the slice, the tensor is a flat chunk that holds it, and the slice
+    // is the whole parameter.
+    {"FlatRangePastTheSlice",
+     [](TinyModel &m) {
+       auto *range = m.b.p.mutable_parameters(2)->mutable_flat_range();
+       range->set_start(4);
+       range->set_size(2);
+     },
+     "parameters[2] 'head.bias': flat_range start 4 size 2 is not within its "
+     "slice's 5 elements (slice_size [5])"},
+    {"FlatRangeTensorNotFlat",
+     [](TinyModel &m) {
+       m.b.p.mutable_parameters(1)->mutable_flat_range()->set_size(4);
+     },
+     "parameters[1] 'head.weight': flat_range size 4, but its tensor 1 is "
+     "[4, 5]: expected one dimension of at least 4 elements"},
+    {"FlatRangeOfASlice",
+     [](TinyModel &m) {
+       pb::Parameter *p = m.b.p.mutable_parameters(2);
+       p->set_full_shape(0, 10);
+       p->mutable_flat_range()->set_size(5);
+     },
+     "parameters[2] 'head.bias': flat_range on a slice [5] of [10]: a flat "
+     "chunk is of a whole parameter"},
 };
 
 INSTANTIATE_TEST_SUITE_P(

@@ -328,6 +328,8 @@ int main(int argc, char **argv) {
   pipeline.dataDegree = spec.worldSize / (spec.pipelineParallelDegree *
                                           spec.tensorParallelDegree);
   pipeline.shardOptimizerState = spec.shardOptimizerState;
+  pipeline.shardedDegree = spec.shardedDataParallelDegree;
+  pipeline.paramPersistenceThreshold = spec.sdpParamPersistenceThreshold;
   pipeline.globalBatch = spec.batchSize.value_or(0);
   pipeline.seed = spec.seed;
   const cleave::OptimizerSpec &opt = spec.optimizer;
