@@ -10,6 +10,19 @@
 #include "ir/CleaveDialect.h.inc"
 #include "ir/CleaveEnums.h.inc"
 
+namespace mlir::cleave {
+/// One entry of a dimension's axes in a `#cleave.sharding`: a whole mesh
+/// axis (size 0) or its sub-axis of `size` ranks whose coordinate is
+/// `(c / preSize) % size` for the axis coordinate `c` (openxla/shardy's
+/// `"axis":(pre)size`).
+struct AxisRef {
+  llvm::StringRef name;
+  int64_t preSize = 1;
+  int64_t size = 0;
+  bool isWhole() const { return size == 0; }
+};
+} // namespace mlir::cleave
+
 #define GET_ATTRDEF_CLASSES
 #include "ir/CleaveAttrs.h.inc"
 
