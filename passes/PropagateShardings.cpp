@@ -205,6 +205,11 @@ struct PropagateShardings
            std::to_string(d.part.size);
   }
 
+  /// Whether two pieces of the axis share ranks' coordinates.
+  static bool overlaps(const Part &a, const Part &b) {
+    return a.pre < b.pre * b.size && b.pre < a.pre * a.size;
+  }
+
   void stop(Operation *op, const Twine &why) {
     if (stops.count(op))
       return;
@@ -270,16 +275,28 @@ struct PropagateShardings
         for (auto [f, s] : llvm::zip(dimFactors, *projected)) {
           if (!s.isSplit())
             continue;
-          if (factors[f].isSplit() && factors[f] != s) {
+          // The same factor split two ways, or two factors using one
+          // piece of the axis: each rank would hold pieces that do not
+          // make one value.
+          std::optional<int64_t> clash;
+          if (factors[f].isSplit() && factors[f] != s)
+            clash = f;
+          for (int64_t g = 0; g < rule->getNumFactors() && !clash; ++g)
+            if (g != f && factors[g].isSplit() &&
+                overlaps(factors[g].part, s.part))
+              clash = g;
+          if (clash) {
             op->emitError()
                 << "conflicting tensor-parallel splits meet at "
-                << describe(op) << ": dimension " << fromDim[f] << " of "
-                << nameOf(from[f]) << " is split over "
-                << describe(DimSplit{1, factors[f].part}) << " and dimension "
-                << d << " of " << nameOf(i) << " over "
-                << describe(DimSplit{1, s.part})
-                << " for the same factor; give the parameters that seed "
-                   "them compatible cleave.sharding, or none";
+                << describe(op) << ": dimension " << fromDim[*clash]
+                << " of " << nameOf(from[*clash]) << " is split over "
+                << describe(factors[*clash]) << " and dimension " << d
+                << " of " << nameOf(i) << " over " << describe(s)
+                << (*clash == f ? " for the same factor"
+                                : ", the same ranks for another factor")
+                << " (" << rule->str()
+                << "); give the parameters that seed them compatible "
+                   "cleave.sharding, or none";
             failedConflict = true;
             return false;
           }
@@ -496,13 +513,13 @@ struct PropagateShardings
     if (tensor < 0) {
       module.emitError() << "cleave-propagate-shardings: tensor must be at "
                             "least 1 (0: the mesh's), got "
-                         << tensor;
+                         << int64_t(tensor);
       return signalPassFailure();
     }
     axisSize = tensor ? tensor : meshTensor.value_or(1);
     if (meshTensor && *meshTensor != axisSize) {
-      module.emitError() << "cleave-propagate-shardings: tensor=" << tensor
-                         << " but the mesh " << mesh << " has \"tensor\"="
+      module.emitError() << "cleave-propagate-shardings: tensor="
+                         << int64_t(tensor) << " but the mesh " << mesh << " has \"tensor\"="
                          << *meshTensor
                          << "; leave the option out to use the mesh's";
       return signalPassFailure();
