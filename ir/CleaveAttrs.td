@@ -78,9 +78,11 @@ def Cleave_ShardingAttr : AttrDef<Cleave_Dialect, "Sharding"> {
     major to minor (`{"sharded_data", "tensor"}` splits a dimension over
     both, the `tensor` coordinate varying fastest); `{}` keeps the
     dimension whole. An axis may be named in part, as openxla/shardy's
-    sub-axes: `"tensor":(2)4` is the factor 4 of the `tensor` axis whose
-    coordinate is `(c / 2) % 4` (pre-size 2, size 4), the value being
-    replicated over the rest of the axis: with 4 query heads, 2 key/value
+    sub-axes: the axis seen as factors, major to minor, `"tensor":(2)4`
+    is the factor of size 4 after factors of product 2 (its pre-size): on
+    an axis of 16 ranks, coordinate `c` has sub-axis coordinate
+    `(c / 2) % 4`, in general `(c / (size_of_axis / (pre * size))) %
+    size`; the value is replicated over the rest of the axis: with 4 query heads, 2 key/value
     heads and `tensor` = 4, the key/value projection is split over
     `"tensor":(1)2`, each key/value head held by the two ranks whose query
     heads read it. A dimension may be written `3 blocks {"tensor"}`: it is

@@ -12,9 +12,10 @@
 
 namespace mlir::cleave {
 /// One entry of a dimension's axes in a `#cleave.sharding`: a whole mesh
-/// axis (size 0) or its sub-axis of `size` ranks whose coordinate is
-/// `(c / preSize) % size` for the axis coordinate `c` (openxla/shardy's
-/// `"axis":(pre)size`).
+/// axis (size 0) or its sub-axis of `size` ranks after factors of product
+/// `preSize` (openxla/shardy's `"axis":(pre)size`): on an axis of n ranks,
+/// coordinate `c` has sub-axis coordinate `(c / (n / (preSize * size))) %
+/// size`.
 struct AxisRef {
   llvm::StringRef name;
   int64_t preSize = 1;
