@@ -254,6 +254,8 @@ struct PropagateShardings
     SmallVector<FactorSplit> factors(rule->getNumFactors());
     SmallVector<int> from(rule->getNumFactors(), -1);
     SmallVector<int64_t> fromDim(rule->getNumFactors(), -1);
+    // Whether an operand (not only a result) gives the factor its split.
+    SmallVector<bool> fromOperand(rule->getNumFactors(), false);
     for (auto [i, v] : llvm::enumerate(values)) {
       std::optional<unsigned> n = nodeOf(v);
       if (!n || !nodes[*n].split)
@@ -300,9 +302,12 @@ struct PropagateShardings
             failedConflict = true;
             return false;
           }
+          if (!factors[f].isSplit() || i < numOperands) {
+            from[f] = i;
+            fromDim[f] = d;
+          }
           factors[f] = s;
-          from[f] = i;
-          fromDim[f] = d;
+          fromOperand[f] = fromOperand[f] || i < numOperands;
         }
       }
     }
@@ -310,9 +315,12 @@ struct PropagateShardings
       if (!factors[f].isSplit() ||
           rule->factorKinds[f] != FactorKind::NeedReplication)
         continue;
-      stop(op, nameOf(from[f]) + " is gathered: dimension " +
-                   Twine(fromDim[f]) + " must stay whole in " +
-                   rule->str());
+      // A split operand is gathered before the op; a result that only
+      // its users split is computed whole and sliced, which is free.
+      if (fromOperand[f])
+        stop(op, nameOf(from[f]) + " is gathered: dimension " +
+                     Twine(fromDim[f]) + " must stay whole in " +
+                     rule->str());
       factors[f] = FactorSplit();
     }
     bool reduced = false;

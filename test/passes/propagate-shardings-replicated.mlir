@@ -76,3 +76,25 @@ func.func @indivisible(%x: tensor<2x8xf32>) -> tensor<2x3xf32> {
   %y = cleave.matmul %h, %w {transpose_rhs} : (tensor<2x8xf32>, tensor<3x8xf32>) -> tensor<2x3xf32>
   return %y : tensor<2x3xf32>
 }
+
+// -----
+
+// A norm's result that its users split is computed whole and sliced: no
+// gather, so no stop (the padding_idx model of models/third_party.py has
+// `x + fc(gelu(ln(x)))` with fc row-parallel and no column-parallel
+// partner).
+module attributes {cleave.mesh = #cleave.mesh<["tensor"=2]>} {
+  cleave.parameter @g : tensor<8xf32>
+  cleave.parameter @p {cleave.sharding = #cleave.sharding<[{}, {"tensor"}]>} : tensor<4x8xf32>
+  // CHECK-LABEL: func.func @sliced_result
+  func.func @sliced_result(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+    %g = cleave.get_param @g : tensor<8xf32>
+    // CHECK: cleave.rms_norm
+    // CHECK-NOT: cleave.sharding_stop
+    // CHECK-SAME: cleave.sharding = #cleave.sharding<[{}, {"tensor"}]>
+    %h = cleave.rms_norm %x, %g {axis = 1 : i64, epsilon = 1.0e-05 : f32} : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+    %p = cleave.get_param @p : tensor<4x8xf32>
+    %y = cleave.add %h, %p : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+    return %y : tensor<4x8xf32>
+  }
+}
