@@ -19,6 +19,9 @@ namespace mlir::cleave {
 inline constexpr llvm::StringLiteral kMeshAttr = "cleave.mesh";
 inline constexpr llvm::StringLiteral kShardingAttr = "cleave.sharding";
 inline constexpr llvm::StringLiteral kMemorySpaceAttr = "cleave.memory_space";
+// On an op where a split value had to be gathered (cleave-propagate-
+// shardings): why, for the report.
+inline constexpr llvm::StringLiteral kShardingStopAttr = "cleave.sharding_stop";
 
 // The conventional mesh axis names.
 inline constexpr llvm::StringLiteral kDataAxis = "data";
@@ -98,6 +101,7 @@ inline constexpr llvm::StringLiteral kKnownAttrNames[] = {
     "cleave.schedule",
     "cleave.shapes_only",
     "cleave.sharding",
+    "cleave.sharding_stop",
     "cleave.slots",
     "cleave.spec_notes",
     "cleave.stage",

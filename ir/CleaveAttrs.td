@@ -77,7 +77,18 @@ def Cleave_ShardingAttr : AttrDef<Cleave_Dialect, "Sharding"> {
     One entry per dimension of the value: the mesh axes that split it,
     major to minor (`{"sharded_data", "tensor"}` splits a dimension over
     both, the `tensor` coordinate varying fastest); `{}` keeps the
-    dimension whole. `partial` lists the axes over which the value is an
+    dimension whole. An axis may be named in part, as openxla/shardy's
+    sub-axes: the axis seen as factors, major to minor, `"tensor":(2)4`
+    is the factor of size 4 after factors of product 2 (its pre-size): on
+    an axis of 16 ranks, coordinate `c` has sub-axis coordinate
+    `(c / 2) % 4`, in general `(c / (size_of_axis / (pre * size))) %
+    size`; the value is replicated over the rest of the axis: with 4 query heads, 2 key/value
+    heads and `tensor` = 4, the key/value projection is split over
+    `"tensor":(1)2`, each key/value head held by the two ranks whose query
+    heads read it. A dimension may be written `3 blocks {"tensor"}`: it is
+    3 equal blocks, each split over the axes, and a rank holds its slice
+    of every block (a fused QKV weight `[3 * D, D]` split by heads holds
+    its rows of q, of k and of v). `partial` lists the axes over which the value is an
     unreduced partial sum: the full value is the sum of the ranks' values
     along those axes (a row-parallel product before its all-reduce, a
     gradient before the data-parallel reduction). An axis is used at most
@@ -94,18 +105,39 @@ def Cleave_ShardingAttr : AttrDef<Cleave_Dialect, "Sharding"> {
     ```mlir
     cleave.parameter @"h.0.mlp.c_proj.weight"
         {cleave.sharding = #cleave.sharding<[{"tensor"}, {} ]>} : tensor<256x64xf32>
+    cleave.parameter @"h.0.attn.c_attn.weight"
+        {cleave.sharding = #cleave.sharding<[3 blocks {"tensor"}, {} ]>} : tensor<192x64xf32>
+    cleave.parameter @"layers.0.attention.wk.weight"
+        {cleave.sharding = #cleave.sharding<[{"tensor":(1)2}, {} ]>} : tensor<32x64xf32>
     %y = cleave.matmul %x, %w {cleave.sharding = #cleave.sharding<[{}, {}, {} ], partial = ["tensor"]>}
         : (tensor<2x8x64xf32>, tensor<64x64xf32>) -> tensor<2x8x64xf32>
     ```
   }];
   let parameters = (ins
       ArrayRefParameter<"::mlir::ArrayAttr", "axes per dimension">:$dims,
-      ArrayRefParameter<"::mlir::StringAttr", "partial-sum axes">:$partial);
+      ArrayRefParameter<"::mlir::StringAttr", "partial-sum axes">:$partial,
+      OptionalArrayRefParameter<"int64_t",
+          "blocks per dimension (empty: none blocked)">:$blocks);
+  let builders = [
+    AttrBuilder<(ins "::llvm::ArrayRef<::mlir::ArrayAttr>":$dims,
+                     "::llvm::ArrayRef<::mlir::StringAttr>":$partial), [{
+      return $_get($_ctxt, dims, partial, ::llvm::ArrayRef<int64_t>());
+    }]>
+  ];
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
-    /// The axes splitting dimension `dim`, major to minor.
+    /// The axes splitting dimension `dim`, major to minor (a sub-axis by
+    /// its axis's name).
     ::llvm::SmallVector<::llvm::StringRef> getDimAxes(unsigned dim) const;
+    /// The axes splitting dimension `dim`, sub-axes with their pre-size
+    /// and size (a whole axis has size 0: the mesh's).
+    ::llvm::SmallVector<::mlir::cleave::AxisRef> getDimAxisRefs(unsigned dim) const;
+    /// The number of equal blocks dimension `dim` is split in (1: none).
+    int64_t getDimBlocks(unsigned dim) const;
+    /// The element of a dimension's axis list for `ref`.
+    static ::mlir::Attribute getAxisRefAttr(::mlir::MLIRContext *ctx,
+                                            const ::mlir::cleave::AxisRef &ref);
     /// Whether any dimension is split or the value is partial.
     bool isReplicated() const;
   }];

@@ -14,6 +14,8 @@
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/FunctionInterfaces.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/Sequence.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 
 #include <algorithm>
@@ -164,15 +166,71 @@ static ParseResult parseAxisList(AsmParser &parser,
   });
 }
 
+/// One entry of a dimension's axes: `"tensor"` or `"tensor":(2)4`.
+static ParseResult parseAxisRef(AsmParser &parser,
+                                SmallVectorImpl<Attribute> &axes) {
+  std::string axis;
+  if (parser.parseString(&axis))
+    return failure();
+  AxisRef ref{axis};
+  std::string name = axis;
+  if (succeeded(parser.parseOptionalColon())) {
+    if (parser.parseLParen() || parser.parseInteger(ref.preSize) ||
+        parser.parseRParen() || parser.parseInteger(ref.size))
+      return failure();
+    if (ref.size < 1 || ref.preSize < 1)
+      return parser.emitError(parser.getCurrentLocation(),
+                              "a sub-axis has a pre-size and a size of at "
+                              "least 1");
+  }
+  ref.name = name;
+  axes.push_back(
+      ShardingAttr::getAxisRefAttr(parser.getContext(), ref));
+  return success();
+}
+
+Attribute ShardingAttr::getAxisRefAttr(MLIRContext *ctx, const AxisRef &ref) {
+  Builder b(ctx);
+  if (ref.isWhole())
+    return b.getStringAttr(ref.name);
+  return b.getArrayAttr({b.getStringAttr(ref.name),
+                         b.getI64IntegerAttr(ref.preSize),
+                         b.getI64IntegerAttr(ref.size)});
+}
+
+/// The AxisRef an element of a dimension's axes stands for, or nullopt
+/// when it is neither a name nor [name, pre-size, size].
+static std::optional<AxisRef> axisRefOf(Attribute a) {
+  if (auto name = a.dyn_cast<StringAttr>())
+    return AxisRef{name.getValue()};
+  auto parts = a.dyn_cast<ArrayAttr>();
+  if (!parts || parts.size() != 3)
+    return std::nullopt;
+  auto name = parts[0].dyn_cast<StringAttr>();
+  auto pre = parts[1].dyn_cast<IntegerAttr>();
+  auto size = parts[2].dyn_cast<IntegerAttr>();
+  if (!name || !pre || !size)
+    return std::nullopt;
+  return AxisRef{name.getValue(), pre.getInt(), size.getInt()};
+}
+
 Attribute ShardingAttr::parse(AsmParser &parser, Type) {
   SmallVector<ArrayAttr> dims;
   SmallVector<StringAttr> partial;
+  SmallVector<int64_t> blocks;
   auto parseDim = [&]() -> ParseResult {
-    SmallVector<StringAttr> axes;
-    if (parseAxisList(parser, AsmParser::Delimiter::Braces, axes))
+    int64_t n = 1;
+    OptionalParseResult count = parser.parseOptionalInteger(n);
+    if (count.has_value() &&
+        (failed(*count) || parser.parseKeyword("blocks")))
       return failure();
-    dims.push_back(parser.getBuilder().getArrayAttr(
-        SmallVector<Attribute>(axes.begin(), axes.end())));
+    blocks.push_back(n);
+    SmallVector<Attribute> axes;
+    if (parser.parseCommaSeparatedList(AsmParser::Delimiter::Braces, [&] {
+          return parseAxisRef(parser, axes);
+        }))
+      return failure();
+    dims.push_back(parser.getBuilder().getArrayAttr(axes));
     return success();
   };
   if (parser.parseLess() ||
@@ -184,9 +242,11 @@ Attribute ShardingAttr::parse(AsmParser &parser, Type) {
     return {};
   if (parser.parseGreater())
     return {};
-  return parser.getChecked<ShardingAttr>(parser.getContext(),
-                                         ArrayRef<ArrayAttr>(dims),
-                                         ArrayRef<StringAttr>(partial));
+  if (llvm::all_of(blocks, [](int64_t n) { return n == 1; }))
+    blocks.clear();
+  return parser.getChecked<ShardingAttr>(
+      parser.getContext(), ArrayRef<ArrayAttr>(dims),
+      ArrayRef<StringAttr>(partial), ArrayRef<int64_t>(blocks));
 }
 
 static void printAxes(AsmPrinter &printer, ArrayRef<StringAttr> axes) {
@@ -195,12 +255,20 @@ static void printAxes(AsmPrinter &printer, ArrayRef<StringAttr> axes) {
 
 void ShardingAttr::print(AsmPrinter &printer) const {
   printer << "<[";
-  llvm::interleaveComma(getDims(), printer, [&](ArrayAttr dim) {
-    printer << "{";
-    llvm::interleaveComma(dim.getAsRange<StringAttr>(), printer,
-                          [&](StringAttr a) { printer << a; });
-    printer << "}";
-  });
+  llvm::interleaveComma(llvm::seq<unsigned>(0, getDims().size()), printer,
+                        [&](unsigned d) {
+                          if (getDimBlocks(d) != 1)
+                            printer << getDimBlocks(d) << " blocks ";
+                          printer << "{";
+                          llvm::interleaveComma(
+                              getDimAxisRefs(d), printer, [&](AxisRef ref) {
+                                printer << "\"" << ref.name << "\"";
+                                if (!ref.isWhole())
+                                  printer << ":(" << ref.preSize << ")"
+                                          << ref.size;
+                              });
+                          printer << "}";
+                        });
   printer << "]";
   if (!getPartial().empty()) {
     printer << ", partial = [";
@@ -212,16 +280,31 @@ void ShardingAttr::print(AsmPrinter &printer) const {
 
 LogicalResult ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                    ArrayRef<ArrayAttr> dims,
-                                   ArrayRef<StringAttr> partial) {
-  llvm::StringSet<> used;
+                                   ArrayRef<StringAttr> partial,
+                                   ArrayRef<int64_t> blocks) {
+  // A sub-axis may share its axis with other sub-axes that do not overlap;
+  // a whole axis is used once.
+  llvm::StringMap<SmallVector<AxisRef>> used;
+  auto overlap = [](const AxisRef &a, const AxisRef &b) {
+    if (a.isWhole() || b.isWhole())
+      return true;
+    return a.preSize < b.preSize * b.size && b.preSize < a.preSize * a.size;
+  };
   auto use = [&](Attribute a) -> LogicalResult {
-    auto axis = a.dyn_cast<StringAttr>();
-    if (!axis || axis.getValue().empty())
-      return emitError() << "a sharding names mesh axes by non-empty strings";
-    if (!used.insert(axis.getValue()).second)
-      return emitError() << "mesh axis \"" << axis.getValue()
-                         << "\" is used twice in one sharding; an axis splits "
-                            "one dimension or makes the value partial, once";
+    std::optional<AxisRef> ref = axisRefOf(a);
+    if (!ref || ref->name.empty())
+      return emitError() << "a sharding names mesh axes by non-empty strings "
+                            "or sub-axes [name, pre-size, size]";
+    if (!ref->isWhole() && (ref->preSize < 1 || ref->size < 1))
+      return emitError() << "sub-axis of \"" << ref->name
+                         << "\" needs a pre-size and a size of at least 1";
+    for (const AxisRef &other : used[ref->name])
+      if (overlap(*ref, other))
+        return emitError() << "mesh axis \"" << ref->name
+                           << "\" is used twice in one sharding; an axis "
+                              "splits one dimension or makes the value "
+                              "partial, once";
+    used[ref->name].push_back(*ref);
     return success();
   };
   for (ArrayAttr dim : dims)
@@ -231,13 +314,36 @@ LogicalResult ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   for (StringAttr a : partial)
     if (failed(use(a)))
       return failure();
+  if (!blocks.empty() && blocks.size() != dims.size())
+    return emitError() << "a sharding's blocks have one entry per dimension, "
+                          "got "
+                       << blocks.size() << " for " << dims.size();
+  for (auto [d, n] : llvm::enumerate(blocks)) {
+    if (n < 1)
+      return emitError() << "dimension " << d
+                         << " needs at least 1 block, got " << n;
+    if (n > 1 && dims[d].empty())
+      return emitError() << "dimension " << d << " has " << n
+                         << " blocks but no axes splitting them";
+  }
   return success();
 }
 
 SmallVector<StringRef> ShardingAttr::getDimAxes(unsigned dim) const {
   return llvm::to_vector(llvm::map_range(
-      getDims()[dim].getAsRange<StringAttr>(),
-      [](StringAttr a) { return a.getValue(); }));
+      getDimAxisRefs(dim), [](const AxisRef &ref) { return ref.name; }));
+}
+
+SmallVector<AxisRef> ShardingAttr::getDimAxisRefs(unsigned dim) const {
+  SmallVector<AxisRef> refs;
+  for (Attribute a : getDims()[dim])
+    if (std::optional<AxisRef> ref = axisRefOf(a))
+      refs.push_back(*ref);
+  return refs;
+}
+
+int64_t ShardingAttr::getDimBlocks(unsigned dim) const {
+  return getBlocks().empty() ? 1 : getBlocks()[dim];
 }
 
 bool ShardingAttr::isReplicated() const {
@@ -368,15 +474,27 @@ mlir::cleave::verifySharding(ShardingAttr sharding, Type type, MeshAttr mesh,
   for (auto [dim, axes] : llvm::enumerate(sharding.getDims())) {
     if (axes.empty())
       continue;
-    FailureOr<int64_t> n =
-        groupSize(sharding.getDimAxes(dim), mesh, emitError);
-    if (failed(n))
-      return failure();
-    if (tensor.getDimSize(dim) % *n != 0)
+    int64_t n = 1;
+    for (const AxisRef &ref : sharding.getDimAxisRefs(dim)) {
+      std::optional<int64_t> size = mesh.getAxisSize(ref.name);
+      if (!size)
+        return emitError() << "mesh axis \"" << ref.name
+                           << "\" is not in the mesh " << mesh;
+      if (!ref.isWhole() && *size % (ref.preSize * ref.size) != 0)
+        return emitError() << "sub-axis \"" << ref.name << "\":("
+                           << ref.preSize << ")" << ref.size
+                           << " does not divide the axis's " << *size
+                           << " ranks";
+      n *= ref.isWhole() ? *size : ref.size;
+    }
+    n *= sharding.getDimBlocks(dim);
+    if (tensor.getDimSize(dim) % n != 0)
       return emitError() << "dimension " << dim << " of " << tensor
                          << " (size " << tensor.getDimSize(dim)
-                         << ") is not divisible by the " << *n
-                         << " ranks of its mesh axes";
+                         << ") is not divisible by the " << n
+                         << (sharding.getDimBlocks(dim) != 1
+                                 ? " pieces of its blocks and mesh axes"
+                                 : " ranks of its mesh axes");
   }
   for (StringAttr axis : sharding.getPartial())
     if (!mesh.getAxisSize(axis.getValue()))

@@ -26,6 +26,12 @@ enum class FactorKind {
   /// Must not be split (a softmax's axis, a norm's normalized dimensions):
   /// the operand is gathered along it first.
   NeedReplication,
+  /// Reduced by the op itself when split: each rank reduces its slice and
+  /// the op's lowering combines the group's results with collectives of
+  /// its own, so the results are whole, not partial (Megatron-LM's
+  /// vocab-parallel softmax-cross-entropy all-reduces the max, the sum of
+  /// exponentials and the target's logit over the group).
+  GroupReduction,
 };
 
 struct ShardingRule {

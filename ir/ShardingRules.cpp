@@ -9,6 +9,9 @@
 // dimensions maps one dimension to several factors; an embedding's
 // vocabulary is a reduction factor (Megatron-LM's vocab-parallel
 // embedding: each rank looks up its rows, the others contribute zeros).
+// Attention splits by heads (grouped-query too), rotary by everything but
+// the rotated pairs, a slice or concat of equal blocks (a fused QKV
+// projection) keeps the block index whole and splits its inside.
 // Ops without a rule are not sharded by propagation: they are replicated.
 //
 //===----------------------------------------------------------------------===//
@@ -54,9 +57,10 @@ std::string ShardingRule::str() const {
   for (int64_t f = 0; f < getNumFactors(); ++f)
     os << (f ? ", " : "") << name(f) << "=" << factorSizes[f];
   os << "}";
-  for (auto [kind, label] : {std::pair(FactorKind::Reduction, "reduction"),
-                             std::pair(FactorKind::NeedReplication,
-                                       "need_replication")}) {
+  for (auto [kind, label] :
+       {std::pair(FactorKind::Reduction, "reduction"),
+        std::pair(FactorKind::NeedReplication, "need_replication"),
+        std::pair(FactorKind::GroupReduction, "group_reduction")}) {
     SmallVector<std::string> names;
     for (int64_t f = 0; f < getNumFactors(); ++f)
       if (factorKinds[f] == kind)
@@ -225,53 +229,47 @@ FailureOr<ShardingRule> transposeRule(Operation *op) {
   return rule;
 }
 
-/// A reshape whose dimensions group into runs of equal product where one
-/// side of each run is a single dimension: that dimension is the product
-/// of the other side's factors (`[8, 16] -> [128]`: `[i, j] -> [ij]`).
-/// Anything else (`[6, 4] -> [4, 6]`) has no rule.
+/// A reshape is the common refinement of its two shapes: walking both
+/// from the major end, each step takes the smaller of the two remaining
+/// sizes as a factor when it divides the larger (`[2, 32] -> [8, 8]` is
+/// `[i, jk] -> [ij, k]`: heads split out of the model dimension and merged
+/// into the batch, as nn.MultiheadAttention's export does). Sizes that do
+/// not divide (`[6, 4] -> [4, 6]`) have no rule.
 FailureOr<ShardingRule> reshapeRule(Operation *op) {
   ShardingRule rule = emptyRule(op);
   ArrayRef<int64_t> in = shapeOf(op->getOperand(0));
   ArrayRef<int64_t> out = shapeOf(op->getResult(0));
   size_t i = 0, j = 0;
-  auto skipOnes = [&] {
-    while (i < in.size() && in[i] == 1)
-      ++i;
-    while (j < out.size() && out[j] == 1)
-      ++j;
+  int64_t inLeft = 0, outLeft = 0; // what is left of dimension i (j)
+  auto next = [](ArrayRef<int64_t> shape, size_t &d, int64_t &left) {
+    while (left == 1 || left == 0) {
+      if (left == 1)
+        ++d;
+      left = 0;
+      while (d < shape.size() && shape[d] == 1)
+        ++d;
+      if (d >= shape.size())
+        return false;
+      left = shape[d];
+    }
+    return true;
   };
-  for (skipOnes(); i < in.size() && j < out.size(); skipOnes()) {
-    SmallVector<size_t> inRun = {i}, outRun = {j};
-    int64_t inProduct = in[i++], outProduct = out[j++];
-    while (inProduct != outProduct) {
-      skipOnes();
-      if (inProduct < outProduct && i < in.size()) {
-        inRun.push_back(i);
-        inProduct *= in[i++];
-      } else if (outProduct < inProduct && j < out.size()) {
-        outRun.push_back(j);
-        outProduct *= out[j++];
-      } else {
+  while (true) {
+    bool moreIn = next(in, i, inLeft), moreOut = next(out, j, outLeft);
+    if (!moreIn || !moreOut) {
+      if (moreIn || moreOut)
         return failure();
-      }
+      break;
     }
-    if (inRun.size() > 1 && outRun.size() > 1)
+    int64_t small = std::min(inLeft, outLeft);
+    if (std::max(inLeft, outLeft) % small != 0)
       return failure();
-    bool split = inRun.size() == 1;
-    ArrayRef<size_t> many = split ? outRun : inRun;
-    ArrayRef<int64_t> manyShape = split ? out : in;
-    auto &oneSide = split ? rule.operandFactors[0] : rule.resultFactors[0];
-    auto &manySide = split ? rule.resultFactors[0] : rule.operandFactors[0];
-    size_t one = split ? inRun[0] : outRun[0];
-    for (size_t d : many) {
-      int64_t f = rule.addFactor(manyShape[d], FactorKind::Parallel);
-      manySide[d] = {f};
-      oneSide[one].push_back(f);
-    }
+    int64_t f = rule.addFactor(small, FactorKind::Parallel);
+    rule.operandFactors[0][i].push_back(f);
+    rule.resultFactors[0][j].push_back(f);
+    inLeft /= small;
+    outLeft /= small;
   }
-  skipOnes();
-  if (i != in.size() || j != out.size())
-    return failure();
   return rule;
 }
 
@@ -293,10 +291,12 @@ FailureOr<ShardingRule> embeddingRule(Operation *op) {
   return rule;
 }
 
-/// input [N, C, d...], target [N, d...]. The classes stay whole: a
-/// vocab-parallel cross-entropy needs a max and a sum of exponentials over
-/// the group, a lowering of its own, not a partial sum. The samples are
-/// parallel when the loss is per sample, summed (partial) when reduced.
+/// input [N, C, d...], target [N, d...]. The classes are a group
+/// reduction: a vocab-parallel cross-entropy (Megatron-LM) reduces its
+/// slice of the classes and all-reduces the max, the sum of exponentials
+/// and the target's logit over the group, a lowering of its own whose
+/// loss is whole, not a partial sum. The samples are parallel when the
+/// loss is per sample, summed (partial) when reduced.
 FailureOr<ShardingRule> softmaxCrossEntropyRule(Operation *op) {
   auto loss = cast<SoftmaxCrossEntropyOp>(op);
   ShardingRule rule = emptyRule(op);
@@ -307,7 +307,7 @@ FailureOr<ShardingRule> softmaxCrossEntropyRule(Operation *op) {
   for (auto [d, size] : llvm::enumerate(input)) {
     if (d == 1) {
       rule.operandFactors[0][1] = {
-          rule.addFactor(size, FactorKind::NeedReplication)};
+          rule.addFactor(size, FactorKind::GroupReduction)};
       continue;
     }
     int64_t f = rule.addFactor(size, samples);
@@ -316,6 +316,175 @@ FailureOr<ShardingRule> softmaxCrossEntropyRule(Operation *op) {
     rule.operandFactors[1][t] = {f};
     if (samples == FactorKind::Parallel)
       rule.resultFactors[0][t] = {f};
+  }
+  return rule;
+}
+
+/// q [B, H, Tq, D], k [B, Hkv, Tk, D], v [B, Hkv, Tk, Dv] -> [B, H, Tq, Dv],
+/// H = Hkv * rep (grouped-query attention: query head h reads key/value
+/// head h / rep). The heads are `[kv, rep]` in q and the result and `kv`
+/// in k and v, so splitting the query heads over more ranks than there
+/// are key/value heads splits `kv` fully and `rep` with the rest: each
+/// rank holds the key/value heads its query heads read. The keys and the
+/// head width are reduced inside a softmax: whole. The mask broadcasts
+/// against [B, H, Tq, Tk].
+FailureOr<ShardingRule> attentionRule(Operation *op) {
+  auto attention = cast<AttentionOp>(op);
+  ArrayRef<int64_t> q = shapeOf(attention.getQ());
+  ArrayRef<int64_t> k = shapeOf(attention.getK());
+  ArrayRef<int64_t> v = shapeOf(attention.getV());
+  if (q.size() != 4 || k.size() != 4 || v.size() != 4 || q[1] % k[1] != 0)
+    return failure();
+  ShardingRule rule = emptyRule(op);
+  int64_t b = rule.addFactor(q[0], FactorKind::Parallel);
+  int64_t kv = rule.addFactor(k[1], FactorKind::Parallel);
+  DimFactors heads = {kv};
+  if (q[1] != k[1])
+    heads.push_back(rule.addFactor(q[1] / k[1], FactorKind::Parallel));
+  int64_t tq = rule.addFactor(q[2], FactorKind::Parallel);
+  int64_t tk = rule.addFactor(k[2], FactorKind::NeedReplication);
+  int64_t d = rule.addFactor(q[3], FactorKind::NeedReplication);
+  int64_t dv = rule.addFactor(v[3], FactorKind::Parallel);
+  rule.operandFactors[0] = {{b}, heads, {tq}, {d}};
+  rule.operandFactors[1] = {{b}, {kv}, {tk}, {d}};
+  rule.operandFactors[2] = {{b}, {kv}, {tk}, {dv}};
+  rule.resultFactors[0] = {{b}, heads, {tq}, {dv}};
+  if (Value mask = attention.getMask()) {
+    SmallVector<DimFactors> full = {{b}, heads, {tq}, {tk}};
+    ArrayRef<int64_t> shape = shapeOf(mask);
+    SmallVector<int64_t> fullShape = {q[0], q[1], q[2], k[2]};
+    int64_t offset = 4 - int64_t(shape.size());
+    for (int64_t j = std::max<int64_t>(0, -offset); j < int64_t(shape.size());
+         ++j)
+      if (j + offset >= 0 && shape[j] == fullShape[j + offset])
+        rule.operandFactors[3][j] = full[j + offset];
+  }
+  return rule;
+}
+
+/// x [..., T, D], cos and sin [T, D]: the positions are shared with the
+/// tables, the rotated pairs span the last dimension (whole).
+FailureOr<ShardingRule> rotaryRule(Operation *op) {
+  ArrayRef<int64_t> x = shapeOf(op->getOperand(0));
+  int64_t r = x.size();
+  if (r < 2)
+    return failure();
+  ShardingRule rule = emptyRule(op);
+  for (int64_t d = 0; d < r; ++d) {
+    int64_t f = rule.addFactor(x[d], d == r - 1 ? FactorKind::NeedReplication
+                                                : FactorKind::Parallel);
+    rule.operandFactors[0][d] = {f};
+    rule.resultFactors[0][d] = {f};
+  }
+  for (unsigned i = 1; i < op->getNumOperands(); ++i) {
+    ArrayRef<int64_t> table = shapeOf(op->getOperand(i));
+    if (table.size() == 2 && table[0] == x[r - 2]) {
+      rule.operandFactors[i][0] = rule.resultFactors[0][r - 2];
+      rule.operandFactors[i][1] = rule.resultFactors[0][r - 1];
+    }
+  }
+  return rule;
+}
+
+/// A slice keeps a dimension it takes whole. One that takes block `s / n`
+/// of `dim / n` equal blocks (q, k or v out of a fused QKV projection) is
+/// `[blocks, n]` in the operand and `n` in the result: the block index
+/// stays whole (every rank needs the block), its inside may be split, and
+/// a rank slicing its blocked operand gets its part of the block. Any
+/// other slice keeps the dimension whole on both sides.
+FailureOr<ShardingRule> sliceRule(Operation *op) {
+  auto slice = cast<SliceOp>(op);
+  ShardingRule rule = emptyRule(op);
+  ArrayRef<int64_t> in = shapeOf(slice.getX());
+  ArrayRef<int64_t> out = shapeOf(slice.getResult());
+  for (auto [d, size] : llvm::enumerate(in)) {
+    int64_t start = slice.getStart()[d], limit = slice.getLimit()[d];
+    int64_t step = slice.getStep()[d], n = out[d];
+    if (n == size && step == 1) {
+      int64_t f = rule.addFactor(size, FactorKind::Parallel);
+      rule.operandFactors[0][d] = {f};
+      rule.resultFactors[0][d] = {f};
+    } else if (step == 1 && n > 0 && limit - start == n && size % n == 0 &&
+               start % n == 0) {
+      int64_t block = rule.addFactor(size / n, FactorKind::NeedReplication);
+      int64_t inside = rule.addFactor(n, FactorKind::Parallel);
+      rule.operandFactors[0][d] = {block, inside};
+      rule.resultFactors[0][d] = {inside};
+    } else {
+      rule.operandFactors[0][d] = {
+          rule.addFactor(size, FactorKind::NeedReplication)};
+      if (n > 0)
+        rule.resultFactors[0][d] = {
+            rule.addFactor(n, FactorKind::NeedReplication)};
+    }
+  }
+  return rule;
+}
+
+/// The inverse of the blocked slice: inputs of equal size along the axis
+/// are the blocks of the result's `[inputs, n]`; unequal ones keep the
+/// axis whole.
+FailureOr<ShardingRule> concatRule(Operation *op) {
+  auto concat = cast<ConcatOp>(op);
+  ShardingRule rule = emptyRule(op);
+  ArrayRef<int64_t> out = shapeOf(concat.getResult());
+  int64_t axis = concat.getAxis();
+  if (axis < 0)
+    axis += out.size();
+  bool equal = llvm::all_of(concat.getInputs(), [&](Value v) {
+    return shapeOf(v)[axis] == shapeOf(concat.getInputs()[0])[axis];
+  });
+  for (auto [d, size] : llvm::enumerate(out)) {
+    if (int64_t(d) != axis) {
+      int64_t f = rule.addFactor(size, FactorKind::Parallel);
+      rule.resultFactors[0][d] = {f};
+      for (unsigned i = 0; i < op->getNumOperands(); ++i)
+        rule.operandFactors[i][d] = {f};
+    } else if (equal) {
+      int64_t n = shapeOf(concat.getInputs()[0])[axis];
+      int64_t block =
+          rule.addFactor(size / n, FactorKind::NeedReplication);
+      int64_t inside = rule.addFactor(n, FactorKind::Parallel);
+      rule.resultFactors[0][d] = {block, inside};
+      for (unsigned i = 0; i < op->getNumOperands(); ++i)
+        rule.operandFactors[i][d] = {inside};
+    } else {
+      rule.resultFactors[0][d] = {
+          rule.addFactor(size, FactorKind::NeedReplication)};
+      for (unsigned i = 0; i < op->getNumOperands(); ++i)
+        rule.operandFactors[i][d] = {rule.addFactor(
+            shapeOf(op->getOperand(i))[d], FactorKind::NeedReplication)};
+    }
+  }
+  return rule;
+}
+
+/// data [..., A, ...] indexed along `axis` by indices [...]: the other
+/// data dimensions and the indices' are shared with the result; the
+/// indexed one stays whole (an index may point anywhere in it).
+FailureOr<ShardingRule> gatherRule(Operation *op) {
+  auto gather = cast<GatherOp>(op);
+  ShardingRule rule = emptyRule(op);
+  ArrayRef<int64_t> data = shapeOf(gather.getData());
+  ArrayRef<int64_t> indices = shapeOf(gather.getIndices());
+  int64_t axis = gather.getAxis();
+  if (axis < 0)
+    axis += data.size();
+  int64_t out = 0;
+  for (auto [d, size] : llvm::enumerate(data)) {
+    if (int64_t(d) == axis) {
+      rule.operandFactors[0][d] = {
+          rule.addFactor(size, FactorKind::NeedReplication)};
+      for (auto [j, n] : llvm::enumerate(indices)) {
+        int64_t f = rule.addFactor(n, FactorKind::Parallel);
+        rule.operandFactors[1][j] = {f};
+        rule.resultFactors[0][out++] = {f};
+      }
+      continue;
+    }
+    int64_t f = rule.addFactor(size, FactorKind::Parallel);
+    rule.operandFactors[0][d] = {f};
+    rule.resultFactors[0][out++] = {f};
   }
   return rule;
 }
@@ -340,7 +509,8 @@ void mlir::cleave::registerShardingRules(DialectRegistry &registry) {
            AndOp, OrOp, EqualOp, LessOp, LessEqualOp, GreaterOp,
            GreaterEqualOp, SelectOp, NegOp, AbsOp, ReluOp, NotOp, ExpOp, LogOp,
            SqrtOp, RsqrtOp, ReciprocalOp, TanhOp, ErfOp, SigmoidOp, SiluOp,
-           SinOp, CosOp, GeluOp, CastOp, SiluGradOp, GeluGradOp>(ctx);
+           SinOp, CosOp, GeluOp, CastOp, SiluGradOp, GeluGradOp,
+           BroadcastToOp>(ctx);
     attach<matmulRule, MatmulOp>(ctx);
     attach<reduceRule<ReduceSumOp>, ReduceSumOp>(ctx);
     attach<reduceRule<ReduceMeanOp>, ReduceMeanOp>(ctx);
@@ -356,5 +526,10 @@ void mlir::cleave::registerShardingRules(DialectRegistry &registry) {
     attach<reshapeRule, ReshapeOp>(ctx);
     attach<embeddingRule, EmbeddingOp>(ctx);
     attach<softmaxCrossEntropyRule, SoftmaxCrossEntropyOp>(ctx);
+    attach<attentionRule, AttentionOp>(ctx);
+    attach<rotaryRule, RotaryOp>(ctx);
+    attach<sliceRule, SliceOp>(ctx);
+    attach<concatRule, ConcatOp>(ctx);
+    attach<gatherRule, GatherOp>(ctx);
   });
 }

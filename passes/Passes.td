@@ -120,6 +120,51 @@ def Fuse : Pass<"cleave-fuse", "ModuleOp"> {
   }];
 }
 
+def PropagateShardings : Pass<"cleave-propagate-shardings", "ModuleOp"> {
+  let summary = "decides the tensor-parallel split of every value (Megatron-LM's, found from the graph)";
+  let description = [{
+    Tensor parallelism as GSPMD and openxla/shardy decide it: a few
+    shardings are seeded where the graph's structure (not its names) shows
+    Megatron-LM's split, and the sharding rules of the ops
+    (ir/ShardingRules.cpp) carry them through the graph in both directions
+    until nothing changes. Seeds, in this order, each only where the
+    values are still undecided: (1) a product whose result returns to the
+    residual stream (possibly through a bias add, reshapes and transposes)
+    is row-parallel: its weight's contracted dimension is split and its
+    result is a partial sum; (2) attention is split by heads; (3) a
+    product of a norm's output with a weight is column-parallel (the
+    weight's output features split: an MLP's up projection, SwiGLU's gate
+    and up, a head over the vocabulary); (4) an embedding is
+    vocab-parallel. Shardings already on parameters are kept and seed
+    first. Propagating from the row-parallel products back through
+    attention splits a fused QKV projection by heads as a blocked sharding
+    (`3 blocks {"tensor"}`), and key/value projections of grouped-query
+    attention over sub-axes when the degree exceeds their heads.
+
+    Every parameter and op result that ends up split or partial gets
+    `cleave.sharding`; everything else is replicated. Where a split value
+    meets an op that needs it whole (a dimension the op must not split,
+    an op without a rule), that operand is gathered and the op gets
+    `cleave.sharding_stop` with the reason, also given as a remark. Two
+    different splits of one dimension meeting at an op are an error
+    naming its ONNX node. The pass decides only: local shapes and
+    collectives are the partition step's (docs/tensor-parallel.md).
+
+    ```mlir
+    // After, with tensor=2 (GPT-2's MLP):
+    cleave.parameter @"h.0.mlp.c_fc.weight" {cleave.sharding = #cleave.sharding<[{"tensor"}, {} ]>} : tensor<256x64xf32>
+    cleave.parameter @"h.0.mlp.c_proj.weight" {cleave.sharding = #cleave.sharding<[{}, {"tensor"} ]>} : tensor<64x256xf32>
+    %36 = cleave.matmul %34, %35 {cleave.sharding = #cleave.sharding<[{}, {}, {"tensor"} ]>, transpose_rhs} ...
+    %41 = cleave.matmul %39, %40 {cleave.sharding = #cleave.sharding<[{}, {}, {} ], partial = ["tensor" ]>, transpose_rhs} ...
+    ```
+  }];
+  let options = [
+    Option<"tensor", "tensor", "int64_t", /*default=*/"0",
+           "tensor-parallel degree (0: the size of the mesh's tensor "
+           "axis); 1 leaves the module unchanged">,
+  ];
+}
+
 def MixedPrecision : Pass<"cleave-mixed-precision", "ModuleOp"> {
   let summary = "bf16 or fp16 compute with fp32 master weights (autocast)";
   let description = [{

@@ -28,6 +28,30 @@ cleave.parameter @w {cleave.mesh = #cleave.mesh<["data"=2]>} : tensor<8x8xf32>
 
 // -----
 
+// expected-error @+1 {{mesh axis "tensor" is used twice in one sharding}}
+cleave.parameter @w {cleave.sharding = #cleave.sharding<[{"tensor":(1)4}, {"tensor":(2)2}]>} : tensor<8x8xf32>
+
+// -----
+
+// expected-error @+1 {{dimension 0 has 3 blocks but no axes splitting them}}
+cleave.parameter @w {cleave.sharding = #cleave.sharding<[3 blocks {}, {}]>} : tensor<24x8xf32>
+
+// -----
+
+module attributes {cleave.mesh = #cleave.mesh<["data"=2, "tensor"=4]>} {
+// expected-error @+1 {{attribute 'cleave.sharding': sub-axis "tensor":(2)4 does not divide the axis's 4 ranks}}
+cleave.parameter @w {cleave.sharding = #cleave.sharding<[{"tensor":(2)4}, {}]>} : tensor<8x8xf32>
+}
+
+// -----
+
+module attributes {cleave.mesh = #cleave.mesh<["data"=2, "tensor"=4]>} {
+// expected-error @+1 {{attribute 'cleave.sharding': dimension 0 of 'tensor<12x8xf32>' (size 12) is not divisible by the 24 pieces of its blocks and mesh axes}}
+cleave.parameter @w {cleave.sharding = #cleave.sharding<[6 blocks {"tensor"}, {}]>} : tensor<12x8xf32>
+}
+
+// -----
+
 // expected-error @+1 {{attribute 'cleave.sharding': a sharding needs a cleave.mesh on an enclosing module to name its axes}}
 cleave.parameter @w {cleave.sharding = #cleave.sharding<[{"tensor"}, {}]>} : tensor<8x8xf32>
 

@@ -6,11 +6,19 @@
 // CHECK: module attributes {cleave.mesh = #cleave.mesh<["data"=2, "pipeline"=2, "tensor"=2, "sharded_data"=1]>}
 module attributes {cleave.mesh = #cleave.mesh<["data"=2, "pipeline"=2, "tensor"=2, "sharded_data"=1]>} {
 
+// A fused QKV weight split by heads: 3 blocks, each split over tensor; a
+// key/value projection over a sub-axis of tensor (as with more ranks than
+// key/value heads).
+// CHECK: cleave.parameter @qkv {cleave.sharding = #cleave.sharding<[3 blocks {"tensor"}, {}]>} : tensor<24x8xf32>
+// CHECK: cleave.parameter @wk {cleave.sharding = #cleave.sharding<[{"tensor":(1)2}, {}]>} : tensor<4x8xf32>
+
 // A column-parallel weight, a row-parallel one, a replicated bias in host
 // memory.
 // CHECK: cleave.parameter @w_up {cleave.sharding = #cleave.sharding<[{}, {"tensor"}]>} : tensor<8x32xf32>
 // CHECK: cleave.parameter @w_down {cleave.sharding = #cleave.sharding<[{"tensor"}, {}]>} : tensor<32x8xf32>
 // CHECK: cleave.parameter @b {cleave.memory_space = #cleave.memory_space<host>} : tensor<8xf32>
+cleave.parameter @qkv {cleave.sharding = #cleave.sharding<[3 blocks {"tensor"}, {}]>} : tensor<24x8xf32>
+cleave.parameter @wk {cleave.sharding = #cleave.sharding<[{"tensor":(1)2}, {}]>} : tensor<4x8xf32>
 cleave.parameter @w_up {cleave.sharding = #cleave.sharding<[{}, {"tensor"}]>} : tensor<8x32xf32>
 cleave.parameter @w_down {cleave.sharding = #cleave.sharding<[{"tensor"}, {}]>} : tensor<32x8xf32>
 cleave.parameter @b {cleave.memory_space = #cleave.memory_space<host>} : tensor<8xf32>

@@ -154,6 +154,15 @@ TEST_F(ShardingRules, ReshapeSplitsAndMergesDimensions) {
                    "tensor<8x16xf32>"));
 }
 
+TEST_F(ShardingRules, ReshapeRefinesBothShapes) {
+  // nn.MultiheadAttention's export: [seq, batch, d] -> [seq, batch*heads,
+  // head_dim], the heads split out of d and merged into the batch.
+  EXPECT_EQ("([i, j, kl])->([i, jk, l]) {i=8, j=2, k=4, l=8}",
+            ruleOf("%x: tensor<8x2x32xf32>",
+                   "%0 = cleave.reshape %x : tensor<8x2x32xf32> -> "
+                   "tensor<8x8x8xf32>"));
+}
+
 TEST_F(ShardingRules, ReshapeThatRegroupsHasNoRule) {
   EXPECT_EQ("no rule", ruleOf("%x: tensor<6x4xf32>",
                               "%0 = cleave.reshape %x : tensor<6x4xf32> -> "
@@ -169,27 +178,106 @@ TEST_F(ShardingRules, EmbeddingVocabularyIsAReduction) {
                    "tensor<2x4xi64>) -> tensor<2x4x8xf32>"));
 }
 
-TEST_F(ShardingRules, SoftmaxCrossEntropyKeepsClassesWhole) {
+TEST_F(ShardingRules, SoftmaxCrossEntropyReducesClassesOverTheGroup) {
+  // Megatron-LM's vocab-parallel cross-entropy: split classes are reduced
+  // by the op's own lowering, the loss is whole.
   EXPECT_EQ("([i, j], [i])->([]) {i=8, j=16} reduction={i} "
-            "need_replication={j}",
+            "group_reduction={j}",
             ruleOf("%l: tensor<8x16xf32>, %t: tensor<8xi64>",
                    "%0 = cleave.softmax_cross_entropy %l, %t {reduction = "
                    "#cleave.reduction<mean>} : (tensor<8x16xf32>, "
                    "tensor<8xi64>) -> tensor<f32>"));
   EXPECT_EQ("([i, j, k], [i, k])->([i, k]) {i=2, j=16, k=4} "
-            "need_replication={j}",
+            "group_reduction={j}",
             ruleOf("%l: tensor<2x16x4xf32>, %t: tensor<2x4xi64>",
                    "%0 = cleave.softmax_cross_entropy %l, %t {reduction = "
                    "#cleave.reduction<none>} : (tensor<2x16x4xf32>, "
                    "tensor<2x4xi64>) -> tensor<2x4xf32>"));
 }
 
+TEST_F(ShardingRules, AttentionSplitsByHeads) {
+  // Keys and the head width stay whole (inside the softmax).
+  EXPECT_EQ("([i, j, k, m], [i, j, l, m], [i, j, l, n], [k, l])->([i, j, k, "
+            "n]) {i=2, j=4, k=8, l=8, m=16, n=16} need_replication={l, m}",
+            ruleOf("%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x8x16xf32>, "
+                   "%v: tensor<2x4x8x16xf32>, %m: tensor<8x8xi1>",
+                   "%0 = cleave.attention %q, %k, %v mask %m {scale = 0.25 "
+                   ": f32} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, "
+                   "tensor<2x4x8x16xf32>, tensor<8x8xi1>) -> "
+                   "tensor<2x4x8x16xf32>"));
+}
+
+TEST_F(ShardingRules, GroupedQueryAttentionHeadsAreKeyValueTimesRepeats) {
+  // 4 query heads over 2 key/value heads: q's heads are [kv, rep], so a
+  // split over more ranks than kv heads splits rep too.
+  EXPECT_EQ("([i, jk, l, n], [i, j, m, n], [i, j, m, o])->([i, jk, l, o]) "
+            "{i=2, j=2, k=2, l=8, m=8, n=16, o=16} need_replication={m, n}",
+            ruleOf("%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x8x16xf32>, "
+                   "%v: tensor<2x2x8x16xf32>",
+                   "%0 = cleave.attention %q, %k, %v {causal, scale = 0.25 "
+                   ": f32} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, "
+                   "tensor<2x2x8x16xf32>) -> tensor<2x4x8x16xf32>"));
+}
+
+TEST_F(ShardingRules, RotaryKeepsItsPairsWhole) {
+  EXPECT_EQ("([i, j, k, l], [k, l], [k, l])->([i, j, k, l]) {i=2, j=4, k=8, "
+            "l=16} need_replication={l}",
+            ruleOf("%x: tensor<2x4x8x16xf32>, %c: tensor<8x16xf32>, %s: "
+                   "tensor<8x16xf32>",
+                   "%0 = cleave.rotary %x, %c, %s : (tensor<2x4x8x16xf32>, "
+                   "tensor<8x16xf32>, tensor<8x16xf32>) -> "
+                   "tensor<2x4x8x16xf32>"));
+}
+
+TEST_F(ShardingRules, SliceOfABlockSplitsItsInside) {
+  // k out of a fused QKV projection: block 1 of 3; its inside is shared.
+  EXPECT_EQ("([i, j, kl])->([i, j, l]) {i=2, j=8, k=3, l=64} "
+            "need_replication={k}",
+            ruleOf("%x: tensor<2x8x192xf32>",
+                   "%0 = cleave.slice %x {start = array<i64: 0, 0, 64>, "
+                   "limit = array<i64: 2, 8, 128>, step = array<i64: 1, 1, "
+                   "1>} : tensor<2x8x192xf32> -> tensor<2x8x64xf32>"));
+  // Any other slice keeps its dimension whole.
+  EXPECT_EQ("([i])->([j]) {i=8, j=3} need_replication={i, j}",
+            ruleOf("%x: tensor<8xf32>",
+                   "%0 = cleave.slice %x {start = array<i64: 1>, limit = "
+                   "array<i64: 4>, step = array<i64: 1>} : tensor<8xf32> "
+                   "-> tensor<3xf32>"));
+}
+
+TEST_F(ShardingRules, ConcatOfEqualPartsIsBlocked) {
+  EXPECT_EQ("([i, k], [i, k])->([i, jk]) {i=2, j=2, k=4} "
+            "need_replication={j}",
+            ruleOf("%a: tensor<2x4xf32>, %b: tensor<2x4xf32>",
+                   "%0 = cleave.concat %a, %b {axis = 1 : i64} : "
+                   "(tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x8xf32>"));
+  EXPECT_EQ("([i, k], [i, l])->([i, j]) {i=2, j=8, k=3, l=5} "
+            "need_replication={j, k, l}",
+            ruleOf("%a: tensor<2x3xf32>, %b: tensor<2x5xf32>",
+                   "%0 = cleave.concat %a, %b {axis = 1 : i64} : "
+                   "(tensor<2x3xf32>, tensor<2x5xf32>) -> tensor<2x8xf32>"));
+}
+
+TEST_F(ShardingRules, GatherKeepsTheIndexedDimensionWhole) {
+  // Learned positions: rows picked by index, the width shared.
+  EXPECT_EQ("([i, k], [j])->([j, k]) {i=32, j=8, k=64} need_replication={i}",
+            ruleOf("%w: tensor<32x64xf32>, %i: tensor<8xi64>",
+                   "%0 = cleave.gather %w, %i {axis = 0 : i64} : "
+                   "(tensor<32x64xf32>, tensor<8xi64>) -> tensor<8x64xf32>"));
+}
+
+TEST_F(ShardingRules, BroadcastToHasNoFactorOnABroadcastDimension) {
+  // Grouped-query attention's repeat of the key/value heads.
+  EXPECT_EQ("([i, j, 1, l, m])->([i, j, k, l, m]) {i=2, j=2, k=2, l=8, m=16}",
+            ruleOf("%x: tensor<2x2x1x8x16xf32>",
+                   "%0 = cleave.broadcast_to %x : tensor<2x2x1x8x16xf32> -> "
+                   "tensor<2x2x2x8x16xf32>"));
+}
+
 TEST_F(ShardingRules, OpsWithoutARuleAreNotShardedByPropagation) {
   EXPECT_EQ("no interface",
             ruleOf("%x: tensor<8xf32>",
-                   "%0 = cleave.slice %x {start = array<i64: 0>, limit = "
-                   "array<i64: 2>, step = array<i64: 1>} : tensor<8xf32> "
-                   "-> tensor<2xf32>"));
+                   "%0 = cleave.cumsum %x {axis = 0 : i64} : tensor<8xf32>"));
 }
 
 } // namespace
