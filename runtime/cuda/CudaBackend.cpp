@@ -326,14 +326,8 @@ public:
   }
 
   Status upload(void *to, const void *from, size_t bytes) override {
-    CLEAVE_CHECK(flush());
-    if (!bytes)
-      return Status::ok();
-    CLEAVE_CHECK(copyAfterCompute());
     // From pageable memory the call returns once `from` has been read.
-    CLEAVE_CUDA_CHECK(
-        cudaMemcpyAsync(to, from, bytes, cudaMemcpyHostToDevice, copy_));
-    return computeAfterCopy();
+    return copyOnCopyStream(to, from, bytes, cudaMemcpyHostToDevice);
   }
   Status download(void *to, const void *from, size_t bytes) override {
     CLEAVE_CHECK(flush());
@@ -370,17 +364,11 @@ public:
   /// made it; unlike download, the host thread goes on at once. Kernels
   /// after it wait for the copy (its device bytes may be reused next).
   Status offload(void *to, const void *from, size_t bytes) override {
-    CLEAVE_CHECK(flush());
-    if (!bytes)
-      return Status::ok();
-    CLEAVE_CHECK(copyAfterCompute());
-    CLEAVE_CUDA_CHECK(
-        cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToHost, copy_));
-    return computeAfterCopy();
+    return copyOnCopyStream(to, from, bytes, cudaMemcpyDeviceToHost);
   }
   /// Back to the device on the copy stream, from page-locked memory.
   Status fetch(void *to, const void *from, size_t bytes) override {
-    return upload(to, from, bytes);
+    return copyOnCopyStream(to, from, bytes, cudaMemcpyHostToDevice);
   }
   Status zero(void *to, size_t bytes) override {
     CLEAVE_CHECK(flush());
@@ -445,6 +433,17 @@ private:
     CLEAVE_CUDA_CHECK(cudaEventRecord(copyDone_, copy_));
     CLEAVE_CUDA_CHECK(cudaStreamWaitEvent(compute_, copyDone_, 0));
     return Status::ok();
+  }
+  /// A copy on the copy stream between the compute before it and the
+  /// compute after it (upload, offload, fetch).
+  Status copyOnCopyStream(void *to, const void *from, size_t bytes,
+                          cudaMemcpyKind kind) {
+    CLEAVE_CHECK(flush());
+    if (!bytes)
+      return Status::ok();
+    CLEAVE_CHECK(copyAfterCompute());
+    CLEAVE_CUDA_CHECK(cudaMemcpyAsync(to, from, bytes, kind, copy_));
+    return computeAfterCopy();
   }
 
   int device_ = -1;
