@@ -5,6 +5,12 @@
 //  - host copies (upload, download) on the copy stream, which first waits
 //    for the compute stream's work so far, and which the compute stream
 //    waits for before its next work;
+//  - activation offloads and fetches on the copy stream too, after the
+//    compute so far, but the compute stream waits for one only before the
+//    first work that touches its device bytes (PendingCopies: writing what
+//    an offload reads, reading or writing what a fetch writes; every copy
+//    before communication, whose streams wait for the compute stream), so
+//    the copies overlap the kernels between;
 //  - communication (NcclCommunication) on its streams.
 // A download returns when its bytes are on the host; nothing else waits
 // for the device except synchronize().
@@ -44,12 +50,14 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cuda/CudaBackend.h"
+#include "runtime/PendingCopies.h"
 #include "runtime/cuda/CudaCheck.h"
 #include "runtime/cuda/CudaKernels.h"
 #include "runtime/cuda/NcclCommunication.h"
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <iterator>
 #include <map>
 
@@ -169,45 +177,47 @@ private:
   ByteRanges reads_, writes_; // the deferred ops' operands and results
 };
 
-/// NcclCommunication that first enqueues the deferred adamw ops (see the
-/// ordering rule above).
+/// NcclCommunication that first enqueues the deferred adamw ops and makes
+/// the compute stream wait for the copies in flight (see the ordering rule
+/// above).
 class FlushingCommunication final : public DeviceCommunication {
 public:
-  FlushingCommunication(DeviceCommunication &inner, AdamWBatch &adamw)
-      : inner_(inner), adamw_(adamw) {}
+  FlushingCommunication(DeviceCommunication &inner,
+                        std::function<Status()> flush)
+      : inner_(inner), flush_(std::move(flush)) {}
 
   Status createGroups(Communicator &world,
                       const std::vector<std::vector<int>> &groups,
                       const std::vector<std::string> &names) override {
-    CLEAVE_CHECK(adamw_.flush());
+    CLEAVE_CHECK(flush_());
     return inner_.createGroups(world, groups, names);
   }
   Status allReduce(int group, Reduce op, const TensorRef &in,
                    const TensorRef &out) override {
-    CLEAVE_CHECK(adamw_.flush());
+    CLEAVE_CHECK(flush_());
     return inner_.allReduce(group, op, in, out);
   }
   Status allGather(int group, const TensorRef &in,
                    const TensorRef &out) override {
-    CLEAVE_CHECK(adamw_.flush());
+    CLEAVE_CHECK(flush_());
     return inner_.allGather(group, in, out);
   }
   Status reduceScatter(int group, Reduce op, const TensorRef &in,
                        const TensorRef &out) override {
-    CLEAVE_CHECK(adamw_.flush());
+    CLEAVE_CHECK(flush_());
     return inner_.reduceScatter(group, op, in, out);
   }
   Status broadcast(int group, int root, const TensorRef &in,
                    const TensorRef &out) override {
-    CLEAVE_CHECK(adamw_.flush());
+    CLEAVE_CHECK(flush_());
     return inner_.broadcast(group, root, in, out);
   }
   Status startSend(int peer, int tag, const TensorRef &t) override {
-    CLEAVE_CHECK(adamw_.flush());
+    CLEAVE_CHECK(flush_());
     return inner_.startSend(peer, tag, t);
   }
   Status recv(int peer, int tag, const TensorRef &t) override {
-    CLEAVE_CHECK(adamw_.flush());
+    CLEAVE_CHECK(flush_());
     return inner_.recv(peer, tag, t);
   }
   /// No flush: called before every op (see the ordering rule above).
@@ -215,31 +225,31 @@ public:
     return inner_.finishSendsOverlapping(data, size);
   }
   Status finishSends() override {
-    CLEAVE_CHECK(adamw_.flush());
+    CLEAVE_CHECK(flush_());
     return inner_.finishSends();
   }
   Status startAllReduce(int group, Reduce op, const TensorRef &t,
                         int event) override {
-    CLEAVE_CHECK(adamw_.flush());
+    CLEAVE_CHECK(flush_());
     return inner_.startAllReduce(group, op, t, event);
   }
   Status startReduceScatter(int group, Reduce op, const TensorRef &in,
                             const TensorRef &out, int event) override {
-    CLEAVE_CHECK(adamw_.flush());
+    CLEAVE_CHECK(flush_());
     return inner_.startReduceScatter(group, op, in, out, event);
   }
   Status finishCollective(int event) override {
-    CLEAVE_CHECK(adamw_.flush());
+    CLEAVE_CHECK(flush_());
     return inner_.finishCollective(event);
   }
   Status finishCollectives() override {
-    CLEAVE_CHECK(adamw_.flush());
+    CLEAVE_CHECK(flush_());
     return inner_.finishCollectives();
   }
 
 private:
   DeviceCommunication &inner_;
-  AdamWBatch &adamw_;
+  std::function<Status()> flush_;
 };
 
 class CudaBackend final : public Backend {
@@ -257,6 +267,8 @@ public:
     for (cudaEvent_t e : {computeDone_, copyDone_})
       if (e)
         (void)cudaEventDestroy(e);
+    for (cudaEvent_t e : copyEvents_)
+      (void)cudaEventDestroy(e);
     for (cudaStream_t s : {compute_, copy_})
       if (s)
         (void)cudaStreamDestroy(s);
@@ -281,7 +293,11 @@ public:
     // (NCCL refuses two ranks on one device).
     if (ranksOnNode > 1 && cudaDeviceCount() >= ranksOnNode) {
       nccl_ = std::make_unique<NcclCommunication>(compute_);
-      communication_ = std::make_unique<FlushingCommunication>(*nccl_, *adamw_);
+      communication_ = std::make_unique<FlushingCommunication>(
+          *nccl_, [this] {
+            CLEAVE_CHECK(flush());
+            return awaitCopies(pending_.all());
+          });
     }
     return Status::ok();
   }
@@ -318,9 +334,10 @@ public:
     auto it = allocations_.find(base);
     if (it == allocations_.end())
       return;
-    // A deferred op may still write there; an error would show again at
-    // the next synchronize.
+    // A deferred op or a copy may still use it; an error would show again
+    // at the next synchronize.
     (void)flush();
+    (void)awaitCopies(pending_.all());
     (void)cudaFree(it->second);
     allocations_.erase(it);
   }
@@ -337,7 +354,7 @@ public:
     CLEAVE_CUDA_CHECK(
         cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToHost, copy_));
     CLEAVE_CUDA_CHECK(cudaStreamSynchronize(copy_));
-    return Status::ok();
+    return copiesDone();
   }
   /// Page-locked, so that offload and fetch run asynchronously.
   Status allocateHost(uint64_t bytes, uint64_t alignment,
@@ -361,23 +378,28 @@ public:
     hostAllocations_.erase(it);
   }
   /// An activation to the host on the copy stream, after the compute that
-  /// made it; unlike download, the host thread goes on at once. Kernels
-  /// after it wait for the copy (its device bytes may be reused next).
+  /// made it; unlike download, the host thread goes on at once. The first
+  /// kernel that writes over its device bytes waits for the copy.
   Status offload(void *to, const void *from, size_t bytes) override {
-    return copyOnCopyStream(to, from, bytes, cudaMemcpyDeviceToHost);
+    return copyInFlight(to, from, bytes, cudaMemcpyDeviceToHost,
+                        {from, bytes}, PendingCopies::Access::Reads);
   }
-  /// Back to the device on the copy stream, from page-locked memory.
+  /// Back to the device on the copy stream, from page-locked memory; the
+  /// first kernel that touches `to` waits for it.
   Status fetch(void *to, const void *from, size_t bytes) override {
-    return copyOnCopyStream(to, from, bytes, cudaMemcpyHostToDevice);
+    return copyInFlight(to, from, bytes, cudaMemcpyHostToDevice,
+                        {to, bytes}, PendingCopies::Access::Writes);
   }
   Status zero(void *to, size_t bytes) override {
     CLEAVE_CHECK(flush());
+    CLEAVE_CHECK(awaitCopies(pending_.due({}, {{to, bytes}})));
     if (bytes)
       CLEAVE_CUDA_CHECK(cudaMemsetAsync(to, 0, bytes, compute_));
     return Status::ok();
   }
   Status copy(void *to, const void *from, size_t bytes) override {
     CLEAVE_CHECK(flush());
+    CLEAVE_CHECK(awaitCopies(pending_.due({{from, bytes}}, {{to, bytes}})));
     if (bytes && to != from)
       CLEAVE_CUDA_CHECK(
           cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, compute_));
@@ -386,6 +408,8 @@ public:
   Status runKernel(const std::string &op, const Attributes &attributes,
                    const std::vector<TensorRef> &inputs,
                    const std::vector<TensorRef> &outputs) override {
+    // Enqueued before the op, deferred or not, so the op runs after it.
+    CLEAVE_CHECK(awaitCopies(pending_.due(spans(inputs), spans(outputs))));
     if (op == "adamw")
       return adamw_->add(attributes, inputs, outputs);
     CLEAVE_CHECK(flush());
@@ -396,6 +420,7 @@ public:
   Status anyNonFinite(const std::vector<TensorRef> &tensors,
                       bool &found) override {
     CLEAVE_CHECK(flush());
+    CLEAVE_CHECK(awaitCopies(pending_.due(spans(tensors), {})));
     CLEAVE_CUDA_CHECK(cudaMemsetAsync(flag_, 0, sizeof(unsigned), compute_));
     for (const TensorRef &t : tensors)
       CLEAVE_CHECK(cuda::countNonFinite(t, flag_, compute_));
@@ -406,6 +431,7 @@ public:
   }
   Status scale(const std::vector<TensorRef> &tensors, float factor) override {
     CLEAVE_CHECK(flush());
+    CLEAVE_CHECK(awaitCopies(pending_.due({}, spans(tensors))));
     for (const TensorRef &t : tensors)
       CLEAVE_CHECK(cuda::scaleInPlace(t, factor, compute_));
     return Status::ok();
@@ -414,7 +440,7 @@ public:
     CLEAVE_CHECK(flush());
     CLEAVE_CUDA_CHECK(cudaStreamSynchronize(copy_));
     CLEAVE_CUDA_CHECK(cudaStreamSynchronize(compute_));
-    return Status::ok();
+    return copiesDone();
   }
 
   DeviceCommunication *deviceCommunication() override {
@@ -443,13 +469,64 @@ private:
       return Status::ok();
     CLEAVE_CHECK(copyAfterCompute());
     CLEAVE_CUDA_CHECK(cudaMemcpyAsync(to, from, bytes, kind, copy_));
-    return computeAfterCopy();
+    CLEAVE_CHECK(computeAfterCopy());
+    return copiesDone(); // the compute stream now waits for all of them
+  }
+  /// An offload or fetch: on the copy stream after the compute so far, with
+  /// an event the compute stream waits for only where it touches `device`.
+  Status copyInFlight(void *to, const void *from, size_t bytes,
+                      cudaMemcpyKind kind, ByteSpan device,
+                      PendingCopies::Access access) {
+    CLEAVE_CHECK(flush());
+    if (!bytes)
+      return Status::ok();
+    CLEAVE_CHECK(copyAfterCompute());
+    CLEAVE_CUDA_CHECK(cudaMemcpyAsync(to, from, bytes, kind, copy_));
+    int token;
+    if (!freeTokens_.empty()) {
+      token = freeTokens_.back();
+      freeTokens_.pop_back();
+    } else {
+      cudaEvent_t event;
+      CLEAVE_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+      token = static_cast<int>(copyEvents_.size());
+      copyEvents_.push_back(event);
+    }
+    CLEAVE_CUDA_CHECK(cudaEventRecord(copyEvents_[token], copy_));
+    pending_.add(device, access, token);
+    return Status::ok();
+  }
+  /// Makes the compute stream wait for these copies. A wait uses the
+  /// event's record at the time of the call, so the event may be recorded
+  /// again by the next copy.
+  Status awaitCopies(const std::vector<int> &tokens) {
+    for (int token : tokens) {
+      freeTokens_.push_back(token);
+      CLEAVE_CUDA_CHECK(cudaStreamWaitEvent(compute_, copyEvents_[token], 0));
+    }
+    return Status::ok();
+  }
+  /// The copies in flight are done, or the compute stream already waits
+  /// for all of them.
+  Status copiesDone() {
+    for (int token : pending_.all())
+      freeTokens_.push_back(token);
+    return Status::ok();
+  }
+  static std::vector<ByteSpan> spans(const std::vector<TensorRef> &tensors) {
+    std::vector<ByteSpan> result;
+    for (const TensorRef &t : tensors)
+      result.push_back({t.data, t.sizeBytes()});
+    return result;
   }
 
   int device_ = -1;
   std::string deviceName_;
   cudaStream_t compute_ = nullptr, copy_ = nullptr;
   cudaEvent_t computeDone_ = nullptr, copyDone_ = nullptr;
+  PendingCopies pending_;             // offloads and fetches in flight
+  std::vector<cudaEvent_t> copyEvents_; // by token
+  std::vector<int> freeTokens_;
   std::map<void *, void *> hostAllocations_; // aligned base -> cudaHostAlloc
   unsigned *flag_ = nullptr;
   std::map<void *, void *> allocations_; // aligned base -> allocation

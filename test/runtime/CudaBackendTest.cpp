@@ -303,4 +303,49 @@ TEST_F(CudaBackendTest, AdamWErrorsAtTheOp) {
   EXPECT_TRUE(sameBytes(param, cpu.param));
 }
 
+//===----------------------------------------------------------------------===//
+// Offload and fetch in flight (PendingCopies)
+//===----------------------------------------------------------------------===//
+
+/// An offload, then a kernel and a zeroing that write over the offloaded
+/// bytes at once; a fetch, then kernels that read the fetched bytes at
+/// once: each must wait for its copy, and work on other bytes need not.
+TEST_F(CudaBackendTest, OffloadAndFetchOrderWithTheKernelsThatTouchThem) {
+  const Shape shape{1 << 22}; // 16 MiB: copies that take a while
+  Buf x = random(DType::F32, shape, -1, 1, 21);
+  Buf other = random(DType::F32, shape, -1, 1, 22);
+  size_t bytes = size_t(x.size()) * sizeof(float);
+  TensorRef dx = toBackend(*backend, x), dother = toBackend(*backend, other);
+  TensorRef dy = toBackend(*backend, Buf(DType::F32, shape));
+  TensorRef dz = toBackend(*backend, Buf(DType::F32, shape));
+  void *host = nullptr;
+  ASSERT_STATUS_OK(backend->allocateHost(bytes, 256, host));
+
+  ASSERT_STATUS_OK(backend->offload(host, dx.data, bytes));
+  // Not touching x: may overlap the copy.
+  ASSERT_STATUS_OK(backend->runKernel("add", {}, {dother, dother}, {dz}));
+  // Over x: waits for the offload's read.
+  ASSERT_STATUS_OK(backend->runKernel("add", {}, {dother, dother}, {dx}));
+  ASSERT_STATUS_OK(backend->fetch(dy.data, host, bytes));
+  ASSERT_STATUS_OK(backend->runKernel("add", {}, {dy, dy}, {dz}));
+  ASSERT_STATUS_OK(backend->offload(host, dz.data, bytes));
+  ASSERT_STATUS_OK(backend->zero(dz.data, bytes));
+
+  Buf want(DType::F32, shape), got(DType::F32, shape), twice(DType::F32, shape);
+  ASSERT_STATUS_OK(
+      runCpuKernel("add", {}, {x.ref(), x.ref()}, {want.ref()}));
+  ASSERT_STATUS_OK(backend->synchronize());
+  std::memcpy(got.bytes.data(), host, bytes); // the second offload: 2x
+  EXPECT_TRUE(sameBytes(got, want));
+  ASSERT_NO_FATAL_FAILURE(fromBackend(*backend, dy, got)); // the fetch: x
+  EXPECT_TRUE(sameBytes(got, x));
+  ASSERT_NO_FATAL_FAILURE(fromBackend(*backend, dz, got)); // zeroed
+  EXPECT_TRUE(sameBytes(got, Buf(DType::F32, shape)));
+  ASSERT_STATUS_OK(
+      runCpuKernel("add", {}, {other.ref(), other.ref()}, {twice.ref()}));
+  ASSERT_NO_FATAL_FAILURE(fromBackend(*backend, dx, got));
+  EXPECT_TRUE(sameBytes(got, twice));
+  backend->releaseHost(host);
+}
+
 } // namespace
