@@ -221,8 +221,6 @@ private:
 
   Status allocateArenas();
   Status initializeParameter(const program::Parameter &param);
-  Status initializeChunk(const program::Parameter &param, char *out,
-                         bool inPlace);
   Status prepare();
   Status runFunction(const Function &fn, int64_t step, int64_t microbatch,
                      const TokenData *data);
