@@ -142,6 +142,9 @@ public:
   /// Every parameter, full tensors assembled from the slices of all ranks
   /// (collective over the world; only rank 0 gets them).
   Status gatherParameters(std::vector<NamedTensor> &full);
+  /// This rank's part of gatherParameters: its parameters' slices (boxes,
+  /// flat ranges) and bytes, for assembleParameters (Parameters.h).
+  Status parameterSlices(std::string &slices);
   /// gatherParameters, then rank 0 writes them to `path` as safetensors.
   Status saveParameters(const std::string &path);
 

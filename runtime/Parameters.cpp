@@ -205,6 +205,16 @@ Status Runtime::initializeParameter(const pb::Parameter &param) {
 
 Status Runtime::gatherParameters(std::vector<NamedTensor> &full) {
   full.clear();
+  std::string slices;
+  CLEAVE_CHECK(parameterSlices(slices));
+  std::vector<std::string> all;
+  CLEAVE_CHECK(comm_.gatherToRoot(slices, all));
+  if (comm_.rank() != 0)
+    return Status::ok();
+  return assembleParameters(all, full);
+}
+
+Status Runtime::parameterSlices(std::string &slices) {
   if (!initialized_)
     return Status::error("the runtime is not initialized");
   ByteWriter w;
@@ -232,11 +242,13 @@ Status Runtime::gatherParameters(std::vector<NamedTensor> &full) {
       bytes.resize(size_t(p.flat_range().size()) * dtypeSize(t.dtype));
     w.putString(std::string(bytes.begin(), bytes.end()));
   }
-  std::vector<std::string> all;
-  CLEAVE_CHECK(comm_.gatherToRoot(w.bytes, all));
-  if (comm_.rank() != 0)
-    return Status::ok();
+  slices = std::move(w.bytes);
+  return Status::ok();
+}
 
+Status cleave::runtime::assembleParameters(const std::vector<std::string> &all,
+                                           std::vector<NamedTensor> &full) {
+  full.clear();
   struct Assembled {
     NamedTensor tensor;
     std::vector<char> covered;

@@ -33,6 +33,13 @@ std::vector<Box> parameterBoxes(const program::Parameter &param);
 /// with flat_range (a sharded chunk) the range's elements of that.
 std::vector<FlatRun> parameterRuns(const program::Parameter &param);
 
+/// The full tensors of every parameter, in name order, assembled from what
+/// each rank's Runtime::parameterSlices wrote (`all`, in rank order): an
+/// error naming a parameter that ranks hold with different types or of
+/// which some element is held by no rank.
+Status assembleParameters(const std::vector<std::string> &all,
+                          std::vector<NamedTensor> &full);
+
 } // namespace cleave::runtime
 
 #endif // CLEAVE_RUNTIME_PARAMETERS_H
