@@ -310,9 +310,21 @@ Status cleave::runtime::assembleParameters(const std::vector<std::string> &all,
                 int64_t(bytes.size()))
           return Status::error("parameter '" + name + "': rank " + str(r) +
                                " holds elements past its end");
-        std::memcpy(&a.tensor.bytes[run.full * elementSize],
-                    &bytes[run.local * elementSize], run.count * elementSize);
-        std::fill_n(a.covered.begin() + run.full, run.count, 1);
+        // Replicas (data-parallel ranks, a sub-axis's ranks) hold the same
+        // bytes; the first rank holding an element gives it, as a
+        // checkpoint export does.
+        for (int64_t e = 0; e < run.count;) {
+          int64_t end = e;
+          while (end < run.count && !a.covered[run.full + end])
+            ++end;
+          std::memcpy(&a.tensor.bytes[(run.full + e) * elementSize],
+                      &bytes[(run.local + e) * elementSize],
+                      (end - e) * elementSize);
+          std::fill_n(a.covered.begin() + run.full + e, end - e, 1);
+          while (end < run.count && a.covered[run.full + end])
+            ++end;
+          e = end;
+        }
       }
     }
     if (!in.ok)
