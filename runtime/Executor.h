@@ -11,7 +11,8 @@
 //    anything else not written starts at zero.
 //  - Parameters. FileData reads the slice [slice_start, slice_start +
 //    slice_size) of the full row-major tensor stored at `offset` of the
-//    file. Generators: "zeros", "ones", "normal:STD", where element k of the
+//    file, or with pieces the boxes concatenated (parameterRuns,
+//    Parameters.h), or with flat_range that range of them. Generators: "zeros", "ones", "normal:STD", where element k of the
 //    FULL tensor (row-major index; so any slice equals the slice of a full
 //    init) is STD * sqrt(-2 ln u1) * cos(2 pi u2) with
 //      key = splitmix64(seed ^ fnv1a64(name)),
