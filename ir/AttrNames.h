@@ -19,6 +19,11 @@ namespace mlir::cleave {
 inline constexpr llvm::StringLiteral kMeshAttr = "cleave.mesh";
 inline constexpr llvm::StringLiteral kShardingAttr = "cleave.sharding";
 inline constexpr llvm::StringLiteral kMemorySpaceAttr = "cleave.memory_space";
+// On a cleave.parameter after cleave-partition-tensor, whose type is then
+// the rank's local slice: the full tensor's type (a TypeAttr). Its
+// cleave.sharding (and `value`, when it has one) are the full tensor's; the
+// emitter turns them into the rank's boxes (passes/RankBoxes.h).
+inline constexpr llvm::StringLiteral kFullTypeAttr = "cleave.full_type";
 // On an op where a split value had to be gathered (cleave-propagate-
 // shardings): why, for the report.
 inline constexpr llvm::StringLiteral kShardingStopAttr = "cleave.sharding_stop";
@@ -75,6 +80,7 @@ inline constexpr llvm::StringLiteral kKnownAttrNames[] = {
     "cleave.forward",
     "cleave.forward_seconds",
     "cleave.frozen",
+    "cleave.full_type",
     "cleave.grad_of_arg",
     "cleave.grad_of_result",
     "cleave.grad_offset",

@@ -140,10 +140,16 @@ LogicalResult mlir::cleave::inferLossResult(std::optional<Location> loc,
 
 LogicalResult ParameterOp::verify() {
   auto value = getValueAttr();
-  if (value && value.getType() != getType())
+  // After cleave-partition-tensor the type is the rank's slice and the
+  // value stays the full tensor (params.bin holds it whole; each rank
+  // reads its boxes).
+  Type valueType = getType();
+  if (auto full = (*this)->getAttrOfType<TypeAttr>(kFullTypeAttr))
+    valueType = full.getValue();
+  if (value && value.getType() != valueType)
     return emitOpError() << "initial value of type " << value.getType()
                          << " does not match the parameter type "
-                         << getType();
+                         << valueType;
   if (auto init = getInit()) {
     double std;
     bool ok = *init == "zeros" || *init == "ones" ||

@@ -537,6 +537,26 @@ static LogicalResult verifyCleaveAttr(Operation *op, NamedAttribute attr,
                             "one result";
     return verifySharding(sharding, type, lookupMesh(op), emitError);
   }
+  if (name == kFullTypeAttr) {
+    auto full = attr.getValue().dyn_cast<TypeAttr>();
+    auto fullType =
+        full ? full.getValue().dyn_cast<RankedTensorType>() : RankedTensorType();
+    auto local = type ? type.dyn_cast<RankedTensorType>() : RankedTensorType();
+    if (!fullType || !isa<ParameterOp>(op))
+      return emitError() << "expected the full tensor type, on a "
+                            "cleave.parameter";
+    if (!local || local.getRank() != fullType.getRank() ||
+        local.getElementType() != fullType.getElementType())
+      return emitError() << "the full type " << fullType
+                         << " and the parameter's local type " << type
+                         << " differ in rank or element type";
+    for (auto [l, f] : llvm::zip(local.getShape(), fullType.getShape()))
+      if (l < 1 || f % l != 0)
+        return emitError() << "the parameter's local type " << type
+                           << " is not a slice of its full type " << fullType
+                           << " split evenly";
+    return success();
+  }
   if (name == kLastMicrobatchAttr || name == kLastMicrobatchOfAttr) {
     if (!attr.getValue().isa<FlatSymbolRefAttr>() ||
         !isa<FunctionOpInterface>(op))
@@ -580,10 +600,15 @@ static LogicalResult verifyCleaveAttr(Operation *op, NamedAttribute attr,
 LogicalResult CleaveDialect::verifyOperationAttribute(Operation *op,
                                                       NamedAttribute attr) {
   Type type;
-  if (auto param = dyn_cast<ParameterOp>(op))
+  if (auto param = dyn_cast<ParameterOp>(op)) {
     type = param.getType();
-  else if (op->getNumResults() == 1)
+    // A partitioned parameter's sharding is its full tensor's.
+    auto full = op->getAttrOfType<TypeAttr>(kFullTypeAttr);
+    if (attr.getName() == kShardingAttr && full)
+      type = full.getValue();
+  } else if (op->getNumResults() == 1) {
     type = op->getResult(0).getType();
+  }
   return verifyCleaveAttr(op, attr, type, "");
 }
 

@@ -12,6 +12,7 @@
 #include "ir/AttrNames.h"
 #include "ir/DistributionOps.h"
 #include "passes/Layout.h"
+#include "passes/RankBoxes.h"
 
 #include <algorithm>
 
@@ -153,11 +154,8 @@ LogicalResult RankProgram::addParameters(ModuleOp module) {
     pb::Parameter *p = program.add_parameters();
     p->set_name(param.getSymName().str());
     p->set_tensor(*id);
-    for (int64_t d : param.getType().cast<RankedTensorType>().getShape()) {
-      p->add_full_shape(d);
-      p->add_slice_start(0);
-      p->add_slice_size(d);
-    }
+    if (failed(addSlice(param, p)))
+      return failure();
     p->set_seed(seed);
     if (failed(addSplitViews(param, offset.getInt(), p)))
       return failure();
@@ -174,6 +172,61 @@ LogicalResult RankProgram::addParameters(ModuleOp module) {
              << "parameter '" << param.getSymName()
              << "' has neither data nor an initializer (init = "
                 "\"normal:STD\", \"zeros\" or \"ones\")";
+    }
+  }
+  return success();
+}
+
+/// The part of the full tensor a parameter's tensor holds: the whole, or
+/// after cleave-partition-tensor (a local type with cleave.full_type and
+/// the full tensor's cleave.sharding) this rank's boxes of it; several
+/// boxes (a blocked sharding) make the program version VERSION_PIECES.
+LogicalResult RankProgram::addSlice(ParameterOp param, pb::Parameter *p) {
+  auto local = param.getType().cast<RankedTensorType>();
+  auto full = param->getAttrOfType<TypeAttr>(kFullTypeAttr);
+  auto sharding = param->getAttrOfType<ShardingAttr>(kShardingAttr);
+  if (!full) {
+    for (int64_t d : local.getShape()) {
+      p->add_full_shape(d);
+      p->add_slice_start(0);
+      p->add_slice_size(d);
+    }
+    return success();
+  }
+  auto fullType = full.getValue().cast<RankedTensorType>();
+  if (!sharding)
+    return param.emitError()
+           << "parameter '" << param.getSymName() << "' has "
+           << kFullTypeAttr << " " << fullType << " but no " << kShardingAttr
+           << " saying which part of it this rank holds";
+  auto emitError = [&] {
+    return param.emitError() << "parameter '" << param.getSymName() << "': ";
+  };
+  FailureOr<RankBoxes> boxes =
+      rankBoxes(fullType.getShape(), sharding, mesh, rank, emitError);
+  if (failed(boxes))
+    return failure();
+  if (!llvm::equal(boxes->localShape, local.getShape()))
+    return emitError() << "its type " << local << " is not the slice of "
+                       << fullType << " that sharding " << sharding
+                       << " gives a rank ("
+                       << RankedTensorType::get(boxes->localShape,
+                                                local.getElementType())
+                       << ")";
+  for (auto [d, size] : llvm::enumerate(fullType.getShape())) {
+    p->add_full_shape(size);
+    p->add_slice_start(boxes->boxes.front().start[d]);
+    p->add_slice_size(local.getDimSize(d));
+  }
+  if (boxes->boxes.size() == 1)
+    return success();
+  program.set_version(pb::VERSION_PIECES);
+  p->set_pieces_axis(int(boxes->axis));
+  for (const TensorBox &box : boxes->boxes) {
+    pb::Box *out = p->add_pieces();
+    for (auto [start, size] : llvm::zip(box.start, box.size)) {
+      out->add_start(start);
+      out->add_size(size);
     }
   }
   return success();

@@ -116,6 +116,7 @@ private:
   LogicalResult emitGatherParam(GatherParamOp gather, pb::Function *fn);
   LogicalResult addSplitViews(ParameterOp param, int64_t offset,
                               pb::Parameter *p);
+  LogicalResult addSlice(ParameterOp param, pb::Parameter *p);
   LogicalResult emitBucket(pb::Collective *c, ArrayAttr params,
                            StringRef groupName,
                            std::optional<ArrayRef<int64_t>> members,

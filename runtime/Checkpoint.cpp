@@ -42,6 +42,10 @@ struct Runtime::StateTensor {
   std::string name;
   const char *kind = "parameter"; // or "optimizer_state"
   std::vector<int64_t> fullShape, sliceStart, sliceSize;
+  // A blocked tensor-parallel slice (Parameter.pieces): these boxes
+  // concatenated along boxesAxis.
+  std::vector<Box> boxes;
+  int boxesAxis = 0;
   // ZeRO-1's optimizer state: the slice's elements [flatStart, flatStart +
   // flatSize) first, then padding, which checkpoints leave out.
   int64_t flatStart = 0, flatSize = -1;
@@ -231,6 +235,47 @@ bool intsMember(const JsonValue &v, const char *key,
   return true;
 }
 
+/// Why `boxes` concatenated along `axis` are not a slice of size `size` of
+/// a tensor of `shape` without overlap; empty when they are.
+std::string boxesMisfit(const std::vector<int64_t> &shape,
+                        const std::vector<int64_t> &size,
+                        const std::vector<Box> &boxes, int axis) {
+  size_t rank = shape.size();
+  if (axis < 0 || size_t(axis) >= rank || size.size() != rank)
+    return "boxes_axis " + str(axis) + " is not an axis of " + ints(shape);
+  int64_t along = 0;
+  for (size_t i = 0; i < boxes.size(); ++i) {
+    const Box &b = boxes[i];
+    std::string what = "box " + str(int64_t(i)) + " (from " + ints(b.start) +
+                       " of size " + ints(b.size) + ")";
+    if (b.start.size() != rank || b.size.size() != rank)
+      return what + " has not the " + str(int64_t(rank)) + " axes of " +
+             ints(shape);
+    for (size_t d = 0; d < rank; ++d) {
+      if (b.start[d] < 0 || b.size[d] < 1 || b.start[d] > shape[d] - b.size[d])
+        return what + " does not lie in " + ints(shape);
+      if (d != size_t(axis) && b.size[d] != size[d])
+        return what + " is not " + str(size[d]) + " wide in axis " +
+               str(int64_t(d)) + " as its slice " + ints(size);
+    }
+    along += b.size[axis];
+    for (size_t j = 0; j < i; ++j) {
+      bool overlap = true;
+      for (size_t d = 0; d < rank; ++d)
+        overlap &= b.start[d] < boxes[j].start[d] + boxes[j].size[d] &&
+                   boxes[j].start[d] < b.start[d] + b.size[d];
+      if (overlap)
+        return what + " overlaps box " + str(int64_t(j)) + " (from " +
+               ints(boxes[j].start) + " of size " + ints(boxes[j].size) + ")";
+    }
+  }
+  if (along != size[axis])
+    return "its boxes concatenated along axis " + str(axis) + " are " +
+           str(along) + " long, its slice " + ints(size) + " " +
+           str(size[axis]);
+  return "";
+}
+
 std::string stringMember(const JsonValue &v, const char *key) {
   const JsonValue *m = v.find(key);
   return m && m->kind == JsonValue::Kind::String ? m->string : std::string();
@@ -359,6 +404,73 @@ std::vector<FlatRun> cleave::runtime::flatRuns(
     int64_t lo = std::max(begin, b * block), hi = std::min(end, b * block + block);
     runs.push_back({full + lo - b * block, lo - begin, hi - lo});
   }
+  return runs;
+}
+
+std::vector<FlatRun> cleave::runtime::boxRuns(const std::vector<int64_t> &shape,
+                                              const std::vector<Box> &boxes,
+                                              int axis, int64_t flatStart,
+                                              int64_t flatSize) {
+  std::vector<FlatRun> runs;
+  if (boxes.empty() || axis < 0 || size_t(axis) >= shape.size())
+    return runs;
+  // The concatenation is `outer` rows (the axes before `axis`, the same in
+  // every box) of `along` indices of `axis` of `inner` elements each (the
+  // axes after it, the same too); box b's part of a row is
+  // b.size[axis] * inner elements consecutive in it, from its offset.
+  int64_t inner = 1, outer = 1, along = 0;
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (d < size_t(axis))
+      outer *= boxes[0].size[d];
+    else if (d > size_t(axis))
+      inner *= boxes[0].size[d];
+  for (const Box &b : boxes)
+    along += b.size[axis];
+  int64_t row = along * inner;
+  int64_t begin = flatSize >= 0 ? flatStart : 0;
+  int64_t end = flatSize >= 0 ? flatStart + flatSize : outer * row;
+  int64_t offset = 0;
+  for (const Box &b : boxes) {
+    int64_t part = b.size[axis] * inner;
+    for (const FlatRun &r : flatRuns(shape, b.start, b.size, 0, -1)) {
+      // Cut the box's run where it leaves the box's part of a row.
+      for (int64_t at = r.local, full = r.full, left = r.count; left > 0;) {
+        int64_t within = at % part, n = std::min(left, part - within);
+        int64_t local = at / part * row + offset * inner + within;
+        int64_t lo = std::max(local, begin), hi = std::min(local + n, end);
+        if (lo < hi)
+          runs.push_back({full + lo - local, lo - begin, hi - lo});
+        at += n;
+        full += n;
+        left -= n;
+      }
+    }
+    offset += b.size[axis];
+  }
+  std::sort(runs.begin(), runs.end(), [](const FlatRun &a, const FlatRun &b) {
+    return a.local < b.local;
+  });
+  // Runs consecutive in both orders are one (a box that is one block).
+  std::vector<FlatRun> merged;
+  for (const FlatRun &r : runs)
+    if (!merged.empty() &&
+        merged.back().local + merged.back().count == r.local &&
+        merged.back().full + merged.back().count == r.full)
+      merged.back().count += r.count;
+    else
+      merged.push_back(r);
+  return merged;
+}
+
+std::vector<FlatRun> cleave::runtime::sliceRuns(
+    const std::vector<int64_t> &shape, const std::vector<int64_t> &start,
+    const std::vector<int64_t> &size, const std::vector<Box> &boxes, int axis,
+    int64_t flatStart, int64_t flatSize) {
+  if (boxes.empty())
+    return flatRuns(shape, start, size, flatStart, flatSize);
+  std::vector<FlatRun> runs = boxRuns(shape, boxes, axis, flatStart, flatSize);
+  std::sort(runs.begin(), runs.end(),
+            [](const FlatRun &a, const FlatRun &b) { return a.full < b.full; });
   return runs;
 }
 
@@ -497,13 +609,40 @@ Status cleave::runtime::readCheckpointManifest(const std::string &folder,
           !intMember(t, "bytes", pieceBytes) ||
           !dtypeFromText(dtypeText, dtype))
         return Status::error(which + ": tensor '" + name + "' is malformed");
+      // Version 3: several boxes concatenated along an axis (a blocked
+      // tensor-parallel slice); slice_start is then the first box's start.
+      if (const JsonValue *list = t.find("boxes")) {
+        int64_t axis = 0;
+        bool ok = list->kind == JsonValue::Kind::Array &&
+                  !list->array.empty() && intMember(t, "boxes_axis", axis);
+        for (size_t i = 0; ok && i < list->array.size(); ++i) {
+          Box box;
+          ok = intsMember(list->array[i], "start", box.start) &&
+               intsMember(list->array[i], "size", box.size);
+          piece.boxes.push_back(std::move(box));
+        }
+        if (!ok)
+          return Status::error(which + ": tensor '" + name +
+                               "': boxes is not a list of {start, size} "
+                               "with a boxes_axis");
+        piece.boxesAxis = int(axis);
+        std::string misfit = boxesMisfit(shape, piece.sliceSize, piece.boxes,
+                                         piece.boxesAxis);
+        if (misfit.empty() && piece.sliceStart != piece.boxes[0].start)
+          misfit = "slice_start " + ints(piece.sliceStart) +
+                   " is not its first box's start";
+        if (!misfit.empty())
+          return Status::error(which + ": tensor '" + name + "': " + misfit);
+      }
       bool inside = piece.sliceStart.size() == shape.size() &&
                     piece.sliceSize.size() == shape.size();
       int64_t elements = 1;
       for (size_t d = 0; inside && d < shape.size(); ++d) {
         inside &= shape[d] >= 0 && piece.sliceSize[d] >= 0 &&
                   piece.sliceStart[d] >= 0 &&
-                  piece.sliceStart[d] + piece.sliceSize[d] <= shape[d] &&
+                  (!piece.boxes.empty() ||
+                   piece.sliceStart[d] + piece.sliceSize[d] <= shape[d]) &&
+                  piece.sliceSize[d] <= shape[d] &&
                   piece.sliceSize[d] < (int64_t(1) << 40);
         elements *= inside ? piece.sliceSize[d] : 1;
       }
@@ -724,9 +863,20 @@ Status cleave::runtime::planSlice(const CheckpointManifest &m,
   request.pieces.clear();
   bool inside = request.start.size() == t.shape.size() &&
                 request.size.size() == t.shape.size();
+  if (!request.boxes.empty()) {
+    std::string misfit = inside ? boxesMisfit(t.shape, request.size,
+                                              request.boxes, request.boxesAxis)
+                                : std::string();
+    if (!misfit.empty())
+      return Status::error(m.manifestPath() + ": tensor '" + t.name +
+                           "' is " + ints(t.shape) +
+                           " in the checkpoint; the slice asked for: " +
+                           misfit);
+  }
   for (size_t d = 0; inside && d < t.shape.size(); ++d)
     inside &= request.start[d] >= 0 && request.size[d] >= 0 &&
-              request.start[d] + request.size[d] <= t.shape[d];
+              (!request.boxes.empty() ||
+               request.start[d] + request.size[d] <= t.shape[d]);
   int64_t boxElements = inside ? elementsOf(request.size) : 0;
   if (inside && request.flatSize >= 0)
     inside = request.flatStart >= 0 &&
@@ -745,12 +895,12 @@ Status cleave::runtime::planSlice(const CheckpointManifest &m,
   if (elements == 0)
     return Status::ok();
   std::vector<FlatRun> wanted =
-      flatRuns(t.shape, request.start, request.size, request.flatStart,
-               request.flatSize);
+      sliceRuns(t.shape, request.start, request.size, request.boxes,
+                request.boxesAxis, request.flatStart, request.flatSize);
   std::vector<std::vector<FlatRun>> held;
   for (const CheckpointPiece &p : t.pieces)
-    held.push_back(flatRuns(t.shape, p.sliceStart, p.sliceSize, p.flatStart,
-                            p.flatSize));
+    held.push_back(sliceRuns(t.shape, p.sliceStart, p.sliceSize, p.boxes,
+                             p.boxesAxis, p.flatStart, p.flatSize));
   auto nothing = [](int64_t, int64_t, int64_t) {};
   // One piece that holds it all: the common case of replicas.
   const CheckpointPiece *whole = nullptr;
@@ -818,6 +968,7 @@ Status cleave::runtime::readSlices(const CheckpointManifest &m,
       bool wholeRequest = r.flatSize < 0 ||
                           (r.flatStart == 0 && r.flatSize == elementsOf(r.size));
       if (p.sliceStart == r.start && p.sliceSize == r.size &&
+          p.boxes == r.boxes && p.boxesAxis == r.boxesAxis &&
           ((wholeBox && wholeRequest) ||
            (p.flatStart == r.flatStart && p.flatSize == r.flatSize)))
         u.direct = &u.request->bytes[0];
@@ -858,8 +1009,10 @@ Status cleave::runtime::readSlices(const CheckpointManifest &m,
       const SliceRequest &r = *u.request;
       const CheckpointPiece &p = *u.piece;
       forEachSharedRun(
-          flatRuns(t.shape, r.start, r.size, r.flatStart, r.flatSize),
-          flatRuns(t.shape, p.sliceStart, p.sliceSize, p.flatStart, p.flatSize),
+          sliceRuns(t.shape, r.start, r.size, r.boxes, r.boxesAxis,
+                    r.flatStart, r.flatSize),
+          sliceRuns(t.shape, p.sliceStart, p.sliceSize, p.boxes, p.boxesAxis,
+                    p.flatStart, p.flatSize),
           [&](int64_t at, int64_t in, int64_t n) {
             std::memcpy(to + at * element, from + in * element, n * element);
           });
@@ -961,6 +1114,10 @@ std::vector<Runtime::StateTensor> Runtime::stateTensors() const {
                          param->full_shape().end());
       s.sliceStart.assign(param->slice_start().begin(),
                           param->slice_start().end());
+      if (param->pieces_size() > 0) {
+        s.boxes = parameterBoxes(*param);
+        s.boxesAxis = param->pieces_axis();
+      }
     } else {
       s.fullShape = s.sliceSize;
       s.sliceStart.assign(s.sliceSize.size(), 0);
@@ -1064,6 +1221,14 @@ Status Runtime::snapshotCheckpoint(const std::string &folder, int64_t steps,
              "\", \"shape\": " + ints(s.fullShape) +
              ", \"slice_start\": " + ints(s.sliceStart) +
              ", \"slice_size\": " + ints(s.sliceSize) + range;
+    if (!s.boxes.empty()) {
+      t.head += ", \"boxes\": [";
+      for (size_t b = 0; b < s.boxes.size(); ++b)
+        t.head += std::string(b ? ", " : "") + "{\"start\": " +
+                  ints(s.boxes[b].start) + ", \"size\": " +
+                  ints(s.boxes[b].size) + "}";
+      t.head += "], \"boxes_axis\": " + str(s.boxesAxis);
+    }
   }
   const pb::Mesh &mesh = program_.mesh();
   // A rank without an optimizer function (a pipeline stage with no
@@ -1165,9 +1330,12 @@ Status Runtime::finishCheckpoint(CheckpointSaveTimes &times) {
     // Version 1 readers know no flat ranges: they must refuse such a
     // checkpoint rather than misread it; without one it is version 1.
     int version = 1;
-    for (const std::string &e : entries)
+    for (const std::string &e : entries) {
       if (e.find("\"flat_range\"") != std::string::npos)
-        version = 2;
+        version = std::max(version, 2);
+      if (e.find("\"boxes\"") != std::string::npos)
+        version = std::max(version, 3);
+    }
     std::string manifest =
         "{\"format\": \"cleave-checkpoint\", \"version\": " + str(version) +
         ", \"step\": " + str(w.step) +
@@ -1267,6 +1435,8 @@ Status Runtime::planCheckpointLoad(const CheckpointManifest &m,
     request.tensor = &t;
     request.start = s.sliceStart;
     request.size = s.sliceSize;
+    request.boxes = s.boxes;
+    request.boxesAxis = s.boxesAxis;
     request.flatStart = s.flatStart;
     request.flatSize = s.flatSize;
     CLEAVE_CHECK(planSlice(m, preferred, request));

@@ -41,9 +41,10 @@
 namespace cleave::runtime {
 
 /// The newest manifest version this code reads. Version 2 added pieces
-/// with a flat range (ZeRO-1's optimizer state); a manifest without one is
-/// written as version 1, which every reader reads alike.
-constexpr int kCheckpointVersion = 2;
+/// with a flat range (ZeRO-1's optimizer state), version 3 pieces of
+/// several boxes (tensor parallelism with a blocked sharding); a manifest
+/// is written with the lowest version that has what it holds.
+constexpr int kCheckpointVersion = 3;
 
 /// The folder of step `step` under `root`: ROOT/step-S.
 std::string checkpointFolder(const std::string &root, int64_t step);
@@ -59,14 +60,28 @@ Status findCheckpoint(const std::string &path, std::string &folder);
 /// complete.
 Status removeOldCheckpoints(const std::string &root, int64_t keep);
 
+/// Elements [start, start + size) per axis of a tensor.
+struct Box {
+  std::vector<int64_t> start, size;
+  bool operator==(const Box &o) const {
+    return start == o.start && size == o.size;
+  }
+};
+
 /// One box of a tensor that one rank's file holds: the elements
 /// [sliceStart, sliceStart + sliceSize) of the full row-major tensor, as
 /// row-major bytes at `offset` of the file; with a flat range (flatSize >=
 /// 0) only the box's elements [flatStart, flatStart + flatSize) counted
 /// row-major within the box (a ZeRO-1 rank's share of optimizer state).
+/// With `boxes` (version 3: tensor parallelism with a blocked sharding),
+/// the piece is those boxes concatenated along `boxesAxis`, sliceSize the
+/// concatenation's shape, sliceStart the first box's start, and a flat
+/// range counts over the concatenation.
 struct CheckpointPiece {
   int rankIndex = 0; // into CheckpointManifest::ranks
   std::vector<int64_t> sliceStart, sliceSize;
+  std::vector<Box> boxes;
+  int boxesAxis = 0;
   int64_t flatStart = 0, flatSize = -1; // -1: the whole box
   uint64_t offset = 0, bytes = 0;
   std::string sha256; // of its bytes; empty in manifests before it
@@ -87,6 +102,25 @@ std::vector<FlatRun> flatRuns(const std::vector<int64_t> &shape,
                               const std::vector<int64_t> &start,
                               const std::vector<int64_t> &size,
                               int64_t flatStart, int64_t flatSize);
+
+/// The runs of `boxes` of the full tensor `shape` concatenated along
+/// `axis` (a blocked tensor-parallel slice), in the concatenation's
+/// row-major order (`local` its element index), clipped to its elements
+/// [flatStart, flatStart + flatSize) when flatSize >= 0 (`local` then
+/// counted from flatStart).
+std::vector<FlatRun> boxRuns(const std::vector<int64_t> &shape,
+                             const std::vector<Box> &boxes, int axis,
+                             int64_t flatStart, int64_t flatSize);
+
+/// The runs of what one holder of a tensor has, sorted by their place in
+/// the full tensor (as forEachSharedRun wants): the box start/size when
+/// `boxes` is empty, else the boxes concatenated along `axis`; of its flat
+/// range when flatSize >= 0.
+std::vector<FlatRun> sliceRuns(const std::vector<int64_t> &shape,
+                               const std::vector<int64_t> &start,
+                               const std::vector<int64_t> &size,
+                               const std::vector<Box> &boxes, int axis,
+                               int64_t flatStart, int64_t flatSize);
 
 /// Calls f(aLocal, bLocal, count) for each run the two run lists (of one
 /// tensor) share; returns the elements they share.
@@ -234,6 +268,8 @@ struct CheckpointSaveTimes {
 struct SliceRequest {
   const CheckpointTensor *tensor = nullptr;
   std::vector<int64_t> start, size;
+  std::vector<Box> boxes; // as CheckpointPiece's: several boxes
+  int boxesAxis = 0;
   int64_t flatStart = 0, flatSize = -1;
   std::vector<const CheckpointPiece *> pieces; // planSlice's choice
   std::string bytes;                           // readSlices' result

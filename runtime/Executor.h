@@ -11,7 +11,8 @@
 //    anything else not written starts at zero.
 //  - Parameters. FileData reads the slice [slice_start, slice_start +
 //    slice_size) of the full row-major tensor stored at `offset` of the
-//    file. Generators: "zeros", "ones", "normal:STD", where element k of the
+//    file, or with pieces the boxes concatenated (parameterRuns,
+//    Parameters.h), or with flat_range that range of them. Generators: "zeros", "ones", "normal:STD", where element k of the
 //    FULL tensor (row-major index; so any slice equals the slice of a full
 //    init) is STD * sqrt(-2 ln u1) * cos(2 pi u2) with
 //      key = splitmix64(seed ^ fnv1a64(name)),
@@ -142,6 +143,9 @@ public:
   /// Every parameter, full tensors assembled from the slices of all ranks
   /// (collective over the world; only rank 0 gets them).
   Status gatherParameters(std::vector<NamedTensor> &full);
+  /// This rank's part of gatherParameters: its parameters' slices (boxes,
+  /// flat ranges) and bytes, for assembleParameters (Parameters.h).
+  Status parameterSlices(std::string &slices);
   /// gatherParameters, then rank 0 writes them to `path` as safetensors.
   Status saveParameters(const std::string &path);
 
@@ -221,8 +225,6 @@ private:
 
   Status allocateArenas();
   Status initializeParameter(const program::Parameter &param);
-  Status initializeChunk(const program::Parameter &param, char *out,
-                         bool inPlace);
   Status prepare();
   Status runFunction(const Function &fn, int64_t step, int64_t microbatch,
                      const TokenData *data);

@@ -105,6 +105,38 @@ double cleave::runtime::generatedNormal(uint64_t seed, const std::string &name,
 // Parameters in
 //===----------------------------------------------------------------------===//
 
+std::vector<Box> cleave::runtime::parameterBoxes(const pb::Parameter &param) {
+  std::vector<Box> boxes;
+  for (const pb::Box &b : param.pieces())
+    boxes.push_back({std::vector<int64_t>(b.start().begin(), b.start().end()),
+                     std::vector<int64_t>(b.size().begin(), b.size().end())});
+  if (boxes.empty())
+    boxes.push_back({std::vector<int64_t>(param.slice_start().begin(),
+                                          param.slice_start().end()),
+                     std::vector<int64_t>(param.slice_size().begin(),
+                                          param.slice_size().end())});
+  return boxes;
+}
+
+std::vector<FlatRun> cleave::runtime::parameterRuns(const pb::Parameter &param) {
+  std::vector<int64_t> shape(param.full_shape().begin(),
+                             param.full_shape().end());
+  int64_t flatStart = param.has_flat_range() ? param.flat_range().start() : 0;
+  int64_t flatSize = param.has_flat_range() ? param.flat_range().size() : -1;
+  if (shape.empty()) // a scalar: its one element
+    return flatSize == 0 ? std::vector<FlatRun>{}
+                         : std::vector<FlatRun>{{0, 0, 1}};
+  return boxRuns(shape, parameterBoxes(param), param.pieces_axis(), flatStart,
+                 flatSize);
+}
+
+/// A parameter's tensor: its slice (one box of the full tensor or several
+/// concatenated), or with flat_range (sharded data parallelism) a range of
+/// the slice's elements then zero padding. Only those elements are read
+/// from the file or generated, the generator evaluated at each element's
+/// index in the full tensor, so a slice equals that part of a one-rank
+/// initialization and nothing the size of the whole is ever made (delayed
+/// parameter initialization).
 Status Runtime::initializeParameter(const pb::Parameter &param) {
   const TensorRef &t = tensors_[param.tensor()];
   std::string where = "parameters '" + param.name() + "'";
@@ -116,101 +148,34 @@ Status Runtime::initializeParameter(const pb::Parameter &param) {
     host.assign(t.sizeBytes(), 0);
     out = host.data();
   }
-  if (param.has_flat_range())
-    return initializeChunk(param, out, host.empty());
-  if (param.has_file()) {
-    std::string path = resolveProgramPath(directory_, param.file().path());
-    int fd = open(path.c_str(), O_RDONLY);
-    if (fd < 0)
-      return Status::error(where + ": cannot open " + path + ": " +
-                           std::strerror(errno));
-    Status status = Status::ok();
-    forEachSliceRun(
-        param.full_shape(), param.slice_start(), param.slice_size(),
-        [&](int64_t fullIndex, int64_t sliceIndex, int64_t count) {
-          if (!status)
-            return;
-          char *dst = out + sliceIndex * elementSize;
-          size_t want = count * elementSize;
-          off_t from = param.file().offset() + fullIndex * elementSize;
-          while (want) {
-            ssize_t got = pread(fd, dst, want, from);
-            if (got <= 0) {
-              status = Status::error(
-                  where + ": reading " + path + " at byte " + str(from) +
-                  " failed: " +
-                  (got == 0 ? "unexpected end of file" : std::strerror(errno)));
-              return;
-            }
-            dst += got;
-            from += got;
-            want -= size_t(got);
-          }
-        });
-    close(fd);
-    if (status && !host.empty())
-      status = writeTensor(param.tensor(), out);
-    return status;
-  }
-  const std::string &generator = param.generator();
-  if (generator == "zeros") {
-    std::memset(out, 0, t.sizeBytes());
-  } else if (generator == "ones") {
-    for (int64_t i = 0, n = t.numElements(); i < n; ++i)
-      storeElement(out, t.dtype, i, 1.0);
-  } else if (generator.compare(0, 7, "normal:") == 0) {
-    double stddev = std::strtod(generator.c_str() + 7, nullptr);
-    forEachSliceRun(param.full_shape(), param.slice_start(),
-                    param.slice_size(),
-                    [&](int64_t fullIndex, int64_t sliceIndex, int64_t count) {
-                      for (int64_t e = 0; e < count; ++e)
-                        storeElement(out, t.dtype, sliceIndex + e,
-                                   stddev * generatedNormal(param.seed(),
-                                                            param.name(),
-                                                            fullIndex + e));
-                    });
-  } else {
-    return Status::error(where + ": unknown generator '" + generator + "'");
-  }
-  return host.empty() ? Status::ok() : writeTensor(param.tensor(), out);
-}
-
-/// A sharded parameter (flat_range, of a whole parameter: the loader
-/// checks it): only its range of elements is read from the file or
-/// generated, element k of the chunk being element start + k of the
-/// flattened parameter, so that nothing the size of the whole is ever made
-/// (delayed parameter initialization). The padding after it is zero.
-Status Runtime::initializeChunk(const pb::Parameter &param, char *out,
-                                bool inPlace) {
-  const TensorRef &t = tensors_[param.tensor()];
-  std::string where = "parameters '" + param.name() + "'";
-  size_t elementSize = dtypeSize(t.dtype);
-  int64_t start = param.flat_range().start(), size = param.flat_range().size();
-  std::memset(out, 0, t.sizeBytes());
   auto written = [&] {
-    return inPlace ? Status::ok() : writeTensor(param.tensor(), out);
+    return host.empty() ? Status::ok() : writeTensor(param.tensor(), out);
   };
+  std::memset(out, 0, t.sizeBytes());
+  std::vector<FlatRun> runs = parameterRuns(param);
   if (param.has_file()) {
     std::string path = resolveProgramPath(directory_, param.file().path());
     int fd = open(path.c_str(), O_RDONLY);
     if (fd < 0)
       return Status::error(where + ": cannot open " + path + ": " +
                            std::strerror(errno));
-    char *dst = out;
-    size_t want = size_t(size) * elementSize;
-    off_t from = param.file().offset() + start * elementSize;
-    while (want) {
-      ssize_t got = pread(fd, dst, want, from);
-      if (got <= 0) {
-        std::string why =
-            got == 0 ? "unexpected end of file" : std::strerror(errno);
-        close(fd);
-        return Status::error(where + ": reading " + path + " at byte " +
-                             str(from) + " failed: " + why);
+    for (const FlatRun &run : runs) {
+      char *dst = out + run.local * elementSize;
+      size_t want = run.count * elementSize;
+      off_t from = param.file().offset() + run.full * elementSize;
+      while (want) {
+        ssize_t got = pread(fd, dst, want, from);
+        if (got <= 0) {
+          std::string why =
+              got == 0 ? "unexpected end of file" : std::strerror(errno);
+          close(fd);
+          return Status::error(where + ": reading " + path + " at byte " +
+                               str(from) + " failed: " + why);
+        }
+        dst += got;
+        from += got;
+        want -= size_t(got);
       }
-      dst += got;
-      from += got;
-      want -= size_t(got);
     }
     close(fd);
     return written();
@@ -218,14 +183,16 @@ Status Runtime::initializeChunk(const pb::Parameter &param, char *out,
   const std::string &generator = param.generator();
   if (generator == "zeros") {
   } else if (generator == "ones") {
-    for (int64_t i = 0; i < size; ++i)
-      storeElement(out, t.dtype, i, 1.0);
+    for (const FlatRun &run : runs)
+      for (int64_t e = 0; e < run.count; ++e)
+        storeElement(out, t.dtype, run.local + e, 1.0);
   } else if (generator.compare(0, 7, "normal:") == 0) {
     double stddev = std::strtod(generator.c_str() + 7, nullptr);
-    for (int64_t i = 0; i < size; ++i)
-      storeElement(out, t.dtype, i,
-                   stddev * generatedNormal(param.seed(), param.name(),
-                                            start + i));
+    for (const FlatRun &run : runs)
+      for (int64_t e = 0; e < run.count; ++e)
+        storeElement(out, t.dtype, run.local + e,
+                     stddev * generatedNormal(param.seed(), param.name(),
+                                              run.full + e));
   } else {
     return Status::error(where + ": unknown generator '" + generator + "'");
   }
@@ -238,6 +205,16 @@ Status Runtime::initializeChunk(const pb::Parameter &param, char *out,
 
 Status Runtime::gatherParameters(std::vector<NamedTensor> &full) {
   full.clear();
+  std::string slices;
+  CLEAVE_CHECK(parameterSlices(slices));
+  std::vector<std::string> all;
+  CLEAVE_CHECK(comm_.gatherToRoot(slices, all));
+  if (comm_.rank() != 0)
+    return Status::ok();
+  return assembleParameters(all, full);
+}
+
+Status Runtime::parameterSlices(std::string &slices) {
   if (!initialized_)
     return Status::error("the runtime is not initialized");
   ByteWriter w;
@@ -249,6 +226,13 @@ Status Runtime::gatherParameters(std::vector<NamedTensor> &full) {
     w.putInts(p.full_shape());
     w.putInts(p.slice_start());
     w.putInts(p.slice_size());
+    // A blocked slice: its boxes and their axis (none for one box).
+    w.put<uint64_t>(p.pieces_size());
+    for (const pb::Box &b : p.pieces()) {
+      w.putInts(b.start());
+      w.putInts(b.size());
+    }
+    w.put<int32_t>(p.pieces_axis());
     // A flat chunk (sharded data parallelism): its range, without padding;
     // -1 for a slice held whole.
     w.put<int64_t>(p.has_flat_range() ? p.flat_range().start() : -1);
@@ -258,11 +242,13 @@ Status Runtime::gatherParameters(std::vector<NamedTensor> &full) {
       bytes.resize(size_t(p.flat_range().size()) * dtypeSize(t.dtype));
     w.putString(std::string(bytes.begin(), bytes.end()));
   }
-  std::vector<std::string> all;
-  CLEAVE_CHECK(comm_.gatherToRoot(w.bytes, all));
-  if (comm_.rank() != 0)
-    return Status::ok();
+  slices = std::move(w.bytes);
+  return Status::ok();
+}
 
+Status cleave::runtime::assembleParameters(const std::vector<std::string> &all,
+                                           std::vector<NamedTensor> &full) {
+  full.clear();
   struct Assembled {
     NamedTensor tensor;
     std::vector<char> covered;
@@ -277,6 +263,13 @@ Status Runtime::gatherParameters(std::vector<NamedTensor> &full) {
       RepeatedField<int64_t> fullShape = in.getInts();
       RepeatedField<int64_t> start = in.getInts();
       RepeatedField<int64_t> size = in.getInts();
+      std::vector<Box> boxes;
+      for (uint64_t b = 0, n = in.get<uint64_t>(); in.ok && b < n; ++b) {
+        RepeatedField<int64_t> boxStart = in.getInts(), boxSize = in.getInts();
+        boxes.push_back({{boxStart.begin(), boxStart.end()},
+                         {boxSize.begin(), boxSize.end()}});
+      }
+      int axis = in.get<int32_t>();
       int64_t flatStart = in.get<int64_t>();
       std::string bytes = in.getString();
       if (!in.ok)
@@ -298,24 +291,41 @@ Status Runtime::gatherParameters(std::vector<NamedTensor> &full) {
                              " holds a slice of a tensor of another type or "
                              "shape than another rank");
       }
+      // Where the slice (or its flat range) lies in the full tensor; the
+      // loader checked the boxes of this program, and every rank's
+      // program is this compile's.
       size_t elementSize = dtypeSize(dtype);
-      if (flatStart >= 0) {
-        int64_t n = int64_t(bytes.size() / elementSize);
-        if (flatStart > elements || n > elements - flatStart)
+      std::vector<FlatRun> runs =
+          shape.empty()
+              ? std::vector<FlatRun>{{0, 0, 1}}
+              : sliceRuns(shape, {start.begin(), start.end()},
+                          {size.begin(), size.end()}, boxes, axis,
+                          flatStart >= 0 ? flatStart : 0,
+                          flatStart >= 0
+                              ? int64_t(bytes.size() / elementSize)
+                              : -1);
+      for (const FlatRun &run : runs) {
+        if (run.full < 0 || run.count > elements - run.full ||
+            (run.local + run.count) * int64_t(elementSize) >
+                int64_t(bytes.size()))
           return Status::error("parameter '" + name + "': rank " + str(r) +
                                " holds elements past its end");
-        std::memcpy(&a.tensor.bytes[flatStart * elementSize], bytes.data(),
-                    n * elementSize);
-        std::fill_n(a.covered.begin() + flatStart, n, 1);
-        continue;
+        // Replicas (data-parallel ranks, a sub-axis's ranks) hold the same
+        // bytes; the first rank holding an element gives it, as a
+        // checkpoint export does.
+        for (int64_t e = 0; e < run.count;) {
+          int64_t end = e;
+          while (end < run.count && !a.covered[run.full + end])
+            ++end;
+          std::memcpy(&a.tensor.bytes[(run.full + e) * elementSize],
+                      &bytes[(run.local + e) * elementSize],
+                      (end - e) * elementSize);
+          std::fill_n(a.covered.begin() + run.full + e, end - e, 1);
+          while (end < run.count && a.covered[run.full + end])
+            ++end;
+          e = end;
+        }
       }
-      forEachSliceRun(fullShape, start, size,
-                      [&](int64_t fullIndex, int64_t sliceIndex, int64_t n) {
-                        std::memcpy(&a.tensor.bytes[fullIndex * elementSize],
-                                    &bytes[sliceIndex * elementSize],
-                                    n * elementSize);
-                        std::fill_n(a.covered.begin() + fullIndex, n, 1);
-                      });
     }
     if (!in.ok)
       return Status::error("the parameters rank " + str(r) +

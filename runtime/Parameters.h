@@ -10,7 +10,9 @@
 #ifndef CLEAVE_RUNTIME_PARAMETERS_H
 #define CLEAVE_RUNTIME_PARAMETERS_H
 
-#include <google/protobuf/repeated_field.h>
+#include "runtime/Checkpoint.h"
+
+#include "program.pb.h"
 
 #include <cstdint>
 #include <string>
@@ -21,43 +23,22 @@ namespace cleave::runtime {
 /// Element k of a "normal:STD" parameter (see Executor.h's file comment).
 double generatedNormal(uint64_t seed, const std::string &name, uint64_t k);
 
-/// Calls f(fullIndex, sliceIndex, count) for each run of `count` elements
-/// that are contiguous in both the full row-major tensor and the slice.
-template <typename F>
-void forEachSliceRun(const google::protobuf::RepeatedField<int64_t> &full,
-                     const google::protobuf::RepeatedField<int64_t> &start,
-                     const google::protobuf::RepeatedField<int64_t> &size,
-                     F &&f) {
-  int rank = full.size();
-  int64_t total = 1;
-  bool whole = true;
-  for (int d = 0; d < rank; ++d) {
-    total *= size[d];
-    whole &= size[d] == full[d];
-  }
-  if (total == 0)
-    return;
-  if (whole) {
-    f(int64_t(0), int64_t(0), total);
-    return;
-  }
-  std::vector<int64_t> stride(rank, 1);
-  for (int d = rank - 2; d >= 0; --d)
-    stride[d] = stride[d + 1] * full[d + 1];
-  int64_t run = size[rank - 1];
-  std::vector<int64_t> index(rank, 0);
-  for (int64_t sliceIndex = 0; sliceIndex < total; sliceIndex += run) {
-    int64_t fullIndex = 0;
-    for (int d = 0; d < rank; ++d)
-      fullIndex += (start[d] + index[d]) * stride[d];
-    f(fullIndex, sliceIndex, run);
-    for (int d = rank - 2; d >= 0; --d) {
-      if (++index[d] < size[d])
-        break;
-      index[d] = 0;
-    }
-  }
-}
+/// The boxes of the full tensor a parameter's slice is, in the order its
+/// tensor concatenates them along pieces_axis: its pieces, or the one box
+/// slice_start/slice_size.
+std::vector<Box> parameterBoxes(const program::Parameter &param);
+
+/// The runs of a parameter's tensor in the full tensor, in the tensor's
+/// order (`local` its element index): the slice's boxes concatenated, or
+/// with flat_range (a sharded chunk) the range's elements of that.
+std::vector<FlatRun> parameterRuns(const program::Parameter &param);
+
+/// The full tensors of every parameter, in name order, assembled from what
+/// each rank's Runtime::parameterSlices wrote (`all`, in rank order): an
+/// error naming a parameter that ranks hold with different types or of
+/// which some element is held by no rank.
+Status assembleParameters(const std::vector<std::string> &all,
+                          std::vector<NamedTensor> &full);
 
 } // namespace cleave::runtime
 

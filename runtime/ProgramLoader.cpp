@@ -659,12 +659,76 @@ private:
                              " is " + shapeText(t.shape()) +
                              ": expected one dimension of at least " +
                              str(range.size()) + " elements");
-    for (int d = 0; d < param.slice_size_size(); ++d)
-      if (param.slice_size(d) != param.full_shape(d))
-        return fail(where, "flat_range on a slice " +
-                               shapeText(param.slice_size()) + " of " +
-                               shapeText(param.full_shape()) +
-                               ": a flat chunk is of a whole parameter");
+    return Status::ok();
+  }
+
+  /// Tensor parallelism with a blocked sharding: the boxes lie in the full
+  /// tensor, do not overlap, and concatenated along pieces_axis make the
+  /// slice (slice_size; slice_start the first box's start).
+  Status checkPieces(const pb::Parameter &param, const std::string &where) {
+    if (param.pieces_size() == 0) {
+      if (param.pieces_axis() != 0)
+        return fail(where, "pieces_axis " + str(param.pieces_axis()) +
+                               " without pieces");
+      return Status::ok();
+    }
+    if (p.version() != pb::VERSION_PIECES)
+      return fail(where, "has pieces (boxes), which need program version " +
+                             str(pb::VERSION_PIECES) + ", but the program is "
+                             "version " + str(p.version()));
+    int rank = param.full_shape_size();
+    int axis = param.pieces_axis();
+    if (axis < 0 || axis >= rank)
+      return fail(where, "pieces_axis " + str(axis) +
+                             " is not an axis of full_shape " +
+                             shapeText(param.full_shape()));
+    int64_t along = 0;
+    for (int i = 0; i < param.pieces_size(); ++i) {
+      const pb::Box &box = param.pieces(i);
+      std::string what = "box " + str(i) + " (from " +
+                         shapeText(box.start()) + " of size " +
+                         shapeText(box.size()) + ")";
+      if (box.start_size() != rank || box.size_size() != rank)
+        return fail(where, what + " has not the " + str(rank) +
+                               " dimensions of full_shape " +
+                               shapeText(param.full_shape()));
+      for (int d = 0; d < rank; ++d) {
+        if (box.size(d) < 1 || box.start(d) < 0 ||
+            box.start(d) > param.full_shape(d) - box.size(d))
+          return fail(where, what + " is not within full_shape " +
+                                 shapeText(param.full_shape()) +
+                                 " (dimension " + str(d) + ")");
+        if (d != axis && box.size(d) != param.slice_size(d))
+          return fail(where, what + " differs from slice_size " +
+                                 shapeText(param.slice_size()) +
+                                 " in dimension " + str(d) + ", which is not "
+                                 "pieces_axis " + str(axis) +
+                                 ": boxes are concatenated along that axis");
+      }
+      along += box.size(axis);
+      for (int j = 0; j < i; ++j) {
+        const pb::Box &other = param.pieces(j);
+        bool overlap = true;
+        for (int d = 0; d < rank; ++d)
+          overlap &= box.start(d) < other.start(d) + other.size(d) &&
+                     other.start(d) < box.start(d) + box.size(d);
+        if (overlap)
+          return fail(where, what + " overlaps box " + str(j) + " (from " +
+                                 shapeText(other.start()) + " of size " +
+                                 shapeText(other.size()) +
+                                 "): a rank holds each element once");
+      }
+    }
+    if (along != param.slice_size(axis))
+      return fail(where, "its boxes concatenated along axis " + str(axis) +
+                             " have " + str(along) +
+                             " elements there, but slice_size " +
+                             shapeText(param.slice_size()) + " has " +
+                             str(param.slice_size(axis)));
+    if (shapeText(param.slice_start()) != shapeText(param.pieces(0).start()))
+      return fail(where, "slice_start " + shapeText(param.slice_start()) +
+                             " is not its first box's start " +
+                             shapeText(param.pieces(0).start()));
     return Status::ok();
   }
 
@@ -708,7 +772,8 @@ private:
                                " differs from the shape of tensor " +
                                str(param.tensor()) + ", " + shapeText(t.shape()));
       }
-      for (int d = 0; d < rank; ++d)
+      CLEAVE_CHECK(checkPieces(param, where));
+      for (int d = 0; d < rank && param.pieces_size() == 0; ++d)
         if (param.slice_start(d) < 0 ||
             param.slice_start(d) > param.full_shape(d) - param.slice_size(d))
           return fail(where, "the slice from " + shapeText(param.slice_start()) +
@@ -865,10 +930,12 @@ Status cleave::runtime::parseProgram(const std::string &bytes,
     return Status::error(name + ": not a cleave program: magic is '" +
                          program.magic().substr(0, 40) +
                          "', expected 'cleave-program'");
-  if (program.version() != pb::VERSION_CURRENT)
+  if (program.version() != pb::VERSION_CURRENT &&
+      program.version() != pb::VERSION_PIECES)
     return Status::error(
         name + ": program version " + str(program.version()) +
-        ", but this cleave-run reads version " + str(pb::VERSION_CURRENT) +
+        ", but this cleave-run reads versions " + str(pb::VERSION_CURRENT) +
+        " and " + str(pb::VERSION_PIECES) +
         " only: compile the model again with the cleave-compile of this "
         "release");
   return Status::ok();

@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -476,6 +478,100 @@ TEST(CheckpointSlices, FlatRunsEqualAnElementWalk) {
         });
     ASSERT_EQ(shared, expected) << "trial " << trial;
     EXPECT_EQ(count, int64_t(expected.size()));
+  }
+}
+
+namespace {
+
+/// Random boxes of `shape` concatenated along `axis`: disjoint intervals of
+/// that axis in random order, the other axes one random interval each.
+std::vector<Box> randomBoxes(std::mt19937 &rng,
+                             const std::vector<int64_t> &shape, int axis) {
+  Box common;
+  for (int64_t n : shape) {
+    int64_t a = int64_t(rng() % uint32_t(n)), b = int64_t(rng() % uint32_t(n));
+    common.start.push_back(std::min(a, b));
+    common.size.push_back(std::max(a, b) - std::min(a, b) + 1);
+  }
+  std::vector<Box> boxes;
+  for (int64_t at = 0; at < shape[axis];) {
+    int64_t size = 1 + int64_t(rng() % uint32_t(shape[axis] - at));
+    if (rng() % 2) {
+      Box b = common;
+      b.start[axis] = at;
+      b.size[axis] = size;
+      boxes.push_back(b);
+    }
+    at += size;
+  }
+  if (boxes.empty()) {
+    boxes.push_back(common);
+  }
+  std::shuffle(boxes.begin(), boxes.end(), rng);
+  return boxes;
+}
+
+} // namespace
+
+// Several boxes concatenated along an axis (a blocked tensor-parallel
+// slice), and flat ranges of that (ZeRO on top): the runs equal a walk of
+// the concatenation element by element, in its order (boxRuns) and sorted
+// by the full tensor's (sliceRuns, which forEachSharedRun reads).
+TEST(CheckpointSlices, BoxRunsEqualAnElementWalk) {
+  std::mt19937 rng(13);
+  for (int trial = 0; trial < 3000; ++trial) {
+    std::vector<int64_t> shape;
+    for (int d = 1 + int(rng() % 3); d > 0; --d)
+      shape.push_back(1 + int64_t(rng() % 6));
+    int axis = int(rng() % shape.size());
+    std::vector<Box> boxes = randomBoxes(rng, shape, axis);
+    std::vector<int64_t> local = boxes[0].size;
+    local[axis] = 0;
+    for (const Box &b : boxes)
+      local[axis] += b.size[axis];
+    int64_t elements = 1;
+    for (int64_t n : local)
+      elements *= n;
+    // The walk: element i of the concatenation, its full index.
+    std::vector<int64_t> full;
+    for (int64_t i = 0; i < elements; ++i) {
+      std::vector<int64_t> index(local.size());
+      int64_t rest = i;
+      for (size_t d = local.size(); d-- > 0;) {
+        index[d] = rest % local[d];
+        rest /= local[d];
+      }
+      size_t k = 0;
+      while (index[axis] >= boxes[k].size[axis])
+        index[axis] -= boxes[k++].size[axis];
+      int64_t at = 0;
+      for (size_t d = 0; d < shape.size(); ++d)
+        at = at * shape[d] + boxes[k].start[d] + index[d];
+      full.push_back(at);
+    }
+    int64_t flatStart = 0, flatSize = -1;
+    if (rng() % 2) {
+      int64_t a = int64_t(rng() % uint32_t(elements + 1));
+      int64_t b = int64_t(rng() % uint32_t(elements + 1));
+      flatStart = std::min(a, b);
+      flatSize = std::max(a, b) - flatStart;
+      full = std::vector<int64_t>(full.begin() + flatStart,
+                                  full.begin() + flatStart + flatSize);
+    }
+    std::vector<int64_t> walked;
+    for (const FlatRun &r : boxRuns(shape, boxes, axis, flatStart, flatSize)) {
+      ASSERT_EQ(r.local, int64_t(walked.size())) << "trial " << trial;
+      for (int64_t i = 0; i < r.count; ++i)
+        walked.push_back(r.full + i);
+    }
+    ASSERT_EQ(walked, full) << "trial " << trial;
+    std::vector<FlatRun> sorted = sliceRuns(shape, boxes[0].start, local,
+                                            boxes, axis, flatStart, flatSize);
+    for (size_t i = 1; i < sorted.size(); ++i)
+      ASSERT_LE(sorted[i - 1].full + sorted[i - 1].count, sorted[i].full);
+    for (const FlatRun &r : sorted)
+      for (int64_t i = 0; i < r.count; ++i)
+        ASSERT_EQ(full[r.local + i], r.full + i) << "trial " << trial;
   }
 }
 

@@ -179,11 +179,30 @@ TEST(ProgramLoader, WrongVersion) {
   TinyModel m = tinyLanguageModel();
   m.b.p.set_version(pb::Version(7));
   EXPECT_EQ(loadError(m.b),
-            "rank-0.pb: program version 7, but this cleave-run reads version 1 "
-            "only: compile the model again with the cleave-compile of this "
+            "rank-0.pb: program version 7, but this cleave-run reads versions "
+            "1 and 2 only: compile the model again with the cleave-compile of this "
             "release");
   m.b.p.set_version(pb::VERSION_UNSPECIFIED);
   EXPECT_NE(loadError(m.b).find("program version 0"), std::string::npos);
+}
+
+/// head.weight [4, 5] as boxes [0, 0]+[4, 2] and [0, 5]+[4, 3] of a
+/// [4, 10] tensor, concatenated along axis 1, in a version-2 program (a
+/// generator, since params.bin holds only [4, 5]).
+pb::Parameter *withPieces(TinyModel &m) {
+  m.b.p.set_version(pb::VERSION_PIECES);
+  pb::Parameter *p = m.b.p.mutable_parameters(1);
+  p->set_full_shape(1, 10);
+  p->set_generator("normal:0.02");
+  p->set_pieces_axis(1);
+  for (auto [start, size] : {std::pair<int64_t, int64_t>{0, 2}, {5, 3}}) {
+    pb::Box *box = p->add_pieces();
+    box->add_start(0);
+    box->add_start(start);
+    box->add_size(4);
+    box->add_size(size);
+  }
+  return p;
 }
 
 struct BadField {
@@ -581,14 +600,61 @@ const BadField kBadFields[] = {
      },
      "parameters[1] 'head.weight': flat_range size 4, but its tensor 1 is "
      "[4, 5]: expected one dimension of at least 4 elements"},
-    {"FlatRangeOfASlice",
+    // Tensor parallelism with a blocked sharding (Parameter.pieces):
+    // head.weight [4, 5] held as two boxes of a [4, 10] tensor along axis 1
+    // (withPieces below); each case breaks one thing of it.
+    {"PiecesInAVersion1Program",
      [](TinyModel &m) {
-       pb::Parameter *p = m.b.p.mutable_parameters(2);
-       p->set_full_shape(0, 10);
-       p->mutable_flat_range()->set_size(5);
+       withPieces(m);
+       m.b.p.set_version(pb::VERSION_CURRENT);
      },
-     "parameters[2] 'head.bias': flat_range on a slice [5] of [10]: a flat "
-     "chunk is of a whole parameter"},
+     "parameters[1] 'head.weight': has pieces (boxes), which need program "
+     "version 2, but the program is version 1"},
+    {"PiecesAxisOutside",
+     [](TinyModel &m) { withPieces(m)->set_pieces_axis(2); },
+     "parameters[1] 'head.weight': pieces_axis 2 is not an axis of "
+     "full_shape [4, 10]"},
+    {"PiecesAxisWithoutPieces",
+     [](TinyModel &m) { m.b.p.mutable_parameters(1)->set_pieces_axis(1); },
+     "parameters[1] 'head.weight': pieces_axis 1 without pieces"},
+    {"BoxOutsideTheTensor",
+     [](TinyModel &m) {
+       withPieces(m)->mutable_pieces(1)->set_start(1, 8);
+     },
+     "parameters[1] 'head.weight': box 1 (from [0, 8] of size [4, 3]) is not "
+     "within full_shape [4, 10] (dimension 1)"},
+    {"BoxOfTheWrongRank",
+     [](TinyModel &m) {
+       withPieces(m)->mutable_pieces(0)->add_size(1);
+     },
+     "parameters[1] 'head.weight': box 0 (from [0, 0] of size [4, 2, 1]) has "
+     "not the 2 dimensions of full_shape [4, 10]"},
+    {"BoxesOverlap",
+     [](TinyModel &m) {
+       withPieces(m)->mutable_pieces(1)->set_start(1, 1);
+     },
+     "parameters[1] 'head.weight': box 1 (from [0, 1] of size [4, 3]) "
+     "overlaps box 0 (from [0, 0] of size [4, 2]): a rank holds each element "
+     "once"},
+    {"BoxesDoNotMakeTheSlice",
+     [](TinyModel &m) {
+       withPieces(m)->mutable_pieces(1)->set_size(1, 2);
+     },
+     "parameters[1] 'head.weight': its boxes concatenated along axis 1 have "
+     "4 elements there, but slice_size [4, 5] has 5"},
+    {"BoxOffTheSliceAcrossTheAxis",
+     [](TinyModel &m) {
+       withPieces(m)->mutable_pieces(0)->set_size(0, 3);
+     },
+     "parameters[1] 'head.weight': box 0 (from [0, 0] of size [3, 2]) differs "
+     "from slice_size [4, 5] in dimension 0, which is not pieces_axis 1: "
+     "boxes are concatenated along that axis"},
+    {"SliceStartNotTheFirstBox",
+     [](TinyModel &m) {
+       withPieces(m)->set_slice_start(1, 5);
+     },
+     "parameters[1] 'head.weight': slice_start [0, 5] is not its first box's "
+     "start [0, 0]"},
 };
 
 INSTANTIATE_TEST_SUITE_P(
@@ -596,6 +662,20 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<BadField> &info) {
       return std::string(info.param.name);
     });
+
+TEST(ProgramLoader, PiecesLoad) {
+  TinyModel m = tinyLanguageModel();
+  withPieces(m);
+  EXPECT_EQ(loadError(m.b), "");
+  // A flat chunk (ZeRO-3) of the concatenated boxes.
+  TinyModel z = tinyLanguageModel();
+  pb::Parameter *p = withPieces(z);
+  z.b.p.mutable_tensors(p->tensor())->clear_shape();
+  z.b.p.mutable_tensors(p->tensor())->add_shape(10);
+  p->mutable_flat_range()->set_start(10);
+  p->mutable_flat_range()->set_size(10);
+  EXPECT_EQ(loadError(z.b), "");
+}
 
 TEST(ProgramLoader, StateRangesWithTheirPaddingLoad) {
   // head.bias (5 elements) over a data degree of 2: chunks of 3, the second

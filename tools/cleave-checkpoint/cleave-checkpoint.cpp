@@ -49,19 +49,28 @@ const char *kUsage =
 std::string str(int64_t v) { return std::to_string(v); }
 
 /// Where a tensor's pieces are: "0, 2" when each is whole, else each
-/// piece's rank and box, "1 [0:128, 0:64]", and a flat range of the box
-/// (ZeRO-1's state) as "elements 96:160".
+/// piece's rank and box, "1 [0:128, 0:64]" (several: "1 [32:64, 0:64]
+/// [96:128, 0:64] along 0"), and a flat range of the box (ZeRO-1's state)
+/// as "elements 96:160".
 std::string holders(const CheckpointTensor &t) {
   std::string s;
   for (const CheckpointPiece &p : t.pieces) {
     s += (s.empty() ? "" : ", ") + str(p.rankIndex);
-    if (p.sliceSize != t.shape) {
+    auto box = [&](const std::vector<int64_t> &start,
+                   const std::vector<int64_t> &size) {
       s += " [";
-      for (size_t d = 0; d < p.sliceStart.size(); ++d)
-        s += (d ? ", " : "") + str(p.sliceStart[d]) + ":" +
-             str(p.sliceStart[d] + p.sliceSize[d]);
+      for (size_t d = 0; d < start.size(); ++d)
+        s += (d ? ", " : "") + str(start[d]) + ":" + str(start[d] + size[d]);
       s += "]";
-    }
+    };
+    // Several boxes (a blocked tensor-parallel slice): each, then the
+    // axis they are concatenated along.
+    for (const Box &b : p.boxes)
+      box(b.start, b.size);
+    if (!p.boxes.empty())
+      s += " along " + str(p.boxesAxis);
+    else if (p.sliceSize != t.shape)
+      box(p.sliceStart, p.sliceSize);
     if (p.flatSize >= 0)
       s += " elements " + str(p.flatStart) + ":" +
            str(p.flatStart + p.flatSize);
