@@ -22,6 +22,10 @@ inline constexpr llvm::StringLiteral kMemorySpaceAttr = "cleave.memory_space";
 // On an op where a split value had to be gathered (cleave-propagate-
 // shardings): why, for the report.
 inline constexpr llvm::StringLiteral kShardingStopAttr = "cleave.sharding_stop";
+// On a parameter the tensor-parallel partition gave its local type: the
+// full tensor's type, which its cleave.sharding describes
+// (cleave-partition-tensor).
+inline constexpr llvm::StringLiteral kFullTypeAttr = "cleave.full_type";
 
 // The conventional mesh axis names.
 inline constexpr llvm::StringLiteral kDataAxis = "data";
@@ -75,6 +79,7 @@ inline constexpr llvm::StringLiteral kKnownAttrNames[] = {
     "cleave.forward",
     "cleave.forward_seconds",
     "cleave.frozen",
+    "cleave.full_type",
     "cleave.grad_of_arg",
     "cleave.grad_of_result",
     "cleave.grad_offset",

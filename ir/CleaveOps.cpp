@@ -140,7 +140,11 @@ LogicalResult mlir::cleave::inferLossResult(std::optional<Location> loc,
 
 LogicalResult ParameterOp::verify() {
   auto value = getValueAttr();
-  if (value && value.getType() != getType())
+  // A tensor-parallel slice keeps the full tensor's data (the emitter
+  // reads its slice of it).
+  auto full = (*this)->getAttrOfType<TypeAttr>(kFullTypeAttr);
+  if (value && value.getType() != getType() &&
+      !(full && value.getType() == full.getValue()))
     return emitOpError() << "initial value of type " << value.getType()
                          << " does not match the parameter type "
                          << getType();

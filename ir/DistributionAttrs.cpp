@@ -566,6 +566,17 @@ static LogicalResult verifyCleaveAttr(Operation *op, NamedAttribute attr,
                          << axis.getValue() << "\" beside it";
     return success();
   }
+  if (name == kFullTypeAttr) {
+    auto full = attr.getValue().dyn_cast<TypeAttr>();
+    auto param = dyn_cast<ParameterOp>(op);
+    if (!full || !param || !full.getValue().isa<RankedTensorType>())
+      return emitError() << "expected the full tensor type of a "
+                            "partitioned cleave.parameter";
+    if (!op->hasAttr(kShardingAttr))
+      return emitError() << "a full type needs the cleave.sharding that "
+                            "describes the parameter's slice of it";
+    return success();
+  }
   if (name == kMemorySpaceAttr) {
     if (!attr.getValue().isa<MemorySpaceAttr>())
       return emitError() << "expected a #cleave.memory_space";
@@ -580,9 +591,12 @@ static LogicalResult verifyCleaveAttr(Operation *op, NamedAttribute attr,
 LogicalResult CleaveDialect::verifyOperationAttribute(Operation *op,
                                                       NamedAttribute attr) {
   Type type;
-  if (auto param = dyn_cast<ParameterOp>(op))
-    type = param.getType();
-  else if (op->getNumResults() == 1)
+  if (auto param = dyn_cast<ParameterOp>(op)) {
+    // A partitioned parameter's sharding describes its full type.
+    auto full = op->getAttrOfType<TypeAttr>(kFullTypeAttr);
+    type = full && attr.getName() == kShardingAttr ? full.getValue()
+                                                     : param.getType();
+  } else if (op->getNumResults() == 1)
     type = op->getResult(0).getType();
   return verifyCleaveAttr(op, attr, type, "");
 }

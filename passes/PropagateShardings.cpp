@@ -604,13 +604,15 @@ struct PropagateShardings
     }
     propagate(ops);
     // (3) Column-parallel: products of a norm's output with a weight.
-    seedMatmuls(
+    if (vocab)
+      seedMatmuls(
         ops, readsNorm,
         [](const ShardingRule &r) { return rhsFactor(r, false); },
         "column-parallel");
     propagate(ops);
     // (4) Vocab-parallel embeddings.
-    for (Operation *op : ops) {
+    for (Operation *op : vocab ? ArrayRef<Operation *>(ops)
+                               : ArrayRef<Operation *>()) {
       auto embedding = dyn_cast<EmbeddingOp>(op);
       if (!embedding || !isParameter(embedding.getTable()))
         continue;

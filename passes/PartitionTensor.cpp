@@ -1,0 +1,310 @@
+//===- PartitionTensor.cpp - the local program of a tensor-parallel rank --===//
+//
+// Turns the decisions of cleave-propagate-shardings into the program every
+// rank of the tensor axis runs (docs/tensor-parallel.md, "The partition
+// step"): each value gets its local type (its type divided by its
+// sharding), the attributes that name positions along a split dimension
+// are rescaled, Megatron's f (cleave.tp_copy) is put on the replicated
+// input of a split region and g (cleave.tp_reduce) on a partial sum
+// before the op that needs it whole. Parameters get their local type and
+// keep the full one in cleave.full_type beside their cleave.sharding, for
+// the emitter's slices. The program is the same for every tensor rank.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ir/AttrNames.h"
+#include "ir/CleaveOps.h"
+#include "ir/DistributionOps.h"
+#include "passes/NodeName.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+
+namespace mlir::cleave {
+#define GEN_PASS_DEF_PARTITIONTENSOR
+#include "passes/Passes.h.inc"
+} // namespace mlir::cleave
+
+using namespace mlir;
+using namespace mlir::cleave;
+
+namespace {
+
+/// "cleave.matmul 'node'": how an error names an op to the user.
+std::string describe(Operation *op) {
+  std::string out = op->getName().getStringRef().str();
+  std::string name = onnxNodeName(op->getLoc());
+  if (!name.empty())
+    out += " (ONNX node '" + name + "')";
+  return out;
+}
+
+/// Whether `s` splits a dimension or is partial (null: replicated).
+bool isSplit(ShardingAttr s) {
+  if (!s)
+    return false;
+  for (unsigned d = 0; d < s.getDims().size(); ++d)
+    if (!s.getDims()[d].empty())
+      return true;
+  return false;
+}
+bool isPartial(ShardingAttr s) { return s && !s.getPartial().empty(); }
+
+struct PartitionTensor
+    : mlir::cleave::impl::PartitionTensorBase<PartitionTensor> {
+  MeshAttr mesh;
+  llvm::StringMap<ParameterOp> params;
+  // The f of a replicated value and the g of a partial one, made once.
+  llvm::DenseMap<Value, Value> copyOf, reduceOf;
+  bool failedAny = false;
+
+  /// The number of pieces dimension `dim` of a value sharded `s` is cut in.
+  int64_t splitOf(ShardingAttr s, unsigned dim) {
+    int64_t n = 1;
+    for (const AxisRef &ref : s.getDimAxisRefs(dim))
+      n *= ref.isWhole() ? mesh.getAxisSize(ref.name).value_or(1) : ref.size;
+    return n;
+  }
+
+  /// `type` divided by `s`; failure (after an error on `where`) when a
+  /// dimension is not divisible.
+  FailureOr<RankedTensorType> localType(RankedTensorType type, ShardingAttr s,
+                                        Operation *where) {
+    if (!s)
+      return type;
+    SmallVector<int64_t> shape(type.getShape());
+    for (unsigned d = 0; d < shape.size(); ++d) {
+      int64_t n = splitOf(s, d);
+      if (shape[d] % n != 0) {
+        where->emitError() << describe(where) << ": dimension " << d
+                           << " of " << type << " is not divisible by its "
+                           << n << " tensor-parallel pieces";
+        return failure();
+      }
+      shape[d] /= n;
+    }
+    return RankedTensorType::get(shape, type.getElementType());
+  }
+
+  /// The sharding of `v` as propagation decided it (null: replicated).
+  ShardingAttr shardingOf(Value v) {
+    if (auto get = v.getDefiningOp<GetParamOp>()) {
+      ParameterOp param = params.lookup(get.getName());
+      return param ? param->getAttrOfType<ShardingAttr>(kShardingAttr)
+                   : ShardingAttr();
+    }
+    if (Operation *def = v.getDefiningOp())
+      return def->getNumResults() == 1
+                 ? def->getAttrOfType<ShardingAttr>(kShardingAttr)
+                 : ShardingAttr();
+    auto arg = v.cast<BlockArgument>();
+    if (auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()))
+      return func.getArgAttrOfType<ShardingAttr>(arg.getArgNumber(),
+                                                 kShardingAttr);
+    return ShardingAttr();
+  }
+
+  ArrayAttr tensorAxes() {
+    return ArrayAttr::get(&getContext(),
+                          {StringAttr::get(&getContext(), kTensorAxis)});
+  }
+
+  /// g on `v`: its partial sums completed, once, right after `v`.
+  Value reduced(Value v) {
+    auto [it, inserted] = reduceOf.try_emplace(v, Value());
+    if (!inserted)
+      return it->second;
+    OpBuilder b(&getContext());
+    b.setInsertionPointAfterValue(v);
+    it->second = b.create<TpReduceOp>(v.getLoc(), v, tensorAxes());
+    return it->second;
+  }
+
+  /// f on `v`: the entry of a split region, once, right after `v`.
+  Value copied(Value v) {
+    auto [it, inserted] = copyOf.try_emplace(v, Value());
+    if (!inserted)
+      return it->second;
+    OpBuilder b(&getContext());
+    b.setInsertionPointAfterValue(v);
+    it->second = b.create<TpCopyOp>(v.getLoc(), v, tensorAxes());
+    return it->second;
+  }
+
+  /// A slice's start and limit along its split dimensions, divided by the
+  /// split (`[64, 128)` of a 192 cut in 2 becomes `[32, 64)` of 96).
+  LogicalResult rescaleSlice(SliceOp slice, ShardingAttr in) {
+    SmallVector<int64_t> start(slice.getStart()), limit(slice.getLimit());
+    ArrayRef<int64_t> step = slice.getStep();
+    for (unsigned d = 0; d < start.size(); ++d) {
+      int64_t n = splitOf(in, d);
+      if (n == 1)
+        continue;
+      if (step[d] != 1 || start[d] % n != 0 || limit[d] % n != 0)
+        return slice.emitError()
+               << describe(slice) << ": the slice [" << start[d] << ", "
+               << limit[d] << ") step " << step[d] << " of dimension " << d
+               << " does not fall on the " << n
+               << " tensor-parallel pieces of its blocks";
+      start[d] /= n;
+      limit[d] /= n;
+    }
+    slice.setStartAttr(DenseI64ArrayAttr::get(&getContext(), start));
+    slice.setLimitAttr(DenseI64ArrayAttr::get(&getContext(), limit));
+    return success();
+  }
+
+  /// One op of a forward: collectives on its operands where shardings
+  /// meet, then its local result type and attributes.
+  LogicalResult partition(Operation *op) {
+    if (isa<func::ReturnOp>(op)) {
+      for (OpOperand &use : op->getOpOperands()) {
+        ShardingAttr s = shardingOf(use.get());
+        if (isPartial(s))
+          use.set(reduced(use.get()));
+        else if (isSplit(s))
+          return op->emitError()
+                 << "a function result is split over the tensor axis; "
+                    "the partition returns whole values only";
+      }
+      return success();
+    }
+    if (isa<TpCopyOp, TpReduceOp>(op))
+      return success();
+    if (auto get = dyn_cast<GetParamOp>(op)) {
+      if (ParameterOp param = params.lookup(get.getName()))
+        get.getResult().setType(param.getType());
+      return success();
+    }
+    if (op->getNumResults() > 1)
+      for (Value v : op->getOperands())
+        if (isSplit(shardingOf(v)) || isPartial(shardingOf(v)))
+          return op->emitError() << describe(op)
+                                 << " has several results and a split "
+                                    "operand: the partition has no rule "
+                                    "for it";
+    ShardingAttr result = op->getNumResults() == 1
+                              ? op->getAttrOfType<ShardingAttr>(kShardingAttr)
+                              : ShardingAttr();
+    bool splitResult = isSplit(result) || isPartial(result);
+    if (op->hasAttr(kShardingStopAttr))
+      for (Value v : op->getOperands())
+        if (isSplit(shardingOf(v)))
+          return op->emitError()
+                 << describe(op) << ": the tensor-parallel split stops here ("
+                 << op->getAttrOfType<StringAttr>(kShardingStopAttr).getValue()
+                 << "), which needs an all-gather the partition does not "
+                    "insert yet; give tensor_parallel_degree 1 or a model "
+                    "whose heads and widths divide it";
+    if (auto constant = dyn_cast<ConstantOp>(op)) {
+      if (splitResult)
+        return op->emitError() << describe(op)
+                               << ": a split constant is not partitioned yet";
+      return success();
+    }
+    // Vocab-parallel lowerings (the embedding's masked lookup, Megatron's
+    // cross-entropy) are not built: refuse them rather than compute a
+    // wrong loss.
+    if (isa<EmbeddingOp>(op) && isSplit(shardingOf(op->getOperand(0))))
+      return op->emitError()
+             << describe(op)
+             << ": a vocab-parallel embedding is not partitioned yet; "
+                "propagate with vocab=false to keep the table replicated";
+    if (isa<SoftmaxCrossEntropyOp>(op) && isSplit(shardingOf(op->getOperand(0))))
+      return op->emitError()
+             << describe(op)
+             << ": a vocab-parallel cross-entropy is not partitioned yet; "
+                "propagate with vocab=false to keep the head replicated";
+
+    ShardingAttr sliced;
+    for (OpOperand &use : op->getOpOperands()) {
+      Value v = use.get();
+      ShardingAttr s = shardingOf(v);
+      if (isPartial(s) && !isPartial(result)) {
+        // partial -> replicated: g.
+        use.set(reduced(v));
+        continue;
+      }
+      auto type = v.getType().dyn_cast<RankedTensorType>();
+      if (splitResult && !isSplit(s) && !isPartial(s) && type &&
+          type.getElementType().isa<FloatType>() &&
+          !v.getDefiningOp<ConstantOp>()) {
+        // A replicated input of a split region: f, so that its gradient
+        // sums every rank's part.
+        use.set(copied(v));
+        continue;
+      }
+      if (isa<SliceOp>(op) && use.getOperandNumber() == 0)
+        sliced = s;
+    }
+    if (op->getNumResults() == 1) {
+      auto type = op->getResult(0).getType().dyn_cast<RankedTensorType>();
+      if (type && result) {
+        FailureOr<RankedTensorType> local = localType(type, result, op);
+        if (failed(local))
+          return failure();
+        op->getResult(0).setType(*local);
+      }
+    }
+    if (auto slice = dyn_cast<SliceOp>(op); slice && sliced)
+      if (failed(rescaleSlice(slice, sliced)))
+        return failure();
+    return success();
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    mesh = lookupMesh(module);
+    if (!mesh || mesh.getAxisSize(kTensorAxis).value_or(1) == 1)
+      return;
+    // Parameters first: their local type, the full one kept.
+    for (auto param : module.getOps<ParameterOp>()) {
+      params[param.getSymName()] = param;
+      auto s = param->getAttrOfType<ShardingAttr>(kShardingAttr);
+      if (!isSplit(s))
+        continue;
+      auto full = param.getType().cast<RankedTensorType>();
+      FailureOr<RankedTensorType> local = localType(full, s, param);
+      if (failed(local))
+        return signalPassFailure();
+      param->setAttr(kFullTypeAttr, TypeAttr::get(full));
+      param.setType(*local);
+    }
+    for (auto func : module.getOps<func::FuncOp>()) {
+      if (func.isExternal())
+        continue;
+      SmallVector<Operation *> ops;
+      func.walk([&](Operation *op) {
+        if (op != func.getOperation())
+          ops.push_back(op);
+      });
+      for (Operation *op : ops)
+        if (failed(partition(op)))
+          failedAny = true;
+      // The types say the splits now (read until every op was done).
+      for (Operation *op : ops)
+        op->removeAttr(kShardingAttr);
+      for (BlockArgument arg : func.getArguments())
+        if (isSplit(func.getArgAttrOfType<ShardingAttr>(arg.getArgNumber(),
+                                                        kShardingAttr)))
+          return func.emitError()
+                       << "argument " << arg.getArgNumber()
+                       << " is split over the tensor axis; the partition "
+                          "reads whole inputs only",
+                 signalPassFailure();
+      // The function's type follows its returned local values.
+      func.walk([&](func::ReturnOp ret) {
+        func.setType(FunctionType::get(&getContext(),
+                                       func.getArgumentTypes(),
+                                       ret.getOperandTypes()));
+      });
+    }
+    if (failedAny)
+      signalPassFailure();
+  }
+};
+
+} // namespace
