@@ -124,6 +124,36 @@ FailureOr<int> RankProgram::emitLastMicrobatchCopy(func::FuncOp copy,
   return index;
 }
 
+/// The parameter's slice of its full tensor: the whole of it, or with
+/// tensor parallelism (cleave.full_type) this rank's piece of each split
+/// dimension. Only one box: a blocked sharding or a sub-axis needs the
+/// program's boxes (docs/tensor-parallel.md, step 4).
+LogicalResult RankProgram::addSlice(ParameterOp param, pb::Parameter *p) {
+  auto local = param.getType().cast<RankedTensorType>();
+  auto full = param->getAttrOfType<TypeAttr>(kFullTypeAttr);
+  auto sharding = param->getAttrOfType<ShardingAttr>(kShardingAttr);
+  for (auto [d, size] : llvm::enumerate(local.getShape())) {
+    int64_t start = 0, whole = size;
+    if (full && sharding) {
+      whole = full.getValue().cast<RankedTensorType>().getDimSize(d);
+      SmallVector<AxisRef> axes = sharding.getDimAxisRefs(d);
+      if (sharding.getDimBlocks(d) != 1 || axes.size() > 1 ||
+          (axes.size() == 1 && !axes[0].isWhole()))
+        return param.emitError()
+               << "parameter '" << param.getSymName() << "' is split as "
+               << sharding
+               << ": several blocks or a sub-axis per rank need the "
+                  "program's parameter boxes, which are not emitted yet";
+      if (axes.size() == 1)
+        start = mesh.getCoordinate(rank, axes[0].name) * size;
+    }
+    p->add_full_shape(whole);
+    p->add_slice_start(start);
+    p->add_slice_size(size);
+  }
+  return success();
+}
+
 /// The module's parameters (and gradient buffers) as tensors of the
 /// current buffer, with where their initial values come from.
 LogicalResult RankProgram::addParameters(ModuleOp module) {
@@ -153,11 +183,8 @@ LogicalResult RankProgram::addParameters(ModuleOp module) {
     pb::Parameter *p = program.add_parameters();
     p->set_name(param.getSymName().str());
     p->set_tensor(*id);
-    for (int64_t d : param.getType().cast<RankedTensorType>().getShape()) {
-      p->add_full_shape(d);
-      p->add_slice_start(0);
-      p->add_slice_size(d);
-    }
+    if (failed(addSlice(param, p)))
+      return failure();
     p->set_seed(seed);
     if (failed(addSplitViews(param, offset.getInt(), p)))
       return failure();
