@@ -59,7 +59,6 @@ struct PartitionTensor
   llvm::StringMap<ParameterOp> params;
   // The f of a replicated value and the g of a partial one, made once.
   llvm::DenseMap<Value, Value> copyOf, reduceOf;
-  bool failedAny = false;
 
   /// The number of pieces dimension `dim` of a value sharded `s` is cut in.
   int64_t splitOf(ShardingAttr s, unsigned dim) {
@@ -190,15 +189,30 @@ struct PartitionTensor
                               ? op->getAttrOfType<ShardingAttr>(kShardingAttr)
                               : ShardingAttr();
     bool splitResult = isSplit(result) || isPartial(result);
-    if (op->hasAttr(kShardingStopAttr))
-      for (Value v : op->getOperands())
-        if (isSplit(shardingOf(v)))
-          return op->emitError()
-                 << describe(op) << ": the tensor-parallel split stops here ("
-                 << op->getAttrOfType<StringAttr>(kShardingStopAttr).getValue()
-                 << "), which needs an all-gather the partition does not "
-                    "insert yet; give tensor_parallel_degree 1 or a model "
-                    "whose heads and widths divide it";
+    // Propagation stopped here: a degree that does not divide the heads
+    // or a width, or a split value gathered before the op (an all-gather
+    // the partition does not insert yet).
+    if (auto why = op->getAttrOfType<StringAttr>(kShardingStopAttr))
+      return op->emitError()
+             << describe(op) << ": the tensor-parallel split stops here ("
+             << why.getValue()
+             << "); spec key 'tensor_parallel_degree' must divide the "
+                "model's attention heads and MLP width: give a smaller "
+                "power of two, or 1";
+    // Grouped-query attention with more tensor ranks than key/value heads:
+    // its key/value heads are replicated over a sub-axis, whose f is not
+    // built yet.
+    for (Value v : op->getResults())
+      if (ShardingAttr s = v == op->getResult(0) ? result : ShardingAttr())
+        for (unsigned d = 0; d < s.getDims().size(); ++d)
+          for (const AxisRef &ref : s.getDimAxisRefs(d))
+            if (!ref.isWhole())
+              return op->emitError()
+                     << describe(op) << " is split over a sub-axis of "
+                     << "\"tensor\" (more tensor ranks than key/value "
+                        "heads), which the partition does not build yet; "
+                        "give spec key 'tensor_parallel_degree' at most the "
+                        "number of key/value heads";
     if (auto constant = dyn_cast<ConstantOp>(op)) {
       if (splitResult)
         return op->emitError() << describe(op)
@@ -281,9 +295,11 @@ struct PartitionTensor
         if (op != func.getOperation())
           ops.push_back(op);
       });
+      // The first op that cannot be partitioned says why; the rest of the
+      // function would repeat it.
       for (Operation *op : ops)
         if (failed(partition(op)))
-          failedAny = true;
+          return signalPassFailure();
       // The types say the splits now (read until every op was done).
       for (Operation *op : ops)
         op->removeAttr(kShardingAttr);
@@ -302,8 +318,6 @@ struct PartitionTensor
                                        ret.getOperandTypes()));
       });
     }
-    if (failedAny)
-      signalPassFailure();
   }
 };
 

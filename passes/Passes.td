@@ -166,6 +166,10 @@ def PropagateShardings : Pass<"cleave-propagate-shardings", "ModuleOp"> {
            "seed the vocabulary splits (3: column-parallel products of a "
            "norm's output, 4: vocab-parallel embeddings); false keeps "
            "embeddings and heads replicated">,
+    Option<"heads", "heads", "bool", /*default=*/"false",
+           "attention heads the degree cannot split are an error naming "
+           "spec key tensor_parallel_degree (cleave-compile's check) "
+           "instead of a replicated attention">,
   ];
 }
 

@@ -53,6 +53,7 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
     PropagateShardingsOptions propagate;
     propagate.tensor = options.tensorDegree;
     propagate.vocab = false;
+    propagate.heads = true;
     pm.addPass(createPropagateShardings(propagate));
     pm.addPass(createPartitionTensor());
   }
