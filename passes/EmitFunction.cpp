@@ -345,6 +345,17 @@ LogicalResult RankProgram::emitFunction(func::FuncOp func) {
       tensorOf[constant.getResult()] = *id;
       continue;
     }
+    if (auto index = dyn_cast<AxisIndexOp>(op)) {
+      // This rank's coordinate: a constant of its program.
+      auto id = addTensor(index.getType(), offsets[0], pb::CONSTANTS, name, &op);
+      if (failed(id))
+        return failure();
+      int64_t c = mesh ? mesh.getCoordinate(rank, index.getAxis()) : 0;
+      program.mutable_tensors(*id)->set_data(
+          std::string(reinterpret_cast<const char *>(&c), sizeof c));
+      tensorOf[index.getResult()] = *id;
+      continue;
+    }
     if (!isa<CleaveDialect>(op.getDialect()))
       return op.emitError()
              << "op '" << op.getName() << "' has no runtime kernel";

@@ -501,6 +501,10 @@ LogicalResult mlir::cleave::buildOperandGradients(
         });
       })
       .Case([&](TpReduceOp) { unary([&] { return g; }); })
+      // A maximum over a group is the shift of a vocab-parallel softmax
+      // (cleave-partition-tensor), which the loss does not depend on: it
+      // is not differentiated. Other all-reduces have no rule.
+      .Case([&](AllReduceOp r) { handled = r.getReduce() == "max"; })
       .Case([&](ReshapeOp) {
         unary([&] { return e.reshape(g, typeOf(x(0)).getShape()); });
       })

@@ -156,6 +156,136 @@ struct PartitionTensor
     return success();
   }
 
+  Value scalarI64(OpBuilder &b, Location loc, int64_t v) {
+    auto type = RankedTensorType::get({}, b.getI64Type());
+    return b.create<ConstantOp>(loc,
+                                DenseElementsAttr::get(type, b.getI64IntegerAttr(v)));
+  }
+  Value scalarLike(OpBuilder &b, Location loc, Type element, double v) {
+    auto type = RankedTensorType::get({}, element);
+    return b.create<ConstantOp>(
+        loc, DenseElementsAttr::get(type, FloatAttr::get(element, v)));
+  }
+  Value reshape(OpBuilder &b, Location loc, Value v, ArrayRef<int64_t> shape) {
+    auto type = v.getType().cast<RankedTensorType>();
+    return b.create<ReshapeOp>(
+        loc, RankedTensorType::get(shape, type.getElementType()), v);
+  }
+  /// The rank's range of `n` classes (or rows) of `local` each: the
+  /// index `i - lo` in the rank's range, and whether `i` is in it.
+  std::pair<Value, Value> localIndex(OpBuilder &b, Location loc, Value i,
+                                     int64_t local) {
+    Value r = b.create<AxisIndexOp>(loc, RankedTensorType::get({}, b.getI64Type()),
+                                    b.getStringAttr(kTensorAxis));
+    Value n = scalarI64(b, loc, local);
+    Value shifted = b.create<SubOp>(loc, i, b.create<MulOp>(loc, r, n));
+    Value in = b.create<AndOp>(
+        loc, b.create<GreaterEqualOp>(loc, shifted, scalarI64(b, loc, 0)),
+        b.create<LessOp>(loc, shifted, n));
+    return {shifted, in};
+  }
+
+  /// A vocab-parallel embedding: rank r looks up the ids in its rows
+  /// [rV/T, (r+1)V/T) of the table and contributes zeros for the others;
+  /// the result is partial (its users get g). The local lookup's gradient
+  /// is the local embedding_grad.
+  LogicalResult lowerEmbedding(EmbeddingOp op, ShardingAttr result) {
+    if (op.getPaddingIdx())
+      return op.emitError() << describe(op)
+                            << ": a vocab-parallel embedding with a "
+                               "padding_idx is not partitioned yet";
+    if (!isPartial(result))
+      return op.emitError() << describe(op)
+                            << ": a vocab-parallel embedding's result is a "
+                               "partial sum, but propagation decided "
+                            << result;
+    OpBuilder b(op);
+    Location loc = op.getLoc();
+    Value ids = op.getIds();
+    int64_t rows =
+        op.getTable().getType().cast<RankedTensorType>().getDimSize(0);
+    auto [local, in] = localIndex(b, loc, ids, rows);
+    Value safe = b.create<SelectOp>(loc, in, local, scalarI64(b, loc, 0));
+    Value looked = b.create<EmbeddingOp>(loc, op.getTable(), safe,
+                                         op.getPaddingIdxAttr());
+    auto type = op.getType().cast<RankedTensorType>();
+    SmallVector<int64_t> maskShape(ids.getType().cast<RankedTensorType>().getShape());
+    maskShape.push_back(1);
+    Value mask = reshape(b, loc, in, maskShape);
+    auto out = b.create<SelectOp>(
+        loc, mask, looked, scalarLike(b, loc, type.getElementType(), 0.0));
+    out->setAttr(kShardingAttr, result);
+    op.getResult().replaceAllUsesWith(out.getResult());
+    op.erase();
+    return success();
+  }
+
+  /// Megatron's vocab-parallel cross-entropy on logits split over the
+  /// classes: the max over the group (a shift the loss does not depend
+  /// on, not differentiated), the group's sum of exp(l - max) and the
+  /// target's shifted logit (each rank's, 0 off its range) completed by g;
+  /// loss = log(sum) - (l_t - max). Autodiff gives the local gradient
+  /// softmax - onehot on the rank's classes.
+  LogicalResult lowerCrossEntropy(SoftmaxCrossEntropyOp op) {
+    auto input = op.getInput().getType().cast<RankedTensorType>();
+    if (input.getRank() != 2)
+      return op.emitError() << describe(op)
+                            << ": a vocab-parallel cross-entropy of "
+                            << input << " (classes not last of 2 dimensions) "
+                               "is not partitioned yet";
+    if (op.getReduction() == LossReduction::sum)
+      return op.emitError() << describe(op)
+                            << ": a vocab-parallel cross-entropy with "
+                               "reduction sum is not partitioned yet";
+    OpBuilder b(op);
+    Location loc = op.getLoc();
+    Type f = input.getElementType();
+    int64_t n = input.getDimSize(0), classes = input.getDimSize(1);
+    Value logits = op.getInput(), target = op.getTarget();
+    ArrayAttr tensor = tensorAxes();
+    Value max = b.create<ReduceMaxOp>(loc, logits, ArrayRef<int64_t>{1}, true);
+    max = b.create<AllReduceOp>(loc, max, b.getStringAttr(kTensorAxis),
+                                b.getStringAttr("max"));
+    Value shifted = b.create<SubOp>(loc, logits, max);
+    Value sum = b.create<ReduceSumOp>(loc, b.create<ExpOp>(loc, shifted),
+                                      ArrayRef<int64_t>{1}, true);
+    sum = b.create<TpReduceOp>(loc, sum, tensor);
+    auto [local, in] = localIndex(b, loc, target, classes);
+    Value safe = b.create<SelectOp>(loc, in, local, scalarI64(b, loc, 0));
+    Value picked = b.create<GatherElementsOp>(
+        loc, RankedTensorType::get({n, 1}, f), shifted,
+        reshape(b, loc, safe, {n, 1}), b.getI64IntegerAttr(1));
+    picked = b.create<SelectOp>(loc, reshape(b, loc, in, {n, 1}), picked,
+                                scalarLike(b, loc, f, 0.0));
+    picked = b.create<TpReduceOp>(loc, picked, tensor);
+    Value perSample = reshape(
+        b, loc, b.create<SubOp>(loc, b.create<LogOp>(loc, sum), picked), {n});
+    // Targets equal to ignore_index contribute nothing; the mean is over
+    // the others.
+    Value kept;
+    if (auto ignore = op.getIgnoreIndex()) {
+      kept = b.create<NotOp>(
+          loc, b.create<EqualOp>(loc, target, scalarI64(b, loc, *ignore)));
+      perSample = b.create<SelectOp>(loc, kept, perSample,
+                                     scalarLike(b, loc, f, 0.0));
+    }
+    Value loss = perSample;
+    if (op.getReduction() == LossReduction::mean) {
+      auto scalar = RankedTensorType::get({}, f);
+      loss = b.create<ReduceSumOp>(loc, perSample, ArrayRef<int64_t>{0}, false);
+      Value count =
+          kept ? b.create<ReduceSumOp>(
+                     loc, b.create<CastOp>(loc, RankedTensorType::get({n}, f),
+                                           kept),
+                     ArrayRef<int64_t>{0}, false)
+               : scalarLike(b, loc, f, double(n));
+      loss = b.create<DivOp>(loc, scalar, loss, count);
+    }
+    op.getResult().replaceAllUsesWith(loss);
+    op.erase();
+    return success();
+  }
+
   /// One op of a forward: collectives on its operands where shardings
   /// meet, then its local result type and attributes.
   LogicalResult partition(Operation *op) {
@@ -219,19 +349,14 @@ struct PartitionTensor
                                << ": a split constant is not partitioned yet";
       return success();
     }
-    // Vocab-parallel lowerings (the embedding's masked lookup, Megatron's
-    // cross-entropy) are not built: refuse them rather than compute a
-    // wrong loss.
-    if (isa<EmbeddingOp>(op) && isSplit(shardingOf(op->getOperand(0))))
-      return op->emitError()
-             << describe(op)
-             << ": a vocab-parallel embedding is not partitioned yet; "
-                "propagate with vocab=false to keep the table replicated";
-    if (isa<SoftmaxCrossEntropyOp>(op) && isSplit(shardingOf(op->getOperand(0))))
-      return op->emitError()
-             << describe(op)
-             << ": a vocab-parallel cross-entropy is not partitioned yet; "
-                "propagate with vocab=false to keep the head replicated";
+    // Vocab-parallel lookups and losses (docs/tensor-parallel.md, "The
+    // vocabulary").
+    if (auto embedding = dyn_cast<EmbeddingOp>(op);
+        embedding && isSplit(shardingOf(embedding.getTable())))
+      return lowerEmbedding(embedding, result);
+    if (auto loss = dyn_cast<SoftmaxCrossEntropyOp>(op);
+        loss && isSplit(shardingOf(loss.getInput())))
+      return lowerCrossEntropy(loss);
 
     ShardingAttr sliced;
     for (OpOperand &use : op->getOpOperands()) {
@@ -301,8 +426,7 @@ struct PartitionTensor
         if (failed(partition(op)))
           return signalPassFailure();
       // The types say the splits now (read until every op was done).
-      for (Operation *op : ops)
-        op->removeAttr(kShardingAttr);
+      func.walk([&](Operation *op) { op->removeAttr(kShardingAttr); });
       for (BlockArgument arg : func.getArguments())
         if (isSplit(func.getArgAttrOfType<ShardingAttr>(arg.getArgNumber(),
                                                         kShardingAttr)))

@@ -48,11 +48,10 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
     // by heads) and before autocast, the partition and autodiff: the
     // split is decided, then each rank's program is the local one with
     // Megatron's f and g, which autodiff differentiates
-    // (docs/tensor-parallel.md). The vocabulary stays replicated until
-    // the vocab-parallel lowerings exist.
+    // (docs/tensor-parallel.md), the vocabulary split too (embedding,
+    // head and cross-entropy).
     PropagateShardingsOptions propagate;
     propagate.tensor = options.tensorDegree;
-    propagate.vocab = false;
     propagate.heads = true;
     pm.addPass(createPropagateShardings(propagate));
     pm.addPass(createPartitionTensor());
