@@ -351,21 +351,31 @@ struct PartitionTensor
     }
     // Vocab-parallel lookups and losses (docs/tensor-parallel.md, "The
     // vocabulary").
-    if (auto embedding = dyn_cast<EmbeddingOp>(op);
-        embedding && isSplit(shardingOf(embedding.getTable())))
-      return lowerEmbedding(embedding, result);
+    // (A table split on its columns is an ordinary local lookup.)
+    if (auto embedding = dyn_cast<EmbeddingOp>(op))
+      if (ShardingAttr table = shardingOf(embedding.getTable());
+          table && !table.getDims()[0].empty())
+        return lowerEmbedding(embedding, result);
     if (auto loss = dyn_cast<SoftmaxCrossEntropyOp>(op);
         loss && isSplit(shardingOf(loss.getInput())))
       return lowerCrossEntropy(loss);
 
+    // A mean over split dimensions: each rank's mean of its part is a
+    // partial sum once divided by the number of parts.
+    int64_t meanParts = 1;
+    if (auto mean = dyn_cast<ReduceMeanOp>(op))
+      if (ShardingAttr in = shardingOf(mean.getX()))
+        for (int64_t axis : mean.getAxes())
+          meanParts *= splitOf(in, axis);
     ShardingAttr sliced;
     for (OpOperand &use : op->getOpOperands()) {
       Value v = use.get();
       ShardingAttr s = shardingOf(v);
       if (isPartial(s) && !isPartial(result)) {
-        // partial -> replicated: g.
-        use.set(reduced(v));
-        continue;
+        // partial -> replicated: g (and then, entering a split region, f).
+        v = reduced(v);
+        use.set(v);
+        s = ShardingAttr();
       }
       auto type = v.getType().dyn_cast<RankedTensorType>();
       if (splitResult && !isSplit(s) && !isPartial(s) && type &&
@@ -379,6 +389,27 @@ struct PartitionTensor
       if (isa<SliceOp>(op) && use.getOperandNumber() == 0)
         sliced = s;
     }
+    // An elementwise op whose result is split but an operand whole along
+    // that dimension (not broadcast there) would need the rank's slice of
+    // the operand (a replicated -> split transition), not built yet.
+    if (isSplit(result) &&
+        isa<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, SelectOp>(op)) {
+      auto out = op->getResult(0).getType().cast<RankedTensorType>();
+      for (OpOperand &use : op->getOpOperands()) {
+        if (isSplit(shardingOf(use.get())) || isPartial(shardingOf(use.get())))
+          continue;
+        auto in = use.get().getType().cast<RankedTensorType>();
+        int64_t lead = out.getRank() - in.getRank();
+        for (int64_t d = 0; d < in.getRank(); ++d)
+          if (in.getDimSize(d) != 1 && splitOf(result, d + lead) > 1)
+            return op->emitError()
+                   << describe(op) << ": operand "
+                   << use.getOperandNumber()
+                   << " is whole but the result is split along dimension "
+                   << d + lead
+                   << "; the rank's slice of a whole value is not built yet";
+      }
+    }
     if (op->getNumResults() == 1) {
       auto type = op->getResult(0).getType().dyn_cast<RankedTensorType>();
       if (type && result) {
@@ -391,6 +422,19 @@ struct PartitionTensor
     if (auto slice = dyn_cast<SliceOp>(op); slice && sliced)
       if (failed(rescaleSlice(slice, sliced)))
         return failure();
+    if (meanParts > 1) {
+      OpBuilder b(op->getContext());
+      b.setInsertionPointAfter(op);
+      Value mean = op->getResult(0);
+      auto scaled = b.create<MulOp>(
+          op->getLoc(), mean,
+          scalarLike(b, op->getLoc(),
+                     mean.getType().cast<RankedTensorType>().getElementType(),
+                     1.0 / double(meanParts)));
+      mean.replaceAllUsesExcept(scaled.getResult(), scaled);
+      if (result)
+        scaled->setAttr(kShardingAttr, result);
+    }
     return success();
   }
 
