@@ -191,12 +191,21 @@ def PartitionTensor : Pass<"cleave-partition-tensor", "ModuleOp"> {
     result is split (before a column-parallel product). A split parameter
     gets its local type, its full type in `cleave.full_type` and keeps its
     `cleave.sharding`, from which the emitter writes each rank's slice.
-    The shardings of op results are removed (the types say them now).
-    What is not partitioned yet is an error naming the op and its ONNX
-    node: a vocab-parallel embedding or cross-entropy, an op where
-    propagation stopped with a split operand (which needs an all-gather),
-    a split constant, a split function argument or result. Without a
-    `tensor` axis of more than one rank the module is unchanged.
+    The vocabulary: an embedding whose table is split on its rows looks
+    up the rank's rows (the ids shifted by the rank's offset, from
+    `cleave.axis_index`; the others masked to zero) and its partial sum is
+    completed by g; a cross-entropy over split classes becomes Megatron's
+    vocab-parallel one (the max over the group, not differentiated; the
+    group's sum of exp and the target's logit completed by g). The
+    shardings of op results are removed (the types say them now). What is
+    not partitioned yet is an error naming the op and its ONNX node: an op
+    where propagation stopped (a degree that does not divide the heads or
+    a width, or a split value to gather), a split over a sub-axis
+    (grouped-query attention with more tensor ranks than key/value
+    heads), an elementwise op that needs the rank's slice of a whole
+    operand, a row-split table with a padding_idx, a split constant, a
+    split function argument or result. Without a `tensor` axis of more
+    than one rank the module is unchanged.
 
     ```mlir
     // Before (tensor=2), GPT-2's MLP:
