@@ -1129,9 +1129,38 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
                      "\"DPT\", got \"" + order + "\"");
   }
 
-  // Features that later work brings: only their defaults for now.
-  const char *parallel = "the parallel passes";
-  CLEAVE_SPEC_READ(r.notYet<int64_t>("tensor_parallel_degree", 1, parallel));
+  // Tensor parallelism (docs/tensor-parallel.md): a power of two within
+  // a host, and only the compositions built so far.
+  if (int64_t tensor = spec.tensorParallelDegree; tensor > 1) {
+    if ((tensor & (tensor - 1)) != 0)
+      return r.error("tensor_parallel_degree",
+                     formatv("is {0}, not a power of two; give 2, 4, 8...",
+                             tensor));
+    if (object->get("processes_per_host") && tensor > spec.processesPerHost)
+      return r.error("tensor_parallel_degree",
+                     formatv("is {0}, more than the {1} ranks of a host "
+                             "('{2}'): a tensor-parallel group all-reduces "
+                             "in every layer and stays within a host; give "
+                             "at most {1}",
+                             tensor, spec.processesPerHost,
+                             r.name("processes_per_host")));
+    auto without = [&](StringRef other, bool given) -> Error {
+      if (!given)
+        return Error::success();
+      return r.error("tensor_parallel_degree",
+                     formatv("is {0}, which does not combine with '{1}' "
+                             "yet; set one of them to its default",
+                             tensor, r.name(other)));
+    };
+    if (Error e = without("pipeline_parallel_degree",
+                          spec.pipelineParallelDegree > 1))
+      return e;
+    if (Error e = without("shard_optimizer_state", spec.shardOptimizerState))
+      return e;
+    if (Error e = without("sharded_data_parallel_degree",
+                          spec.shardedDataParallelDegree > 1))
+      return e;
+  }
   // SMP's other documented keys: defaults only, or a note in the plan.
   for (const KeyRule &rule : kRules) {
     const json::Value *v = object->get(rule.key);

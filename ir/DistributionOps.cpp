@@ -188,6 +188,32 @@ LogicalResult ReduceScatterStartOp::verify() {
   return verifyWaitedOnce(*this, getToken());
 }
 
+LogicalResult AxisIndexOp::verify() {
+  FailureOr<MeshAttr> mesh = meshOf(*this);
+  if (failed(mesh))
+    return failure();
+  if (!mesh->getAxisSize(getAxis()))
+    return emitOpError() << "axis \"" << getAxis()
+                         << "\" is not an axis of the mesh " << *mesh;
+  return success();
+}
+
+/// Megatron's f and g: a non-empty group of whole mesh axes.
+static LogicalResult verifyTensorParallelGroup(Operation *op, ArrayAttr axes) {
+  if (axes.empty())
+    return op->emitOpError() << "needs the mesh axes of its group (axes = "
+                                "[\"tensor\"])";
+  return verifyGroup(op, axes);
+}
+
+LogicalResult TpCopyOp::verify() {
+  return verifyTensorParallelGroup(*this, getAxes());
+}
+
+LogicalResult TpReduceOp::verify() {
+  return verifyTensorParallelGroup(*this, getAxes());
+}
+
 LogicalResult AllReduceStartOp::verify() {
   FailureOr<int64_t> n = verifyGroup(*this, getAxes());
   FailureOr<Type> value = tokenValue(*this, getToken());

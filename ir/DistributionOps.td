@@ -140,6 +140,70 @@ def Cleave_AllReduceStartOp : Cleave_Op<"all_reduce_start"> {
 }
 
 //===----------------------------------------------------------------------===//
+// Tensor parallelism (docs/tensor-parallel.md)
+//===----------------------------------------------------------------------===//
+
+def Cleave_AxisIndexOp : Cleave_Op<"axis_index"> {
+  let summary = "this rank's coordinate on a mesh axis";
+  let description = [{
+    A rank-0 `i64` tensor holding the coordinate of the rank that runs the
+    program on mesh axis `axis` (MLIR mesh's `process_linear_index` of one
+    axis). The tensor-parallel partition builds one program for every
+    tensor rank; the values that differ between them (the vocabulary
+    offset of a vocab-parallel embedding, the class range of a
+    vocab-parallel cross-entropy) are computed from it.
+
+    ```mlir
+    %r = cleave.axis_index {axis = "tensor"} : tensor<i64>
+    ```
+  }];
+  let arguments = (ins StrAttr:$axis);
+  let results = (outs 0DTensorOf<[I64]>:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Cleave_TpCopyOp : Cleave_Op<"tp_copy", [SameOperandsAndResultType]> {
+  let summary = "Megatron's f: the identity, whose gradient is summed over axes";
+  let description = [{
+    Marks the replicated input of a tensor-parallel region (the norm's
+    output before a column-parallel product). Forward it is the identity;
+    its gradient rule all-reduces (sums) the gradient over the group
+    spanned by `axes` (`cleave.tp_reduce`), since each rank's region
+    contributed the gradient of its own slice of the work. It is the
+    conjugate of `cleave.tp_reduce` (Megatron-LM's `f` and `g`,
+    Shoeybi et al. 2019).
+
+    ```mlir
+    %h1 = cleave.tp_copy %h {axes = ["tensor"]} : tensor<2x8x64xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_CommFloatTensor:$input, Cleave_MeshAxes:$axes);
+  let results = (outs Cleave_CommFloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Cleave_TpReduceOp : Cleave_Op<"tp_reduce", [SameOperandsAndResultType]> {
+  let summary = "Megatron's g: an all-reduce sum whose gradient is the identity";
+  let description = [{
+    Completes a partial sum over the group spanned by `axes`: every rank
+    contributes `input`, its partial value (a row-parallel product), and
+    gets the sum. Its gradient rule is the identity: the gradient of a
+    replicated value is the gradient of each rank's partial contribution.
+    The runtime runs it as the all-reduce of `cleave.all_reduce`.
+
+    ```mlir
+    %y = cleave.tp_reduce %partial {axes = ["tensor"]} : tensor<2x8x64xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_CommFloatTensor:$input, Cleave_MeshAxes:$axes);
+  let results = (outs Cleave_CommFloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Point to point
 //===----------------------------------------------------------------------===//
 

@@ -31,7 +31,7 @@ double bytes(Type type) {
 
 OpCost mlir::cleave::estimateCost(Operation *op) {
   OpCost cost;
-  if (isa<ConstantOp, GetParamOp, GetGradOp, GetGradShardOp>(op))
+  if (isa<ConstantOp, AxisIndexOp, GetParamOp, GetGradOp, GetGradShardOp>(op))
     return cost;
   // An optimizer update has no results: it reads the gradient and updates
   // the parameter and its state in place. AdamW reads p, g, m, v and writes

@@ -264,35 +264,45 @@ LogicalResult RankProgram::emitFunction(func::FuncOp func) {
       addFrees(op, fn, freeable, lastUser);
       continue;
     }
-    if (auto reduce = dyn_cast<AllReduceOp>(op)) {
+    // An all-reduce of a value: the clipping norm's sum over a group, and
+    // Megatron's g (cleave.tp_reduce, a sum over the tensor axis).
+    auto reduce = dyn_cast<AllReduceOp>(op);
+    auto tpReduce = dyn_cast<TpReduceOp>(op);
+    if (reduce || tpReduce) {
       auto offsets = op.getAttrOfType<DenseI64ArrayAttr>("cleave.offsets");
       if (!offsets || offsets.size() != 1)
         return op.emitError() << "op has no planned offsets; run "
                                  "cleave-memory-plan first";
+      if (tpReduce && tpReduce.getAxes().size() != 1)
+        return op.emitError() << "the runtime all-reduces over one mesh axis";
+      Value input = op.getOperand(0), result = op.getResult(0);
       auto id =
-          addTensor(reduce.getType(), offsets[0], pb::ACTIVATIONS, name, &op);
+          addTensor(result.getType(), offsets[0], pb::ACTIVATIONS, name, &op);
       if (failed(id))
         return failure();
-      FailureOr<int> group = groupIndex(reduce.getGroup(), std::nullopt, &op);
+      FailureOr<int> group = groupIndex(
+          reduce ? reduce.getGroup()
+                 : tpReduce.getAxes()[0].cast<StringAttr>().getValue(),
+          std::nullopt, &op);
       if (failed(group))
         return failure();
+      StringRef how = reduce ? reduce.getReduce() : "sum";
       pb::Collective *c = fn->add_body()->mutable_collective();
       c->set_kind(pb::ALL_REDUCE);
       c->set_group(*group);
-      c->set_reduce(reduce.getReduce() == "sum"    ? pb::SUM
-                    : reduce.getReduce() == "mean" ? pb::MEAN
-                                                   : pb::MAX);
-      c->add_inputs(tensorOf.lookup(reduce.getInput()));
+      c->set_reduce(how == "sum" ? pb::SUM : how == "mean" ? pb::MEAN : pb::MAX);
+      c->add_inputs(tensorOf.lookup(input));
       c->add_outputs(*id);
-      tensorOf[reduce.getResult()] = *id;
-      freeable.insert(reduce.getResult());
+      tensorOf[result] = *id;
+      freeable.insert(result);
       addFrees(op, fn, freeable, lastUser);
       continue;
     }
     // A copy between memory spaces (activation offload): the result is a
     // tensor of the host arena (cleave.offload) or of the device arena
     // (cleave.fetch).
-    if (isa<OffloadOp, FetchOp>(op)) {
+    // Megatron's f (cleave.tp_copy) is the identity forward: a copy.
+    if (isa<OffloadOp, FetchOp, TpCopyOp>(op)) {
       auto offsets = op.getAttrOfType<DenseI64ArrayAttr>("cleave.offsets");
       if (!offsets || offsets.size() != 1)
         return op.emitError() << "op has no planned offsets; run "
@@ -333,6 +343,17 @@ LogicalResult RankProgram::emitFunction(func::FuncOp func) {
         return failure();
       program.mutable_tensors(*id)->set_data(std::move(*bytes));
       tensorOf[constant.getResult()] = *id;
+      continue;
+    }
+    if (auto index = dyn_cast<AxisIndexOp>(op)) {
+      // This rank's coordinate: a constant of its program.
+      auto id = addTensor(index.getType(), offsets[0], pb::CONSTANTS, name, &op);
+      if (failed(id))
+        return failure();
+      int64_t c = mesh ? mesh.getCoordinate(rank, index.getAxis()) : 0;
+      program.mutable_tensors(*id)->set_data(
+          std::string(reinterpret_cast<const char *>(&c), sizeof c));
+      tensorOf[index.getResult()] = *id;
       continue;
     }
     if (!isa<CleaveDialect>(op.getDialect()))

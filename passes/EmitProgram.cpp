@@ -80,13 +80,19 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
   // The mesh (cleave-place-ranks).
   MeshAttr mesh;
   int64_t dataRanks = 1, pipelineRanks = 1;
+  // Tensor parallelism: the ranks of the tensor axis run the same program
+  // but for their parameters' slices; the one being emitted.
+  int64_t tensorRanks = 1, tensorRank = 0;
 
-  /// The world rank at data coordinate `d` and pipeline coordinate `p`.
+  /// The world rank at data coordinate `d` and pipeline coordinate `p`
+  /// (and the tensor coordinate being emitted).
   int64_t rankAt(int64_t d, int64_t p) const {
     if (!mesh)
       return d;
-    return mesh.withCoordinate(mesh.withCoordinate(0, kDataAxis, d),
-                               kPipelineAxis, p);
+    int64_t rank = mesh.withCoordinate(mesh.withCoordinate(0, kDataAxis, d),
+                                       kPipelineAxis, p);
+    return tensorRanks > 1 ? mesh.withCoordinate(rank, kTensorAxis, tensorRank)
+                           : rank;
   }
   // Where each parameter's bytes are in params.bin (by name).
   ParamFile paramFile;
@@ -180,9 +186,11 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
                 "run cleave-place-ranks first";
     pipelineRanks = mesh ? mesh.getAxisSize(kPipelineAxis).value_or(1) : 1;
     dataRanks = mesh ? mesh.getAxisSize(kDataAxis).value_or(1) : 1;
-    if (mesh && mesh.getNumRanks() != dataRanks * pipelineRanks)
+    tensorRanks = mesh ? mesh.getAxisSize(kTensorAxis).value_or(1) : 1;
+    if (mesh && mesh.getNumRanks() != dataRanks * pipelineRanks * tensorRanks)
       return mlir::emitError(top.getLoc())
-             << "the emitter knows data and pipeline parallelism only, but "
+             << "the emitter knows data, pipeline and tensor parallelism "
+                "only, but "
                 "the mesh is "
              << mesh;
     int64_t s = stages.size();
@@ -220,10 +228,10 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
       return failure();
 
     for (int64_t d = 0; d < dataRanks; ++d)
-      for (int64_t p = 0; p < pipelineRanks; ++p) {
-        if (failed(emitPipelineRank(top, stages, schedule, d, p, **plan)))
-          return failure();
-      }
+      for (int64_t p = 0; p < pipelineRanks; ++p)
+        for (tensorRank = 0; tensorRank < tensorRanks; ++tensorRank)
+          if (failed(emitPipelineRank(top, stages, schedule, d, p, **plan)))
+            return failure();
     return writePlanFiles(top, **plan);
   }
 
@@ -251,10 +259,12 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
       program.set_model(file.getFilename().str());
     pb::Mesh *place = program.mutable_mesh();
     place->set_rank(rank);
-    place->set_world_size(int(dataRanks * pipelineRanks));
+    place->set_world_size(int(dataRanks * pipelineRanks * tensorRanks));
     place->set_data_degree(int(dataRanks));
     place->set_pipeline_degree(int(pipelineRanks));
-    place->set_tensor_degree(1);
+    place->set_tensor_degree(int(tensorRanks));
+    if (tensorRanks > 1)
+      place->set_tensor_rank(int(tensorRank));
     place->set_data_rank(int(d));
     place->set_pipeline_rank(int(p));
     pb::Group *data = place->add_groups();
@@ -272,6 +282,12 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
       int64_t base = mesh.withCoordinate(rank, axis, 0);
       for (int64_t c = 0; c < *mesh.getAxisSize(axis); ++c)
         group->add_ranks(mesh.withCoordinate(base, axis, c));
+    }
+    if (tensorRanks > 1) {
+      pb::Group *tensor = place->add_groups();
+      tensor->set_name(kTensorAxis.str());
+      for (int64_t c = 0; c < tensorRanks; ++c)
+        tensor->add_ranks(mesh.withCoordinate(rank, kTensorAxis, c));
     }
     if (!oneStage) {
       pb::Group *pipe = place->add_groups();

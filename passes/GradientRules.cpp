@@ -11,6 +11,7 @@
 #include "passes/GradientRules.h"
 
 #include "ir/CleaveOps.h"
+#include "ir/DistributionOps.h"
 
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -492,6 +493,18 @@ LogicalResult mlir::cleave::buildOperandGradients(
                                          l.getIgnoreIndexAttr());
         });
       })
+      // Megatron's conjugate f and g (docs/tensor-parallel.md): f's
+      // gradient is summed over its group, g's passes through.
+      .Case([&](TpCopyOp f) {
+        unary([&] {
+          return b.create<TpReduceOp>(e.loc, g, f.getAxesAttr()).getResult();
+        });
+      })
+      .Case([&](TpReduceOp) { unary([&] { return g; }); })
+      // A maximum over a group is the shift of a vocab-parallel softmax
+      // (cleave-partition-tensor), which the loss does not depend on: it
+      // is not differentiated. Other all-reduces have no rule.
+      .Case([&](AllReduceOp r) { handled = r.getReduce() == "max"; })
       .Case([&](ReshapeOp) {
         unary([&] { return e.reshape(g, typeOf(x(0)).getShape()); });
       })

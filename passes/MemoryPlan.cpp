@@ -326,10 +326,14 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
         cursor += aligned(arg.getType());
         ioBytes += aligned(arg.getType());
       }
-      for (auto constant : body.getOps<ConstantOp>()) {
-        constant->setAttr("cleave.offsets", b.getDenseI64ArrayAttr({cursor}));
-        cursor += aligned(constant.getType());
-        constantBytes += aligned(constant.getType());
+      // A rank's coordinate (cleave.axis_index) is a constant of its
+      // program.
+      for (Operation &constant : body) {
+        if (!isa<ConstantOp, AxisIndexOp>(constant))
+          continue;
+        constant.setAttr("cleave.offsets", b.getDenseI64ArrayAttr({cursor}));
+        cursor += aligned(constant.getResult(0).getType());
+        constantBytes += aligned(constant.getResult(0).getType());
       }
     }
     // The slot region: slot 0's offsets; slot k adds k * slotBytes. The
@@ -577,7 +581,7 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
         if (&op == ret)
           continue;
         bool storage =
-            isa<ConstantOp, GetParamOp, GetGradOp, GetGradShardOp>(op);
+            isa<ConstantOp, AxisIndexOp, GetParamOp, GetGradOp, GetGradShardOp>(op);
         bool aliased = op.getNumResults() && alias.count(op.getResult(0));
         if (!storage && !aliased) {
           for (Value result : op.getResults()) {
@@ -626,7 +630,8 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
                                                        "cleave.offset")
                   : IntegerAttr();
     }
-    if (auto constant = v.getDefiningOp<ConstantOp>()) {
+    if (Operation *constant = v.getDefiningOp();
+        isa_and_nonnull<ConstantOp, AxisIndexOp>(constant)) {
       auto offsets = constant->getAttrOfType<DenseI64ArrayAttr>("cleave.offsets");
       return offsets ? IntegerAttr::get(IntegerType::get(v.getContext(), 64),
                                         offsets[0])
@@ -669,7 +674,7 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
         release(arg);
 
     for (Operation &op : body) {
-      if (isa<ConstantOp, GetParamOp, GetGradOp, GetGradShardOp>(op) ||
+      if (isa<ConstantOp, AxisIndexOp, GetParamOp, GetGradOp, GetGradShardOp>(op) ||
           op.getNumResults() == 0) {
         if (op.getNumResults() == 0 && &op != ret) {
           timeline.push_back(activationBase +

@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ir/AttrNames.h"
 #include "ir/CleaveOps.h"
 #include "ir/DistributionOps.h"
 #include "passes/Passes.h"
@@ -125,16 +126,28 @@ struct Optimizer : mlir::cleave::impl::OptimizerBase<Optimizer> {
     Value sumSquares;
     auto scalar = RankedTensorType::get({}, b.getF32Type());
     if (gradClip > 0) {
-      SmallVector<Value> counted;
+      SmallVector<Value> counted, split;
+      // Tensor parallelism: a split parameter's slices are summed over
+      // the tensor ranks; a replicated one, the same on every tensor
+      // rank, is counted once.
+      bool tensor = mesh && mesh.getAxisSize(kTensorAxis).value_or(1) > 1;
       for (auto [param, grad] : llvm::zip(params, grads))
         if (!pipelined || firstStage(param) == stageAttr.getInt())
-          counted.push_back(grad);
+          (tensor && param->hasAttr(kFullTypeAttr) ? split : counted)
+              .push_back(grad);
       sumSquares =
           counted.empty()
               ? b.create<ConstantOp>(loc, DenseElementsAttr::get(
                                               scalar, b.getF32FloatAttr(0)))
                     .getResult()
               : b.create<SumSquaresOp>(loc, scalar, counted).getResult();
+      if (!split.empty()) {
+        Value slices = b.create<SumSquaresOp>(loc, scalar, split);
+        slices = b.create<AllReduceOp>(loc, slices,
+                                       b.getStringAttr(kTensorAxis),
+                                       b.getStringAttr("sum"));
+        sumSquares = b.create<AddOp>(loc, sumSquares, slices);
+      }
       if (pipelined)
         sumSquares = b.create<AllReduceOp>(loc, sumSquares,
                                            b.getStringAttr("pipeline"),

@@ -162,7 +162,66 @@ def PropagateShardings : Pass<"cleave-propagate-shardings", "ModuleOp"> {
     Option<"tensor", "tensor", "int64_t", /*default=*/"0",
            "tensor-parallel degree (0: the size of the mesh's tensor "
            "axis); 1 leaves the module unchanged">,
+    Option<"vocab", "vocab", "bool", /*default=*/"true",
+           "seed the vocabulary splits (3: column-parallel products of a "
+           "norm's output, 4: vocab-parallel embeddings); false keeps "
+           "embeddings and heads replicated">,
+    Option<"heads", "heads", "bool", /*default=*/"false",
+           "attention heads the degree cannot split are an error naming "
+           "spec key tensor_parallel_degree (cleave-compile's check) "
+           "instead of a replicated attention">,
   ];
+}
+
+def PartitionTensor : Pass<"cleave-partition-tensor", "ModuleOp"> {
+  let summary = "the local program of a tensor-parallel rank, with Megatron's f and g";
+  let description = [{
+    Turns the decisions of `cleave-propagate-shardings` into the program
+    that every rank of the mesh's `tensor` axis runs (the same program for
+    all of them; docs/tensor-parallel.md). Each value's type becomes its
+    local type, its type divided by its `cleave.sharding` (a blocked
+    dimension by the split, not the block count); a slice's start and
+    limit along a split dimension are divided by the split, and a
+    reshape's or broadcast's result type is the local one. Where
+    shardings meet, the collectives are explicit ops that `cleave-autodiff`
+    differentiates: `cleave.tp_reduce` (g: all-reduce sum forward,
+    gradient identity) on a partial value before the op that needs it
+    whole (after a row-parallel product), `cleave.tp_copy` (f: identity
+    forward, gradient all-reduced) on a replicated input of an op whose
+    result is split (before a column-parallel product). A split parameter
+    gets its local type, its full type in `cleave.full_type` and keeps its
+    `cleave.sharding`, from which the emitter writes each rank's slice.
+    The vocabulary: an embedding whose table is split on its rows looks
+    up the rank's rows (the ids shifted by the rank's offset, from
+    `cleave.axis_index`; the others masked to zero) and its partial sum is
+    completed by g; a cross-entropy over split classes becomes Megatron's
+    vocab-parallel one (the max over the group, not differentiated; the
+    group's sum of exp and the target's logit completed by g). The
+    shardings of op results are removed (the types say them now). What is
+    not partitioned yet is an error naming the op and its ONNX node: an op
+    where propagation stopped (a degree that does not divide the heads or
+    a width, or a split value to gather), a split over a sub-axis
+    (grouped-query attention with more tensor ranks than key/value
+    heads), an elementwise op that needs the rank's slice of a whole
+    operand, a row-split table with a padding_idx, a split constant, a
+    split function argument or result. Without a `tensor` axis of more
+    than one rank the module is unchanged.
+
+    ```mlir
+    // Before (tensor=2), GPT-2's MLP:
+    %f0 = cleave.matmul %h2, %wfc {cleave.sharding = #cleave.sharding<[{}, {}, {"tensor"} ]>, transpose_rhs} : (tensor<2x4x8xf32>, tensor<32x8xf32>) -> tensor<2x4x32xf32>
+    ...
+    %m0 = cleave.matmul %f2, %wp {cleave.sharding = #cleave.sharding<[{}, {}, {} ], partial = ["tensor" ]>, transpose_rhs} : (tensor<2x4x32xf32>, tensor<8x32xf32>) -> tensor<2x4x8xf32>
+    %m = cleave.add %bp, %m0 : (tensor<8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+    // After:
+    %f = cleave.tp_copy %h2 {axes = ["tensor"]} : tensor<2x4x8xf32>
+    %f0 = cleave.matmul %f, %wfc {transpose_rhs} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+    ...
+    %m0 = cleave.matmul %f2, %wp {transpose_rhs} : (tensor<2x4x16xf32>, tensor<8x16xf32>) -> tensor<2x4x8xf32>
+    %g = cleave.tp_reduce %m0 {axes = ["tensor"]} : tensor<2x4x8xf32>
+    %m = cleave.add %bp, %g : (tensor<8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+    ```
+  }];
 }
 
 def MixedPrecision : Pass<"cleave-mixed-precision", "ModuleOp"> {

@@ -31,6 +31,7 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
   PlaceRanksOptions place;
   place.data = options.dataDegree;
   place.pipeline = options.pipelineDegree;
+  place.tensor = options.tensorDegree;
   place.placement = options.placement;
   // MiCS: sharding groups smaller than the data-parallel ranks split the
   // data axis in two.
@@ -42,6 +43,19 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
   // Fused ops (attention, rotary, norms) before anything counts costs or
   // derives gradients: their rules and kernels are the fast ones.
   pm.addPass(createFuse());
+  if (options.tensorDegree > 1) {
+    // Tensor parallelism after the fused ops (their rules split attention
+    // by heads) and before autocast, the partition and autodiff: the
+    // split is decided, then each rank's program is the local one with
+    // Megatron's f and g, which autodiff differentiates
+    // (docs/tensor-parallel.md), the vocabulary split too (embedding,
+    // head and cross-entropy).
+    PropagateShardingsOptions propagate;
+    propagate.tensor = options.tensorDegree;
+    propagate.heads = true;
+    pm.addPass(createPropagateShardings(propagate));
+    pm.addPass(createPartitionTensor());
+  }
   // Autocast before partitioning, so the cost model and the memory plan
   // see the low-precision compute.
   if (!options.mixedPrecision.empty()) {

@@ -88,6 +88,11 @@ struct ProgramPipelineOptions
       llvm::cl::desc("pipeline ranks; stages = this x virtual-stages"),
       llvm::cl::init(1)};
   Option<int64_t> virtualStages{*this, "virtual-stages", llvm::cl::init(1)};
+  Option<int64_t> tensorDegree{
+      *this, "tensor-degree",
+      llvm::cl::desc("tensor-parallel ranks (Megatron-LM's split, found by "
+                     "sharding propagation)"),
+      llvm::cl::init(1)};
   Option<int64_t> activeMicrobatches{*this, "active-microbatches",
                                      llvm::cl::init(0)};
   Option<std::string> schedule{*this, "schedule",

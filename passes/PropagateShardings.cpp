@@ -534,6 +534,8 @@ struct PropagateShardings
     }
     if (axisSize == 1)
       return;
+    if (heads && failed(checkHeads(module)))
+      return signalPassFailure();
     if (!mesh)
       module->setAttr(kMeshAttr,
                       MeshAttr::get(module.getContext(),
@@ -604,13 +606,15 @@ struct PropagateShardings
     }
     propagate(ops);
     // (3) Column-parallel: products of a norm's output with a weight.
-    seedMatmuls(
+    if (vocab)
+      seedMatmuls(
         ops, readsNorm,
         [](const ShardingRule &r) { return rhsFactor(r, false); },
         "column-parallel");
     propagate(ops);
     // (4) Vocab-parallel embeddings.
-    for (Operation *op : ops) {
+    for (Operation *op : vocab ? ArrayRef<Operation *>(ops)
+                               : ArrayRef<Operation *>()) {
       auto embedding = dyn_cast<EmbeddingOp>(op);
       if (!embedding || !isParameter(embedding.getTable()))
         continue;
@@ -635,6 +639,27 @@ struct PropagateShardings
       return signalPassFailure();
 
     write(module, ops);
+  }
+
+  /// heads=true: attention heads the degree cannot split are an error
+  /// naming the spec key (cleave-compile), instead of a stop or a
+  /// conflict: query heads divisible by the degree, key/value heads
+  /// divisible by it or dividing it (grouped-query attention).
+  LogicalResult checkHeads(ModuleOp module) {
+    WalkResult walk = module.walk([&](AttentionOp op) {
+      int64_t q = op.getQ().getType().cast<RankedTensorType>().getDimSize(1);
+      int64_t kv = op.getK().getType().cast<RankedTensorType>().getDimSize(1);
+      if (q % axisSize == 0 && (kv % axisSize == 0 || axisSize % kv == 0))
+        return WalkResult::advance();
+      op.emitError() << describe(op) << " has " << q << " query and " << kv
+                     << " key/value heads, which spec key "
+                        "'tensor_parallel_degree' = "
+                     << axisSize
+                     << " cannot split by heads: give a power of two that "
+                        "divides the query heads";
+      return WalkResult::interrupt();
+    });
+    return failure(walk.wasInterrupted());
   }
 
   ShardingAttr toAttr(const ValueSplit &split) {

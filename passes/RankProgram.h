@@ -114,9 +114,9 @@ private:
                                 StringRef groupName, bool gather,
                                 Operation *op);
   LogicalResult emitGatherParam(GatherParamOp gather, pb::Function *fn);
+  LogicalResult addSlice(ParameterOp param, pb::Parameter *p);
   LogicalResult addSplitViews(ParameterOp param, int64_t offset,
                               pb::Parameter *p);
-  LogicalResult addSlice(ParameterOp param, pb::Parameter *p);
   LogicalResult emitBucket(pb::Collective *c, ArrayAttr params,
                            StringRef groupName,
                            std::optional<ArrayRef<int64_t>> members,

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ir/CleaveOps.h"
+#include "ir/DistributionOps.h"
 #include "passes/CutPoints.h"
 #include "passes/Layout.h"
 #include "passes/NodeName.h"
@@ -68,7 +69,9 @@ std::string layerKey(StringRef name) {
 bool recomputable(Operation *op) { return op && isMemoryEffectFree(op); }
 
 /// Ops every function makes for itself: storage names, not work.
-bool isStorage(Operation *op) { return isa<ConstantOp, GetParamOp>(op); }
+bool isStorage(Operation *op) {
+  return isa<ConstantOp, AxisIndexOp, GetParamOp>(op);
+}
 
 struct Remat : mlir::cleave::impl::RematBase<Remat> {
   using RematBase::RematBase;

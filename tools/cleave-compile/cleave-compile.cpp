@@ -351,6 +351,7 @@ int main(int argc, char **argv) {
   pipeline.decaySteps = opt.decaySteps;
   pipeline.minLr = opt.minLr;
   pipeline.pipelineDegree = spec.pipelineParallelDegree;
+  pipeline.tensorDegree = spec.tensorParallelDegree;
   pipeline.virtualStages = spec.virtualPipelineDegree;
   pipeline.activeMicrobatches = spec.activeMicrobatches;
   pipeline.schedule = spec.pipeline;

@@ -1,0 +1,492 @@
+//===- PartitionTensor.cpp - the local program of a tensor-parallel rank --===//
+//
+// Turns the decisions of cleave-propagate-shardings into the program every
+// rank of the tensor axis runs (docs/tensor-parallel.md, "The partition
+// step"): each value gets its local type (its type divided by its
+// sharding), the attributes that name positions along a split dimension
+// are rescaled, Megatron's f (cleave.tp_copy) is put on the replicated
+// input of a split region and g (cleave.tp_reduce) on a partial sum
+// before the op that needs it whole. Parameters get their local type and
+// keep the full one in cleave.full_type beside their cleave.sharding, for
+// the emitter's slices. The program is the same for every tensor rank.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ir/AttrNames.h"
+#include "ir/CleaveOps.h"
+#include "ir/DistributionOps.h"
+#include "passes/NodeName.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+
+namespace mlir::cleave {
+#define GEN_PASS_DEF_PARTITIONTENSOR
+#include "passes/Passes.h.inc"
+} // namespace mlir::cleave
+
+using namespace mlir;
+using namespace mlir::cleave;
+
+namespace {
+
+/// "cleave.matmul 'node'": how an error names an op to the user.
+std::string describe(Operation *op) {
+  std::string out = op->getName().getStringRef().str();
+  std::string name = onnxNodeName(op->getLoc());
+  if (!name.empty())
+    out += " (ONNX node '" + name + "')";
+  return out;
+}
+
+/// Whether `s` splits a dimension or is partial (null: replicated).
+bool isSplit(ShardingAttr s) {
+  if (!s)
+    return false;
+  for (unsigned d = 0; d < s.getDims().size(); ++d)
+    if (!s.getDims()[d].empty())
+      return true;
+  return false;
+}
+bool isPartial(ShardingAttr s) { return s && !s.getPartial().empty(); }
+
+struct PartitionTensor
+    : mlir::cleave::impl::PartitionTensorBase<PartitionTensor> {
+  MeshAttr mesh;
+  llvm::StringMap<ParameterOp> params;
+  // The f of a replicated value and the g of a partial one, made once.
+  llvm::DenseMap<Value, Value> copyOf, reduceOf;
+
+  /// The number of pieces dimension `dim` of a value sharded `s` is cut in.
+  int64_t splitOf(ShardingAttr s, unsigned dim) {
+    int64_t n = 1;
+    for (const AxisRef &ref : s.getDimAxisRefs(dim))
+      n *= ref.isWhole() ? mesh.getAxisSize(ref.name).value_or(1) : ref.size;
+    return n;
+  }
+
+  /// `type` divided by `s`; failure (after an error on `where`) when a
+  /// dimension is not divisible.
+  FailureOr<RankedTensorType> localType(RankedTensorType type, ShardingAttr s,
+                                        Operation *where) {
+    if (!s)
+      return type;
+    SmallVector<int64_t> shape(type.getShape());
+    for (unsigned d = 0; d < shape.size(); ++d) {
+      int64_t n = splitOf(s, d);
+      if (shape[d] % n != 0) {
+        where->emitError() << describe(where) << ": dimension " << d
+                           << " of " << type << " is not divisible by its "
+                           << n << " tensor-parallel pieces";
+        return failure();
+      }
+      shape[d] /= n;
+    }
+    return RankedTensorType::get(shape, type.getElementType());
+  }
+
+  /// The sharding of `v` as propagation decided it (null: replicated).
+  ShardingAttr shardingOf(Value v) {
+    if (auto get = v.getDefiningOp<GetParamOp>()) {
+      ParameterOp param = params.lookup(get.getName());
+      return param ? param->getAttrOfType<ShardingAttr>(kShardingAttr)
+                   : ShardingAttr();
+    }
+    if (Operation *def = v.getDefiningOp())
+      return def->getNumResults() == 1
+                 ? def->getAttrOfType<ShardingAttr>(kShardingAttr)
+                 : ShardingAttr();
+    auto arg = v.cast<BlockArgument>();
+    if (auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()))
+      return func.getArgAttrOfType<ShardingAttr>(arg.getArgNumber(),
+                                                 kShardingAttr);
+    return ShardingAttr();
+  }
+
+  ArrayAttr tensorAxes() {
+    return ArrayAttr::get(&getContext(),
+                          {StringAttr::get(&getContext(), kTensorAxis)});
+  }
+
+  /// g on `v`: its partial sums completed, once, right after `v`.
+  Value reduced(Value v) {
+    auto [it, inserted] = reduceOf.try_emplace(v, Value());
+    if (!inserted)
+      return it->second;
+    OpBuilder b(&getContext());
+    b.setInsertionPointAfterValue(v);
+    it->second = b.create<TpReduceOp>(v.getLoc(), v, tensorAxes());
+    return it->second;
+  }
+
+  /// f on `v`: the entry of a split region, once, right after `v`.
+  Value copied(Value v) {
+    auto [it, inserted] = copyOf.try_emplace(v, Value());
+    if (!inserted)
+      return it->second;
+    OpBuilder b(&getContext());
+    b.setInsertionPointAfterValue(v);
+    it->second = b.create<TpCopyOp>(v.getLoc(), v, tensorAxes());
+    return it->second;
+  }
+
+  /// A slice's start and limit along its split dimensions, divided by the
+  /// split (`[64, 128)` of a 192 cut in 2 becomes `[32, 64)` of 96).
+  LogicalResult rescaleSlice(SliceOp slice, ShardingAttr in) {
+    SmallVector<int64_t> start(slice.getStart()), limit(slice.getLimit());
+    ArrayRef<int64_t> step = slice.getStep();
+    for (unsigned d = 0; d < start.size(); ++d) {
+      int64_t n = splitOf(in, d);
+      if (n == 1)
+        continue;
+      if (step[d] != 1 || start[d] % n != 0 || limit[d] % n != 0)
+        return slice.emitError()
+               << describe(slice) << ": the slice [" << start[d] << ", "
+               << limit[d] << ") step " << step[d] << " of dimension " << d
+               << " does not fall on the " << n
+               << " tensor-parallel pieces of its blocks";
+      start[d] /= n;
+      limit[d] /= n;
+    }
+    slice.setStartAttr(DenseI64ArrayAttr::get(&getContext(), start));
+    slice.setLimitAttr(DenseI64ArrayAttr::get(&getContext(), limit));
+    return success();
+  }
+
+  Value scalarI64(OpBuilder &b, Location loc, int64_t v) {
+    auto type = RankedTensorType::get({}, b.getI64Type());
+    return b.create<ConstantOp>(loc,
+                                DenseElementsAttr::get(type, b.getI64IntegerAttr(v)));
+  }
+  Value scalarLike(OpBuilder &b, Location loc, Type element, double v) {
+    auto type = RankedTensorType::get({}, element);
+    return b.create<ConstantOp>(
+        loc, DenseElementsAttr::get(type, FloatAttr::get(element, v)));
+  }
+  Value reshape(OpBuilder &b, Location loc, Value v, ArrayRef<int64_t> shape) {
+    auto type = v.getType().cast<RankedTensorType>();
+    return b.create<ReshapeOp>(
+        loc, RankedTensorType::get(shape, type.getElementType()), v);
+  }
+  /// The rank's range of `n` classes (or rows) of `local` each: the
+  /// index `i - lo` in the rank's range, and whether `i` is in it.
+  std::pair<Value, Value> localIndex(OpBuilder &b, Location loc, Value i,
+                                     int64_t local) {
+    Value r = b.create<AxisIndexOp>(loc, RankedTensorType::get({}, b.getI64Type()),
+                                    b.getStringAttr(kTensorAxis));
+    Value n = scalarI64(b, loc, local);
+    Value shifted = b.create<SubOp>(loc, i, b.create<MulOp>(loc, r, n));
+    Value in = b.create<AndOp>(
+        loc, b.create<GreaterEqualOp>(loc, shifted, scalarI64(b, loc, 0)),
+        b.create<LessOp>(loc, shifted, n));
+    return {shifted, in};
+  }
+
+  /// A vocab-parallel embedding: rank r looks up the ids in its rows
+  /// [rV/T, (r+1)V/T) of the table and contributes zeros for the others;
+  /// the result is partial (its users get g). The local lookup's gradient
+  /// is the local embedding_grad.
+  LogicalResult lowerEmbedding(EmbeddingOp op, ShardingAttr result) {
+    if (op.getPaddingIdx())
+      return op.emitError() << describe(op)
+                            << ": a vocab-parallel embedding with a "
+                               "padding_idx is not partitioned yet";
+    if (!isPartial(result))
+      return op.emitError() << describe(op)
+                            << ": a vocab-parallel embedding's result is a "
+                               "partial sum, but propagation decided "
+                            << result;
+    OpBuilder b(op);
+    Location loc = op.getLoc();
+    Value ids = op.getIds();
+    int64_t rows =
+        op.getTable().getType().cast<RankedTensorType>().getDimSize(0);
+    auto [local, in] = localIndex(b, loc, ids, rows);
+    Value safe = b.create<SelectOp>(loc, in, local, scalarI64(b, loc, 0));
+    Value looked = b.create<EmbeddingOp>(loc, op.getTable(), safe,
+                                         op.getPaddingIdxAttr());
+    auto type = op.getType().cast<RankedTensorType>();
+    SmallVector<int64_t> maskShape(ids.getType().cast<RankedTensorType>().getShape());
+    maskShape.push_back(1);
+    Value mask = reshape(b, loc, in, maskShape);
+    auto out = b.create<SelectOp>(
+        loc, mask, looked, scalarLike(b, loc, type.getElementType(), 0.0));
+    out->setAttr(kShardingAttr, result);
+    op.getResult().replaceAllUsesWith(out.getResult());
+    op.erase();
+    return success();
+  }
+
+  /// Megatron's vocab-parallel cross-entropy on logits split over the
+  /// classes: the max over the group (a shift the loss does not depend
+  /// on, not differentiated), the group's sum of exp(l - max) and the
+  /// target's shifted logit (each rank's, 0 off its range) completed by g;
+  /// loss = log(sum) - (l_t - max). Autodiff gives the local gradient
+  /// softmax - onehot on the rank's classes.
+  LogicalResult lowerCrossEntropy(SoftmaxCrossEntropyOp op) {
+    auto input = op.getInput().getType().cast<RankedTensorType>();
+    if (input.getRank() != 2)
+      return op.emitError() << describe(op)
+                            << ": a vocab-parallel cross-entropy of "
+                            << input << " (classes not last of 2 dimensions) "
+                               "is not partitioned yet";
+    if (op.getReduction() == LossReduction::sum)
+      return op.emitError() << describe(op)
+                            << ": a vocab-parallel cross-entropy with "
+                               "reduction sum is not partitioned yet";
+    OpBuilder b(op);
+    Location loc = op.getLoc();
+    Type f = input.getElementType();
+    int64_t n = input.getDimSize(0), classes = input.getDimSize(1);
+    Value logits = op.getInput(), target = op.getTarget();
+    ArrayAttr tensor = tensorAxes();
+    Value max = b.create<ReduceMaxOp>(loc, logits, ArrayRef<int64_t>{1}, true);
+    max = b.create<AllReduceOp>(loc, max, b.getStringAttr(kTensorAxis),
+                                b.getStringAttr("max"));
+    Value shifted = b.create<SubOp>(loc, logits, max);
+    Value sum = b.create<ReduceSumOp>(loc, b.create<ExpOp>(loc, shifted),
+                                      ArrayRef<int64_t>{1}, true);
+    sum = b.create<TpReduceOp>(loc, sum, tensor);
+    auto [local, in] = localIndex(b, loc, target, classes);
+    Value safe = b.create<SelectOp>(loc, in, local, scalarI64(b, loc, 0));
+    Value picked = b.create<GatherElementsOp>(
+        loc, RankedTensorType::get({n, 1}, f), shifted,
+        reshape(b, loc, safe, {n, 1}), b.getI64IntegerAttr(1));
+    picked = b.create<SelectOp>(loc, reshape(b, loc, in, {n, 1}), picked,
+                                scalarLike(b, loc, f, 0.0));
+    picked = b.create<TpReduceOp>(loc, picked, tensor);
+    Value perSample = reshape(
+        b, loc, b.create<SubOp>(loc, b.create<LogOp>(loc, sum), picked), {n});
+    // Targets equal to ignore_index contribute nothing; the mean is over
+    // the others.
+    Value kept;
+    if (auto ignore = op.getIgnoreIndex()) {
+      kept = b.create<NotOp>(
+          loc, b.create<EqualOp>(loc, target, scalarI64(b, loc, *ignore)));
+      perSample = b.create<SelectOp>(loc, kept, perSample,
+                                     scalarLike(b, loc, f, 0.0));
+    }
+    Value loss = perSample;
+    if (op.getReduction() == LossReduction::mean) {
+      auto scalar = RankedTensorType::get({}, f);
+      loss = b.create<ReduceSumOp>(loc, perSample, ArrayRef<int64_t>{0}, false);
+      Value count =
+          kept ? b.create<ReduceSumOp>(
+                     loc, b.create<CastOp>(loc, RankedTensorType::get({n}, f),
+                                           kept),
+                     ArrayRef<int64_t>{0}, false)
+               : scalarLike(b, loc, f, double(n));
+      loss = b.create<DivOp>(loc, scalar, loss, count);
+    }
+    op.getResult().replaceAllUsesWith(loss);
+    op.erase();
+    return success();
+  }
+
+  /// One op of a forward: collectives on its operands where shardings
+  /// meet, then its local result type and attributes.
+  LogicalResult partition(Operation *op) {
+    if (isa<func::ReturnOp>(op)) {
+      for (OpOperand &use : op->getOpOperands()) {
+        ShardingAttr s = shardingOf(use.get());
+        if (isPartial(s))
+          use.set(reduced(use.get()));
+        else if (isSplit(s))
+          return op->emitError()
+                 << "a function result is split over the tensor axis; "
+                    "the partition returns whole values only";
+      }
+      return success();
+    }
+    if (isa<TpCopyOp, TpReduceOp>(op))
+      return success();
+    if (auto get = dyn_cast<GetParamOp>(op)) {
+      if (ParameterOp param = params.lookup(get.getName()))
+        get.getResult().setType(param.getType());
+      return success();
+    }
+    if (op->getNumResults() > 1)
+      for (Value v : op->getOperands())
+        if (isSplit(shardingOf(v)) || isPartial(shardingOf(v)))
+          return op->emitError() << describe(op)
+                                 << " has several results and a split "
+                                    "operand: the partition has no rule "
+                                    "for it";
+    ShardingAttr result = op->getNumResults() == 1
+                              ? op->getAttrOfType<ShardingAttr>(kShardingAttr)
+                              : ShardingAttr();
+    bool splitResult = isSplit(result) || isPartial(result);
+    // Propagation stopped here: a degree that does not divide the heads
+    // or a width, or a split value gathered before the op (an all-gather
+    // the partition does not insert yet).
+    if (auto why = op->getAttrOfType<StringAttr>(kShardingStopAttr))
+      return op->emitError()
+             << describe(op) << ": the tensor-parallel split stops here ("
+             << why.getValue()
+             << "); spec key 'tensor_parallel_degree' must divide the "
+                "model's attention heads and MLP width: give a smaller "
+                "power of two, or 1";
+    // Grouped-query attention with more tensor ranks than key/value heads:
+    // its key/value heads are replicated over a sub-axis, whose f is not
+    // built yet.
+    for (Value v : op->getResults())
+      if (ShardingAttr s = v == op->getResult(0) ? result : ShardingAttr())
+        for (unsigned d = 0; d < s.getDims().size(); ++d)
+          for (const AxisRef &ref : s.getDimAxisRefs(d))
+            if (!ref.isWhole())
+              return op->emitError()
+                     << describe(op) << " is split over a sub-axis of "
+                     << "\"tensor\" (more tensor ranks than key/value "
+                        "heads), which the partition does not build yet; "
+                        "give spec key 'tensor_parallel_degree' at most the "
+                        "number of key/value heads";
+    if (auto constant = dyn_cast<ConstantOp>(op)) {
+      if (splitResult)
+        return op->emitError() << describe(op)
+                               << ": a split constant is not partitioned yet";
+      return success();
+    }
+    // Vocab-parallel lookups and losses (docs/tensor-parallel.md, "The
+    // vocabulary").
+    // (A table split on its columns is an ordinary local lookup.)
+    if (auto embedding = dyn_cast<EmbeddingOp>(op))
+      if (ShardingAttr table = shardingOf(embedding.getTable());
+          table && !table.getDims()[0].empty())
+        return lowerEmbedding(embedding, result);
+    if (auto loss = dyn_cast<SoftmaxCrossEntropyOp>(op);
+        loss && isSplit(shardingOf(loss.getInput())))
+      return lowerCrossEntropy(loss);
+
+    // A mean over split dimensions: each rank's mean of its part is a
+    // partial sum once divided by the number of parts.
+    int64_t meanParts = 1;
+    if (auto mean = dyn_cast<ReduceMeanOp>(op))
+      if (ShardingAttr in = shardingOf(mean.getX()))
+        for (int64_t axis : mean.getAxes())
+          meanParts *= splitOf(in, axis);
+    ShardingAttr sliced;
+    for (OpOperand &use : op->getOpOperands()) {
+      Value v = use.get();
+      ShardingAttr s = shardingOf(v);
+      if (isPartial(s) && !isPartial(result)) {
+        // partial -> replicated: g (and then, entering a split region, f).
+        v = reduced(v);
+        use.set(v);
+        s = ShardingAttr();
+      }
+      auto type = v.getType().dyn_cast<RankedTensorType>();
+      if (splitResult && !isSplit(s) && !isPartial(s) && type &&
+          type.getElementType().isa<FloatType>() &&
+          !v.getDefiningOp<ConstantOp>()) {
+        // A replicated input of a split region: f, so that its gradient
+        // sums every rank's part.
+        use.set(copied(v));
+        continue;
+      }
+      if (isa<SliceOp>(op) && use.getOperandNumber() == 0)
+        sliced = s;
+    }
+    // An elementwise op whose result is split but an operand whole along
+    // that dimension (not broadcast there) would need the rank's slice of
+    // the operand (a replicated -> split transition), not built yet.
+    if (isSplit(result) &&
+        isa<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, SelectOp>(op)) {
+      auto out = op->getResult(0).getType().cast<RankedTensorType>();
+      for (OpOperand &use : op->getOpOperands()) {
+        if (isSplit(shardingOf(use.get())) || isPartial(shardingOf(use.get())))
+          continue;
+        auto in = use.get().getType().cast<RankedTensorType>();
+        int64_t lead = out.getRank() - in.getRank();
+        for (int64_t d = 0; d < in.getRank(); ++d)
+          if (in.getDimSize(d) != 1 && splitOf(result, d + lead) > 1)
+            return op->emitError()
+                   << describe(op) << ": operand "
+                   << use.getOperandNumber()
+                   << " is whole but the result is split along dimension "
+                   << d + lead
+                   << "; the rank's slice of a whole value is not built yet";
+      }
+    }
+    if (op->getNumResults() == 1) {
+      auto type = op->getResult(0).getType().dyn_cast<RankedTensorType>();
+      if (type && result) {
+        FailureOr<RankedTensorType> local = localType(type, result, op);
+        if (failed(local))
+          return failure();
+        op->getResult(0).setType(*local);
+      }
+    }
+    if (auto slice = dyn_cast<SliceOp>(op); slice && sliced)
+      if (failed(rescaleSlice(slice, sliced)))
+        return failure();
+    if (meanParts > 1) {
+      OpBuilder b(op->getContext());
+      b.setInsertionPointAfter(op);
+      Value mean = op->getResult(0);
+      auto scaled = b.create<MulOp>(
+          op->getLoc(), mean,
+          scalarLike(b, op->getLoc(),
+                     mean.getType().cast<RankedTensorType>().getElementType(),
+                     1.0 / double(meanParts)));
+      mean.replaceAllUsesExcept(scaled.getResult(), scaled);
+      if (result)
+        scaled->setAttr(kShardingAttr, result);
+    }
+    return success();
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    mesh = lookupMesh(module);
+    if (!mesh || mesh.getAxisSize(kTensorAxis).value_or(1) == 1)
+      return;
+    // Parameters first: their local type, the full one kept.
+    for (auto param : module.getOps<ParameterOp>()) {
+      params[param.getSymName()] = param;
+      auto s = param->getAttrOfType<ShardingAttr>(kShardingAttr);
+      if (!isSplit(s))
+        continue;
+      auto full = param.getType().cast<RankedTensorType>();
+      FailureOr<RankedTensorType> local = localType(full, s, param);
+      if (failed(local))
+        return signalPassFailure();
+      param->setAttr(kFullTypeAttr, TypeAttr::get(full));
+      param.setType(*local);
+    }
+    for (auto func : module.getOps<func::FuncOp>()) {
+      if (func.isExternal())
+        continue;
+      SmallVector<Operation *> ops;
+      func.walk([&](Operation *op) {
+        if (op != func.getOperation())
+          ops.push_back(op);
+      });
+      // The first op that cannot be partitioned says why; the rest of the
+      // function would repeat it.
+      for (Operation *op : ops)
+        if (failed(partition(op)))
+          return signalPassFailure();
+      // The types say the splits now (read until every op was done).
+      func.walk([&](Operation *op) { op->removeAttr(kShardingAttr); });
+      for (BlockArgument arg : func.getArguments())
+        if (isSplit(func.getArgAttrOfType<ShardingAttr>(arg.getArgNumber(),
+                                                        kShardingAttr)))
+          return func.emitError()
+                       << "argument " << arg.getArgNumber()
+                       << " is split over the tensor axis; the partition "
+                          "reads whole inputs only",
+                 signalPassFailure();
+      // The function's type follows its returned local values.
+      func.walk([&](func::ReturnOp ret) {
+        func.setType(FunctionType::get(&getContext(),
+                                       func.getArgumentTypes(),
+                                       ret.getOperandTypes()));
+      });
+    }
+  }
+};
+
+} // namespace
