@@ -1310,13 +1310,40 @@ def Cleave_GatherParamOp : Cleave_Op<"gather_param", [
     definition to its last use, so a forward reads the gathered weights of
     one layer at a time and the backward gathers them again.
 
+    With an `event` (`cleave-prefetch-gathers`) the op only starts the
+    all-gather, placed ahead of the ops before its readers so that the
+    transfer overlaps their compute, and the result may be read only after
+    the `cleave.wait_param` of it; its space is taken from here on.
+
     ```mlir
     %w = cleave.gather_param @"h.0.mlp.c_fc.weight" : tensor<64x256xf32>
+    %v = cleave.gather_param @"h.0.mlp.c_proj.weight" event 3 : tensor<256x64xf32>
     ```
   }];
-  let arguments = (ins FlatSymbolRefAttr:$name);
+  let arguments = (ins FlatSymbolRefAttr:$name, OptionalAttr<I64Attr>:$event);
   let results = (outs Cleave_FloatTensor:$result);
-  let assemblyFormat = "$name attr-dict `:` type($result)";
+  let assemblyFormat = "$name (`event` $event^)? attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Cleave_WaitParamOp : Cleave_Op<"wait_param"> {
+  let summary = "waits for a started gather of a sharded parameter";
+  let description = [{
+    Completes the all-gather that a `cleave.gather_param` with an `event`
+    started: from here on `gathered` holds the whole parameter. It comes
+    after that gather and before every other op that reads its result, in
+    the same block, and each started gather has exactly one.
+
+    ```mlir
+    %v = cleave.gather_param @"h.0.mlp.c_proj.weight" event 3 : tensor<256x64xf32>
+    %h = cleave.matmul %x, %u ...          // overlaps the gather
+    cleave.wait_param %v : tensor<256x64xf32>
+    %y = cleave.matmul %h, %v ...
+    ```
+  }];
+  let arguments = (ins Cleave_FloatTensor:$gathered);
+  let assemblyFormat = "$gathered attr-dict `:` type($gathered)";
+  let hasVerifier = 1;
 }
 
 def Cleave_AllReduceOp : Cleave_Op<"all_reduce", [SameOperandsAndResultType]> {

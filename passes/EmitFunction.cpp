@@ -257,6 +257,20 @@ LogicalResult RankProgram::emitFunction(func::FuncOp func) {
       addFrees(op, fn, freeable, lastUser);
       continue;
     }
+    if (auto wait = dyn_cast<WaitParamOp>(op)) {
+      auto gather = wait.getGathered().getDefiningOp<GatherParamOp>();
+      auto it = gather && gather.getEvent()
+                    ? gatherEvents.find(*gather.getEvent())
+                    : gatherEvents.end();
+      if (it == gatherEvents.end())
+        return op.emitError() << "waits for a gather this function has not "
+                                 "started";
+      pb::Event *e = fn->add_body()->mutable_event();
+      e->set_id(it->second);
+      e->set_wait(true);
+      addFrees(op, fn, freeable, lastUser);
+      continue;
+    }
     if (auto gather = dyn_cast<GatherParamOp>(op)) {
       if (failed(emitGatherParam(gather, fn)))
         return failure();
@@ -526,16 +540,21 @@ LogicalResult RankProgram::emitGatherParam(GatherParamOp gather,
                               << " has no planned chunk";
   std::string name = onnxNodeName(gather.getLoc());
   Type element = param.getType().cast<RankedTensorType>().getElementType();
+  // The padded space is the activation the plan counts, written by the
+  // all-gather, so that the runtime measures what the plan predicts; the
+  // whole parameter that kernels read is a view of its start, and a free
+  // of it frees the padded space.
   FailureOr<int> padded =
       addTensor(RankedTensorType::get({shards->padded()}, element), offsets[0],
-                pb::VIEW, gather.getName().str() + " (gathered, padded)",
+                pb::ACTIVATIONS, gather.getName().str() + " (gathered, padded)",
                 gather);
   if (failed(padded))
     return failure();
-  FailureOr<int> whole = addTensor(gather.getType(), offsets[0],
-                                   pb::ACTIVATIONS, name, gather);
+  FailureOr<int> whole =
+      addTensor(gather.getType(), offsets[0], pb::VIEW, name, gather);
   if (failed(whole))
     return failure();
+  freedAs[*whole] = *padded;
   FailureOr<int> group = groupIndex(shards->axis, std::nullopt, gather);
   if (failed(group))
     return failure();
@@ -544,6 +563,13 @@ LogicalResult RankProgram::emitGatherParam(GatherParamOp gather,
   c->set_group(*group);
   c->add_inputs(chunk->second);
   c->add_outputs(*padded);
+  // Started only (cleave-prefetch-gathers): its cleave.wait_param waits.
+  if (std::optional<int64_t> event = gather.getEvent())
+    c->set_event(gatherEvents
+                     .try_emplace(*event, int(gradientEvents.size() +
+                                              gatherEvents.size()) +
+                                              1)
+                     .first->second);
   tensorOf[gather.getResult()] = *whole;
   return success();
 }
@@ -604,8 +630,9 @@ void RankProgram::addFrees(Operation &op, pb::Function *fn,
   for (Value v : op.getOperands())
     if (freeable.contains(v) && lastUser.lookup(v) == &op &&
         done.insert(v).second)
-      fn->add_body()->mutable_free()->set_tensor(tensorOf.lookup(v));
+      fn->add_body()->mutable_free()->set_tensor(storageOf(tensorOf.lookup(v)));
   for (Value result : op.getResults())
     if (!lastUser.count(result))
-      fn->add_body()->mutable_free()->set_tensor(tensorOf.lookup(result));
+      fn->add_body()->mutable_free()->set_tensor(
+          storageOf(tensorOf.lookup(result)));
 }

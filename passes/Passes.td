@@ -711,6 +711,47 @@ def ShardParameters : Pass<"cleave-shard-parameters", "ModuleOp"> {
   ];
 }
 
+def PrefetchGathers : Pass<"cleave-prefetch-gathers", "ModuleOp"> {
+  let summary = "starts sharded parameters' gathers early, overlapping compute (ZeRO-3 prefetch)";
+  let description = [{
+    `cleave-shard-parameters` gathers a sharded parameter just before the op
+    that reads it, so every gather waits for the network while nothing
+    computes. This pass turns each gather of a forward or backward function
+    into a start and a wait: the start (`cleave.gather_param` with an
+    `event`) goes `depth` gathers ahead, where the gather `depth` places
+    before it in the block was (the first `depth` at the block's start), and
+    a `cleave.wait_param` goes just before the first reader, so the
+    transfer overlaps the compute of the layers in between (DeepSpeed's and
+    FSDP's prefetch). SMP's `sdp_max_live_parameters` is `max-live`: a
+    gather starts no earlier than where the padded elements of the gathered
+    parameters live at once, its own included, stay within it (later and
+    later up to its own place, where it stays synchronous); 0 prefetches
+    nothing. A started gather's space is taken from its start, so the
+    memory plan, after this pass, counts the earlier starts exactly.
+
+    ```mlir
+    // before
+    %u = cleave.gather_param @"h.0.mlp.c_fc.weight" : tensor<64x256xf32>
+    %h = cleave.matmul %x, %u ...
+    %v = cleave.gather_param @"h.0.mlp.c_proj.weight" : tensor<256x64xf32>
+    %y = cleave.matmul %h, %v ...
+    // after (depth 1)
+    %u = cleave.gather_param @"h.0.mlp.c_fc.weight" : tensor<64x256xf32>
+    %v = cleave.gather_param @"h.0.mlp.c_proj.weight" event 1 : tensor<256x64xf32>
+    %h = cleave.matmul %x, %u ...
+    cleave.wait_param %v : tensor<256x64xf32>
+    %y = cleave.matmul %h, %v ...
+    ```
+  }];
+  let options = [
+    Option<"depth", "depth", "int64_t", /*default=*/"1",
+           "gathers started this many gathers ahead of their own place">,
+    Option<"maxLive", "max-live", "int64_t", /*default=*/"1000000000",
+           "padded elements of gathered parameters live at once "
+           "(SMP's sdp_max_live_parameters)">,
+  ];
+}
+
 def DataParallel : Pass<"cleave-data-parallel", "ModuleOp"> {
   let summary = "averages gradients over the data-parallel ranks (DDP)";
   let description = [{

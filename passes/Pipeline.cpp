@@ -162,6 +162,15 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
   schedule.backend = options.backend;
   schedule.ratesFile = options.ratesFile;
   pm.addPass(createPipelineSchedule(schedule));
+  if (options.train && options.shardedDegree > 1) {
+    // Each sharded parameter's gather starts a gather ahead, overlapping
+    // the compute before its reader; once the functions' order is final
+    // (after remat) and before the memory plan, which then counts the
+    // earlier starts.
+    PrefetchGathersOptions prefetch;
+    prefetch.maxLive = options.maxLiveParameters;
+    pm.addPass(createPrefetchGathers(prefetch));
+  }
   if (stages > 1) {
     // Offsets last: every value that will exist is known, the slots too.
     pm.nest<ModuleOp>().addPass(createMemoryPlan());

@@ -49,6 +49,12 @@ struct ProgramPipelineOptions
       llvm::cl::desc("sharded data parallelism: parameters with fewer "
                      "elements stay whole on every rank"),
       llvm::cl::init(1000000)};
+  Option<int64_t> maxLiveParameters{
+      *this, "max-live-parameters",
+      llvm::cl::desc("ZeRO-3: padded elements of gathered parameters live at "
+                     "once, gathers started ahead within it (SMP's "
+                     "sdp_max_live_parameters; 0: no prefetch)"),
+      llvm::cl::init(1000000000)};
   Option<int64_t> seed{*this, "seed",
                        llvm::cl::desc("seed of generated initial values"),
                        llvm::cl::init(0)};

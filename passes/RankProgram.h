@@ -148,6 +148,17 @@ private:
   // Program-wide ids of the started gradient all-reduces, by the IR's
   // event (unique on a rank), in the order the rank's schedule starts them.
   std::map<int64_t, int> gradientEvents;
+  /// The started gathers' (cleave.gather_param with an event) program
+  /// events, numbered after and between the gradients' so that no two
+  /// collide: each starts and is waited for within one function.
+  std::map<int64_t, int> gatherEvents;
+  /// A view whose value's space is another tensor's (a gathered
+  /// parameter's whole shape, of its padded space): freed as that one.
+  llvm::DenseMap<int, int> freedAs;
+  int storageOf(int tensor) const {
+    auto it = freedAs.find(tensor);
+    return it == freedAs.end() ? tensor : it->second;
+  }
 };
 
 } // namespace mlir::cleave
