@@ -1005,7 +1005,15 @@ def CheckMemoryFit : Pass<"cleave-check-memory-fit", "ModuleOp"> {
     predicted peak is above `device-memory-gib`, fails naming the worst
     rank (the largest peak), its largest category and the spec key that
     would reduce it, before anything is written. The module is left
-    unchanged; `device-memory-gib=0` checks nothing.
+    unchanged; `device-memory-gib=0` checks nothing. When that part is a
+    model state (parameters, gradients, optimizer state) of a data-parallel
+    layout without a pipeline, the fix named is the smallest
+    `sharded_data_parallel_degree` dividing the data-parallel degree whose
+    plan would fit (this plan with the three split as sharding splits them,
+    and a gathered parameter with its flattened gradient on top when none
+    is gathered yet), or the ranks sharding would need when none does, with
+    SMP's rule of thumb in a note (one more 8-GPU host in the sharding group
+    per 3B parameters).
 
     ```
     error: spec key 'device_memory_gib': rank 1 needs 1.50 MiB (its plan),

@@ -125,8 +125,16 @@ struct PrefetchGathers
         candidates.push_back(0);
       for (size_t j = i >= size_t(depth) ? i - depth : 0; j < i; ++j)
         candidates.push_back(gathers[j].at);
+      // Only where compute runs between the start and the reader: a
+      // start followed at once by its wait would overlap nothing.
+      auto computes = [&](int64_t from) {
+        for (int64_t k = from; k < g.firstRead; ++k)
+          if (!isa<GatherParamOp, ConstantOp>(ops[k]))
+            return true;
+        return false;
+      };
       for (int64_t q : candidates) {
-        if (q >= g.at)
+        if (q >= g.at || !computes(q))
           break;
         bool fits = true;
         for (int64_t k = q; fits && k < g.at; ++k)
