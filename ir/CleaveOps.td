@@ -1346,6 +1346,30 @@ def Cleave_WaitParamOp : Cleave_Op<"wait_param"> {
   let hasVerifier = 1;
 }
 
+def Cleave_WaitScatterOp : Cleave_Op<"wait_scatter"> {
+  let summary = "waits for a started reduce-scatter of a gradient bucket";
+  let description = [{
+    Sharded data parallelism's gradient buckets (`cleave-bucket-scatters`,
+    SMP's `sdp_reduce_bucket_size`): a `cleave.reduce_scatter` with a
+    `cleave.event` attribute only starts; this op completes it. It names
+    the started op's result and its input, both of which the collective
+    uses until here (so both keep their space until here), comes after
+    the start and before every other reader of the result, in the same
+    block.
+
+    ```mlir
+    %c = cleave.reduce_scatter %flat {axes = ["data"], dim = 0 : i64, reduce = "mean", cleave.event = 1 : i64}
+        : tensor<96xf32> -> tensor<48xf32>
+    ...                                    // the backward goes on
+    cleave.wait_scatter %c, %flat : tensor<48xf32>, tensor<96xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_FloatTensor:$scattered, Cleave_FloatTensor:$input);
+  let assemblyFormat =
+      "$scattered `,` $input attr-dict `:` type($scattered) `,` type($input)";
+  let hasVerifier = 1;
+}
+
 def Cleave_AllReduceOp : Cleave_Op<"all_reduce", [SameOperandsAndResultType]> {
   let summary = "combines a tensor over the ranks of a mesh group";
   let description = [{

@@ -327,6 +327,26 @@ LogicalResult WaitParamOp::verify() {
   return success();
 }
 
+LogicalResult WaitScatterOp::verify() {
+  auto scatter = getScattered().getDefiningOp<ReduceScatterOp>();
+  if (!scatter || !scatter->hasAttr(kEventAttr))
+    return emitOpError() << "waits for a value that no started "
+                            "cleave.reduce_scatter (with a cleave.event) "
+                            "defines";
+  if (scatter.getInput() != getInput())
+    return emitOpError() << "names an input that is not its reduce-scatter's";
+  if (scatter->getBlock() != (*this)->getBlock())
+    return emitOpError() << "is not in the block of its reduce-scatter";
+  for (Operation *user : getScattered().getUsers())
+    if (user != *this) {
+      Operation *reader = (*this)->getBlock()->findAncestorOpInBlock(*user);
+      if (reader && reader->isBeforeInBlock(*this))
+        return emitOpError() << "comes after a reader of the reduce-scattered "
+                                "value; the wait must come first";
+    }
+  return success();
+}
+
 LogicalResult AdamWOp::verifySymbolUses(SymbolTableCollection &symbols) {
   return verifyUpdateGrad(*this, getNameAttr(), getGrad().getType(), symbols);
 }

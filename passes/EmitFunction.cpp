@@ -252,8 +252,26 @@ LogicalResult RankProgram::emitFunction(func::FuncOp func) {
       c->set_reduce(scatter.getReduce() == "sum" ? pb::SUM : pb::MEAN);
       c->add_inputs(tensorOf.lookup(scatter.getInput()));
       c->add_outputs(*id);
+      // Started only (cleave-bucket-scatters): its wait_scatter waits.
+      if (auto event = op.getAttrOfType<IntegerAttr>(kEventAttr))
+        c->set_event(startedEvent(scatterEvents, event.getInt()));
       tensorOf[scatter.getResult()] = *id;
       freeable.insert(scatter.getResult());
+      addFrees(op, fn, freeable, lastUser);
+      continue;
+    }
+    if (auto wait = dyn_cast<WaitScatterOp>(op)) {
+      auto scatter = wait.getScattered().getDefiningOp<ReduceScatterOp>();
+      auto event = scatter ? scatter->getAttrOfType<IntegerAttr>(kEventAttr)
+                           : IntegerAttr();
+      auto it = event ? scatterEvents.find(event.getInt())
+                      : scatterEvents.end();
+      if (it == scatterEvents.end())
+        return op.emitError() << "waits for a reduce-scatter this function "
+                                 "has not started";
+      pb::Event *e = fn->add_body()->mutable_event();
+      e->set_id(it->second);
+      e->set_wait(true);
       addFrees(op, fn, freeable, lastUser);
       continue;
     }
@@ -565,11 +583,7 @@ LogicalResult RankProgram::emitGatherParam(GatherParamOp gather,
   c->add_outputs(*padded);
   // Started only (cleave-prefetch-gathers): its cleave.wait_param waits.
   if (std::optional<int64_t> event = gather.getEvent())
-    c->set_event(gatherEvents
-                     .try_emplace(*event, int(gradientEvents.size() +
-                                              gatherEvents.size()) +
-                                              1)
-                     .first->second);
+    c->set_event(startedEvent(gatherEvents, *event));
   tensorOf[gather.getResult()] = *whole;
   return success();
 }

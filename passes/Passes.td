@@ -752,6 +752,54 @@ def PrefetchGathers : Pass<"cleave-prefetch-gathers", "ModuleOp"> {
   ];
 }
 
+def BucketScatters : Pass<"cleave-bucket-scatters", "ModuleOp"> {
+  let summary = "reduce-scatters sharded parameters' gradients in buckets, started during backward";
+  let description = [{
+    `cleave-shard-parameters` reduce-scatters each microbatch gradient of a
+    sharded parameter on its own, synchronously, right after it is made.
+    This pass joins consecutive ones (same group and reduction) into
+    buckets of at most `bucket-elements` padded elements (SMP's
+    `sdp_reduce_bucket_size`; one larger gradient alone; 0 leaves them as
+    they are): each padded gradient viewed as [ranks, chunk], joined along
+    the chunks and flattened, so that rank r's block of the one
+    reduce-scatter is its chunks in order, sliced apart for the
+    `cleave.accumulate_grad`s. The collective only starts (a
+    `cleave.event` attribute) once the bucket's last gradient is made, and
+    a `cleave.wait_scatter` waits for it where the next bucket starts (the
+    last one at the function's end), so it travels while the backward
+    computes. Before the memory plan, which keeps the joined input and the
+    result from the start to the wait.
+
+    ```mlir
+    // before
+    %c1 = cleave.reduce_scatter %f1 {axes = ["data"], dim = 0 : i64, reduce = "mean"} : tensor<64xf32> -> tensor<32xf32>
+    cleave.accumulate_grad @w2, %c1 : tensor<32xf32>
+    ...
+    %c2 = cleave.reduce_scatter %f2 {...} : tensor<32xf32> -> tensor<16xf32>
+    cleave.accumulate_grad @w1, %c2 : tensor<16xf32>
+    return
+    // after (one bucket)
+    %r1 = cleave.reshape %f1 : tensor<64xf32> -> tensor<2x32xf32>
+    %r2 = cleave.reshape %f2 : tensor<32xf32> -> tensor<2x16xf32>
+    %j = cleave.concat %r1, %r2 {axis = 1 : i64} : (...) -> tensor<2x48xf32>
+    %f = cleave.reshape %j : tensor<2x48xf32> -> tensor<96xf32>
+    %c = cleave.reduce_scatter %f {axes = ["data"], dim = 0 : i64, reduce = "mean", cleave.event = 1 : i64} : tensor<96xf32> -> tensor<48xf32>
+    cleave.wait_scatter %c, %f : tensor<48xf32>, tensor<96xf32>
+    %s1 = cleave.slice %c {start = array<i64: 0>, limit = array<i64: 32>, step = array<i64: 1>} : tensor<48xf32> -> tensor<32xf32>
+    cleave.accumulate_grad @w2, %s1 : tensor<32xf32>
+    %s2 = cleave.slice %c {start = array<i64: 32>, ...} : tensor<48xf32> -> tensor<16xf32>
+    cleave.accumulate_grad @w1, %s2 : tensor<16xf32>
+    return
+    ```
+  }];
+  let options = [
+    Option<"bucketElements", "bucket-elements", "int64_t",
+           /*default=*/"500000000",
+           "padded gradient elements per reduce-scatter (SMP's "
+           "sdp_reduce_bucket_size; 0: one per parameter, synchronous)">,
+  ];
+}
+
 def DataParallel : Pass<"cleave-data-parallel", "ModuleOp"> {
   let summary = "averages gradients over the data-parallel ranks (DDP)";
   let description = [{

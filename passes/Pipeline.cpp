@@ -170,6 +170,12 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
     PrefetchGathersOptions prefetch;
     prefetch.maxLive = options.maxLiveParameters;
     pm.addPass(createPrefetchGathers(prefetch));
+    // The gradients' reduce-scatters joined into buckets, each started
+    // once its last gradient is made; before the memory plan, which keeps
+    // each bucket's input until its wait.
+    BucketScattersOptions buckets;
+    buckets.bucketElements = options.reduceBucketSize;
+    pm.addPass(createBucketScatters(buckets));
   }
   if (stages > 1) {
     // Offsets last: every value that will exist is known, the slots too.

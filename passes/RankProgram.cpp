@@ -62,8 +62,7 @@ void RankProgram::numberGradientEvents(func::FuncOp copy) {
       event = start.getEvent();
     else
       return;
-    int id = int(gradientEvents.size() + gatherEvents.size()) + 1;
-    gradientEvents.try_emplace(event, id);
+    startedEvent(gradientEvents, event);
   });
 }
 

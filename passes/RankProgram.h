@@ -152,6 +152,18 @@ private:
   /// events, numbered after and between the gradients' so that no two
   /// collide: each starts and is waited for within one function.
   std::map<int64_t, int> gatherEvents;
+  /// The started gradient buckets' (cleave.reduce_scatter with a
+  /// cleave.event) program events, likewise.
+  std::map<int64_t, int> scatterEvents;
+  /// The program event of IR event `event` in `events`, numbered after
+  /// every event numbered so far.
+  int startedEvent(std::map<int64_t, int> &events, int64_t event) {
+    return events
+        .try_emplace(event, int(gradientEvents.size() + gatherEvents.size() +
+                                scatterEvents.size()) +
+                                1)
+        .first->second;
+  }
   /// A view whose value's space is another tensor's (a gathered
   /// parameter's whole shape, of its padded space): freed as that one.
   llvm::DenseMap<int, int> freedAs;

@@ -207,3 +207,39 @@ module attributes {cleave.mesh = #cleave.mesh<["data"=2]>} {
     return %w : tensor<3x5xf32>
   }
 }
+
+// -----
+
+// A started reduce-scatter (cleave-bucket-scatters) is waited for with its
+// own input, before its readers.
+module attributes {cleave.mesh = #cleave.mesh<["data"=2]>} {
+  func.func @backward(%f: tensor<32xf32>, %g: tensor<32xf32>) -> tensor<16xf32> {
+    %c = cleave.reduce_scatter %f {axes = ["data"], dim = 0 : i64, reduce = "mean", cleave.event = 1 : i64} : tensor<32xf32> -> tensor<16xf32>
+    // expected-error @+1 {{names an input that is not its reduce-scatter's}}
+    cleave.wait_scatter %c, %g : tensor<16xf32>, tensor<32xf32>
+    return %c : tensor<16xf32>
+  }
+}
+
+// -----
+
+module attributes {cleave.mesh = #cleave.mesh<["data"=2]>} {
+  func.func @backward(%f: tensor<32xf32>) -> tensor<16xf32> {
+    %c = cleave.reduce_scatter %f {axes = ["data"], dim = 0 : i64, reduce = "mean"} : tensor<32xf32> -> tensor<16xf32>
+    // expected-error @+1 {{waits for a value that no started cleave.reduce_scatter (with a cleave.event) defines}}
+    cleave.wait_scatter %c, %f : tensor<16xf32>, tensor<32xf32>
+    return %c : tensor<16xf32>
+  }
+}
+
+// -----
+
+module attributes {cleave.mesh = #cleave.mesh<["data"=2]>} {
+  func.func @backward(%f: tensor<32xf32>) -> tensor<16xf32> {
+    %c = cleave.reduce_scatter %f {axes = ["data"], dim = 0 : i64, reduce = "mean", cleave.event = 1 : i64} : tensor<32xf32> -> tensor<16xf32>
+    %n = cleave.neg %c : tensor<16xf32>
+    // expected-error @+1 {{comes after a reader of the reduce-scattered value; the wait must come first}}
+    cleave.wait_scatter %c, %f : tensor<16xf32>, tensor<32xf32>
+    return %n : tensor<16xf32>
+  }
+}

@@ -11,9 +11,14 @@ started" span is followed, in the same function run, by its "wait for
 ALL_GATHER N", and part of the time between the two is covered by no
 communication span of that rank: compute ran while the gather travelled.
 
+Gradient buckets (cleave-bucket-scatters): every "REDUCE_SCATTER N
+started" span lies inside a backward run, its "wait for REDUCE_SCATTER N"
+later in the same run.
+
 Prints "R ranks: S started gathers, each waited for after compute; P
-programs: G started ALL_GATHERs, each with kernels before its wait" (exit 0)
-or the first start that breaks it (exit 1).
+programs: G started ALL_GATHERs, each with kernels before its wait" and
+"B started gradient reduce-scatters, each inside a backward run and waited
+for in it" (exit 0) or the first start that breaks it (exit 1).
 """
 import json
 import re
@@ -112,10 +117,33 @@ def main():
                          "wait in '%s'" % (run["pid"], e["name"], run["name"]))
     if not started:
         sys.exit("no started ALL_GATHER in %s" % sys.argv[1])
+    # Gradient buckets (cleave-bucket-scatters): each started reduce-scatter
+    # is inside a backward run, waited for later in the same run.
+    scatters = 0
+    for e in spans:
+        m = re.fullmatch(r"REDUCE_SCATTER (\d+) started", e["name"])
+        if not m:
+            continue
+        run = next((r for r in runs if r["pid"] == e["pid"] and
+                    r["ts"] <= e["ts"] <= r["ts"] + r["dur"]), None)
+        if run is None or "backward" not in run["name"]:
+            sys.exit("rank %d: '%s' is not inside a backward run" %
+                     (e["pid"], e["name"]))
+        if not any(w["pid"] == e["pid"] and w["name"] ==
+                   "wait for REDUCE_SCATTER " + m.group(1) and
+                   e["ts"] <= w["ts"] <= run["ts"] + run["dur"]
+                   for w in spans):
+            sys.exit("rank %d: '%s' in '%s' has no wait after it" %
+                     (e["pid"], e["name"], run["name"]))
+        scatters += 1
+    if not scatters:
+        sys.exit("no started REDUCE_SCATTER in %s" % sys.argv[1])
     ranks = len({r["pid"] for r in runs})
     print("%d ranks: %d started gathers, each waited for after compute; "
           "%d programs: %d started ALL_GATHERs, each with kernels before its "
           "wait" % (ranks, started, len(programs), gathers))
+    print("%d started gradient reduce-scatters, each inside a backward run "
+          "and waited for in it" % scatters)
 
 
 if __name__ == "__main__":
