@@ -205,8 +205,21 @@ struct CheckMemoryFit : mlir::cleave::impl::CheckMemoryFitBase<CheckMemoryFit> {
     // activations (an upper estimate: the plan at the degree found fits).
     if (worst.memory.gatheredParameters == 0)
       rest += 2 * largestParameter(module);
+    // Gradient buckets (cleave-bucket-scatters): a bucket's flattened
+    // gradients, their joined copy and its flat view live together until
+    // its wait; three bucket-sized copies bound them (an upper estimate).
+    auto bucketBytes = [&](int64_t k) -> int64_t {
+      if (bucketElements <= 0)
+        return 0;
+      int64_t padded = 0;
+      module.walk([&](ParameterOp param) {
+        int64_t n = param.getType().cast<RankedTensorType>().getNumElements();
+        padded += k * ((n + k - 1) / k);
+      });
+      return 3 * std::min<int64_t>(bucketElements, padded) * 4;
+    };
     auto predicted = [&](int64_t k) {
-      return double(rest + modelStatesAt(module, k));
+      return double(rest + modelStatesAt(module, k) + bucketBytes(k));
     };
     for (int64_t k = current + 1; k <= dataDegree; ++k)
       if (dataDegree % k == 0 && predicted(k) <= limit)

@@ -1073,6 +1073,9 @@ def CheckMemoryFit : Pass<"cleave-check-memory-fit", "ModuleOp"> {
   let options = !listconcat([
     Option<"deviceMemoryGib", "device-memory-gib", "double", /*default=*/"0",
            "memory of one device in GiB (0: no limit)">,
+    Option<"bucketElements", "bucket-elements", "int64_t", /*default=*/"0",
+           "the sharding advice: gradient elements per reduce-scatter "
+           "bucket the named degree would use (sdp_reduce_bucket_size)">,
   ], PlanLayoutOptions);
 }
 

@@ -212,6 +212,7 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
   // rank, before the emitter writes any file.
   CheckMemoryFitOptions fit;
   fit.deviceMemoryGib = options.deviceMemoryGib;
+  fit.bucketElements = options.reduceBucketSize;
   setLayout(fit);
   pm.addPass(createCheckMemoryFit(fit));
   // Translation only: the IR has every decision by now.
