@@ -624,10 +624,6 @@ const KeyRule kRules[] = {
      "is not implemented yet (context parallelism)", 1},
     {"expert_parallel_degree", KeyUse::DefaultOnly, KeyType::Integer, "1",
      "is not implemented yet (expert parallelism)", 1},
-    {"sdp_reduce_bucket_size", KeyUse::DefaultOnly, KeyType::Integer,
-     "500000000", kSdp, 1},
-    {"sdp_max_live_parameters", KeyUse::DefaultOnly, KeyType::Integer,
-     "1000000000", kSdp, 1},
     {"sdp_hierarchical_allgather", KeyUse::DefaultOnly, KeyType::Bool, "true",
      kSdp},
     {"sdp_gradient_clipping", KeyUse::DefaultOnly, KeyType::Number, "1.0",
@@ -880,7 +876,8 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
       "processes_per_host", "device", "device_memory_gib", "batch_size",
       "micro_batch_size", "prescaled_batch", "optimizer", "seed",
       "world_size", "frozen_parameters", "checkpoint_attentions",
-      "activation_checkpointing_layers", "sdp_param_persistence_threshold"};
+      "activation_checkpointing_layers", "sdp_param_persistence_threshold",
+      "sdp_max_live_parameters", "sdp_reduce_bucket_size"};
   for (const KeyRule &rule : kRules)
     known.insert(rule.key);
   if (Error e = r.unknownKeys(known))
@@ -914,6 +911,21 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
                            "fewer elements stay whole on every rank; 0 "
                            "shards them all)",
                            spec.sdpParamPersistenceThreshold));
+  CLEAVE_SPEC_READ(
+      r.get("sdp_max_live_parameters", spec.sdpMaxLiveParameters));
+  if (spec.sdpMaxLiveParameters < 0)
+    return r.error("sdp_max_live_parameters",
+                   formatv("must not be negative, got {0} (the elements of "
+                           "gathered parameters live at once; 0 starts no "
+                           "gather ahead of its reader)",
+                           spec.sdpMaxLiveParameters));
+  CLEAVE_SPEC_READ(r.get("sdp_reduce_bucket_size", spec.sdpReduceBucketSize));
+  if (spec.sdpReduceBucketSize < 0)
+    return r.error("sdp_reduce_bucket_size",
+                   formatv("must not be negative, got {0} (padded gradient "
+                           "elements per reduce-scatter; 0 scatters each "
+                           "gradient on its own, at once)",
+                           spec.sdpReduceBucketSize));
   CLEAVE_SPEC_READ(r.get("placement_strategy", spec.placementStrategy));
   CLEAVE_SPEC_READ(r.get("processes_per_host", spec.processesPerHost));
   CLEAVE_SPEC_READ(r.get("device", spec.device));

@@ -53,6 +53,12 @@ struct Spec {
   int64_t shardedDataParallelDegree = 1;
   /// Sharded data parallelism: parameters with fewer elements stay whole.
   int64_t sdpParamPersistenceThreshold = 1000000;
+  /// Sharded data parallelism: padded elements of gathered parameters live
+  /// at once, gathers started ahead within it (SMP's default; 0: none).
+  int64_t sdpMaxLiveParameters = 1000000000;
+  /// Sharded data parallelism: padded gradient elements per started
+  /// reduce-scatter bucket (SMP's default; 0: one per parameter, at once).
+  int64_t sdpReduceBucketSize = 500000000;
   int64_t microbatches = 1;
   int64_t activeMicrobatches = 0; // 0: as many as microbatches
   std::string pipeline = "interleaved";

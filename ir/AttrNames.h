@@ -59,6 +59,11 @@ inline constexpr llvm::StringLiteral kStateAxisAttr = "cleave.state_axis";
 // parameter through cleave.gather_param.
 inline constexpr llvm::StringLiteral kParamAxisAttr = "cleave.param_axis";
 
+// Sharded data parallelism's gradient buckets (cleave-bucket-scatters): on
+// a cleave.reduce_scatter, that it only starts; the cleave.wait_scatter of
+// its result completes it. Dropped, the op is a synchronous one.
+inline constexpr llvm::StringLiteral kEventAttr = "cleave.event";
+
 // Data parallelism overlapping backward (cleave-overlap-gradients): on a
 // backward function, its copy for the step's last microbatch; on that copy,
 // the function it copies.
@@ -76,6 +81,7 @@ inline constexpr llvm::StringLiteral kKnownAttrNames[] = {
     "cleave.buffers",
     "cleave.differentiable",
     "cleave.elided_data",
+    "cleave.event",
     "cleave.first_node",
     "cleave.forward",
     "cleave.forward_seconds",

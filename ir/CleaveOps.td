@@ -1310,13 +1310,64 @@ def Cleave_GatherParamOp : Cleave_Op<"gather_param", [
     definition to its last use, so a forward reads the gathered weights of
     one layer at a time and the backward gathers them again.
 
+    With an `event` (`cleave-prefetch-gathers`) the op only starts the
+    all-gather, placed ahead of the ops before its readers so that the
+    transfer overlaps their compute, and the result may be read only after
+    the `cleave.wait_param` of it; its space is taken from here on.
+
     ```mlir
     %w = cleave.gather_param @"h.0.mlp.c_fc.weight" : tensor<64x256xf32>
+    %v = cleave.gather_param @"h.0.mlp.c_proj.weight" event 3 : tensor<256x64xf32>
     ```
   }];
-  let arguments = (ins FlatSymbolRefAttr:$name);
+  let arguments = (ins FlatSymbolRefAttr:$name, OptionalAttr<I64Attr>:$event);
   let results = (outs Cleave_FloatTensor:$result);
-  let assemblyFormat = "$name attr-dict `:` type($result)";
+  let assemblyFormat = "$name (`event` $event^)? attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Cleave_WaitParamOp : Cleave_Op<"wait_param"> {
+  let summary = "waits for a started gather of a sharded parameter";
+  let description = [{
+    Completes the all-gather that a `cleave.gather_param` with an `event`
+    started: from here on `gathered` holds the whole parameter. It comes
+    after that gather and before every other op that reads its result, in
+    the same block, and each started gather has exactly one.
+
+    ```mlir
+    %v = cleave.gather_param @"h.0.mlp.c_proj.weight" event 3 : tensor<256x64xf32>
+    %h = cleave.matmul %x, %u ...          // overlaps the gather
+    cleave.wait_param %v : tensor<256x64xf32>
+    %y = cleave.matmul %h, %v ...
+    ```
+  }];
+  let arguments = (ins Cleave_FloatTensor:$gathered);
+  let assemblyFormat = "$gathered attr-dict `:` type($gathered)";
+  let hasVerifier = 1;
+}
+
+def Cleave_WaitScatterOp : Cleave_Op<"wait_scatter"> {
+  let summary = "waits for a started reduce-scatter of a gradient bucket";
+  let description = [{
+    Sharded data parallelism's gradient buckets (`cleave-bucket-scatters`,
+    SMP's `sdp_reduce_bucket_size`): a `cleave.reduce_scatter` with a
+    `cleave.event` attribute only starts; this op completes it. It names
+    the started op's result and its input, both of which the collective
+    uses until here (so both keep their space until here), comes after
+    the start and before every other reader of the result, in the same
+    block.
+
+    ```mlir
+    %c = cleave.reduce_scatter %flat {axes = ["data"], dim = 0 : i64, reduce = "mean", cleave.event = 1 : i64}
+        : tensor<96xf32> -> tensor<48xf32>
+    ...                                    // the backward goes on
+    cleave.wait_scatter %c, %flat : tensor<48xf32>, tensor<96xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_FloatTensor:$scattered, Cleave_FloatTensor:$input);
+  let assemblyFormat =
+      "$scattered `,` $input attr-dict `:` type($scattered) `,` type($input)";
+  let hasVerifier = 1;
 }
 
 def Cleave_AllReduceOp : Cleave_Op<"all_reduce", [SameOperandsAndResultType]> {

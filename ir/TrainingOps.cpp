@@ -290,6 +290,63 @@ LogicalResult GatherParamOp::verifySymbolUses(SymbolTableCollection &) {
                     param.getType());
 }
 
+LogicalResult GatherParamOp::verify() {
+  if (!getEvent())
+    return success();
+  if (*getEvent() <= 0)
+    return emitOpError() << "event must be positive, got " << *getEvent();
+  WaitParamOp wait;
+  for (Operation *user : getResult().getUsers())
+    if (auto w = dyn_cast<WaitParamOp>(user)) {
+      if (wait)
+        return emitOpError() << "started gather (event " << *getEvent()
+                             << ") has more than one cleave.wait_param";
+      wait = w;
+    }
+  if (!wait)
+    return emitOpError() << "started gather (event " << *getEvent()
+                         << ") has no cleave.wait_param";
+  return success();
+}
+
+LogicalResult WaitParamOp::verify() {
+  auto gather = getGathered().getDefiningOp<GatherParamOp>();
+  if (!gather || !gather.getEvent())
+    return emitOpError() << "waits for a value that no started "
+                            "cleave.gather_param (with an event) defines";
+  if (gather->getBlock() != (*this)->getBlock())
+    return emitOpError() << "is not in the block of its gather";
+  for (Operation *user : getGathered().getUsers())
+    if (user != *this) {
+      Operation *reader = (*this)->getBlock()->findAncestorOpInBlock(*user);
+      if (reader && reader->isBeforeInBlock(*this))
+        return emitOpError()
+               << "comes after a reader of the gathered parameter "
+               << gather.getNameAttr() << "; the wait must come first";
+    }
+  return success();
+}
+
+LogicalResult WaitScatterOp::verify() {
+  auto scatter = getScattered().getDefiningOp<ReduceScatterOp>();
+  if (!scatter || !scatter->hasAttr(kEventAttr))
+    return emitOpError() << "waits for a value that no started "
+                            "cleave.reduce_scatter (with a cleave.event) "
+                            "defines";
+  if (scatter.getInput() != getInput())
+    return emitOpError() << "names an input that is not its reduce-scatter's";
+  if (scatter->getBlock() != (*this)->getBlock())
+    return emitOpError() << "is not in the block of its reduce-scatter";
+  for (Operation *user : getScattered().getUsers())
+    if (user != *this) {
+      Operation *reader = (*this)->getBlock()->findAncestorOpInBlock(*user);
+      if (reader && reader->isBeforeInBlock(*this))
+        return emitOpError() << "comes after a reader of the reduce-scattered "
+                                "value; the wait must come first";
+    }
+  return success();
+}
+
 LogicalResult AdamWOp::verifySymbolUses(SymbolTableCollection &symbols) {
   return verifyUpdateGrad(*this, getNameAttr(), getGrad().getType(), symbols);
 }

@@ -252,8 +252,40 @@ LogicalResult RankProgram::emitFunction(func::FuncOp func) {
       c->set_reduce(scatter.getReduce() == "sum" ? pb::SUM : pb::MEAN);
       c->add_inputs(tensorOf.lookup(scatter.getInput()));
       c->add_outputs(*id);
+      // Started only (cleave-bucket-scatters): its wait_scatter waits.
+      if (auto event = op.getAttrOfType<IntegerAttr>(kEventAttr))
+        c->set_event(startedEvent(scatterEvents, event.getInt()));
       tensorOf[scatter.getResult()] = *id;
       freeable.insert(scatter.getResult());
+      addFrees(op, fn, freeable, lastUser);
+      continue;
+    }
+    if (auto wait = dyn_cast<WaitScatterOp>(op)) {
+      auto scatter = wait.getScattered().getDefiningOp<ReduceScatterOp>();
+      auto event = scatter ? scatter->getAttrOfType<IntegerAttr>(kEventAttr)
+                           : IntegerAttr();
+      auto it = event ? scatterEvents.find(event.getInt())
+                      : scatterEvents.end();
+      if (it == scatterEvents.end())
+        return op.emitError() << "waits for a reduce-scatter this function "
+                                 "has not started";
+      pb::Event *e = fn->add_body()->mutable_event();
+      e->set_id(it->second);
+      e->set_wait(true);
+      addFrees(op, fn, freeable, lastUser);
+      continue;
+    }
+    if (auto wait = dyn_cast<WaitParamOp>(op)) {
+      auto gather = wait.getGathered().getDefiningOp<GatherParamOp>();
+      auto it = gather && gather.getEvent()
+                    ? gatherEvents.find(*gather.getEvent())
+                    : gatherEvents.end();
+      if (it == gatherEvents.end())
+        return op.emitError() << "waits for a gather this function has not "
+                                 "started";
+      pb::Event *e = fn->add_body()->mutable_event();
+      e->set_id(it->second);
+      e->set_wait(true);
       addFrees(op, fn, freeable, lastUser);
       continue;
     }
@@ -547,16 +579,21 @@ LogicalResult RankProgram::emitGatherParam(GatherParamOp gather,
                               << " has no planned chunk";
   std::string name = onnxNodeName(gather.getLoc());
   Type element = param.getType().cast<RankedTensorType>().getElementType();
+  // The padded space is the activation the plan counts, written by the
+  // all-gather, so that the runtime measures what the plan predicts; the
+  // whole parameter that kernels read is a view of its start, and a free
+  // of it frees the padded space.
   FailureOr<int> padded =
       addTensor(RankedTensorType::get({shards->padded()}, element), offsets[0],
-                pb::VIEW, gather.getName().str() + " (gathered, padded)",
+                pb::ACTIVATIONS, gather.getName().str() + " (gathered, padded)",
                 gather);
   if (failed(padded))
     return failure();
-  FailureOr<int> whole = addTensor(gather.getType(), offsets[0],
-                                   pb::ACTIVATIONS, name, gather);
+  FailureOr<int> whole =
+      addTensor(gather.getType(), offsets[0], pb::VIEW, name, gather);
   if (failed(whole))
     return failure();
+  freedAs[*whole] = *padded;
   FailureOr<int> group = groupIndex(shards->axis, std::nullopt, gather);
   if (failed(group))
     return failure();
@@ -565,6 +602,9 @@ LogicalResult RankProgram::emitGatherParam(GatherParamOp gather,
   c->set_group(*group);
   c->add_inputs(chunk->second);
   c->add_outputs(*padded);
+  // Started only (cleave-prefetch-gathers): its cleave.wait_param waits.
+  if (std::optional<int64_t> event = gather.getEvent())
+    c->set_event(startedEvent(gatherEvents, *event));
   tensorOf[gather.getResult()] = *whole;
   return success();
 }
@@ -625,8 +665,9 @@ void RankProgram::addFrees(Operation &op, pb::Function *fn,
   for (Value v : op.getOperands())
     if (freeable.contains(v) && lastUser.lookup(v) == &op &&
         done.insert(v).second)
-      fn->add_body()->mutable_free()->set_tensor(tensorOf.lookup(v));
+      fn->add_body()->mutable_free()->set_tensor(storageOf(tensorOf.lookup(v)));
   for (Value result : op.getResults())
     if (!lastUser.count(result))
-      fn->add_body()->mutable_free()->set_tensor(tensorOf.lookup(result));
+      fn->add_body()->mutable_free()->set_tensor(
+          storageOf(tensorOf.lookup(result)));
 }

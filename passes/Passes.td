@@ -770,6 +770,95 @@ def ShardParameters : Pass<"cleave-shard-parameters", "ModuleOp"> {
   ];
 }
 
+def PrefetchGathers : Pass<"cleave-prefetch-gathers", "ModuleOp"> {
+  let summary = "starts sharded parameters' gathers early, overlapping compute (ZeRO-3 prefetch)";
+  let description = [{
+    `cleave-shard-parameters` gathers a sharded parameter just before the op
+    that reads it, so every gather waits for the network while nothing
+    computes. This pass turns each gather of a forward or backward function
+    into a start and a wait: the start (`cleave.gather_param` with an
+    `event`) goes `depth` gathers ahead, where the gather `depth` places
+    before it in the block was (the first `depth` at the block's start), and
+    a `cleave.wait_param` goes just before the first reader, so the
+    transfer overlaps the compute of the layers in between (DeepSpeed's and
+    FSDP's prefetch). SMP's `sdp_max_live_parameters` is `max-live`: a
+    gather starts no earlier than where the padded elements of the gathered
+    parameters live at once, its own included, stay within it (later and
+    later up to its own place, where it stays synchronous); 0 prefetches
+    nothing. A started gather's space is taken from its start, so the
+    memory plan, after this pass, counts the earlier starts exactly.
+
+    ```mlir
+    // before
+    %u = cleave.gather_param @"h.0.mlp.c_fc.weight" : tensor<64x256xf32>
+    %h = cleave.matmul %x, %u ...
+    %v = cleave.gather_param @"h.0.mlp.c_proj.weight" : tensor<256x64xf32>
+    %y = cleave.matmul %h, %v ...
+    // after (depth 1)
+    %u = cleave.gather_param @"h.0.mlp.c_fc.weight" : tensor<64x256xf32>
+    %v = cleave.gather_param @"h.0.mlp.c_proj.weight" event 1 : tensor<256x64xf32>
+    %h = cleave.matmul %x, %u ...
+    cleave.wait_param %v : tensor<256x64xf32>
+    %y = cleave.matmul %h, %v ...
+    ```
+  }];
+  let options = [
+    Option<"depth", "depth", "int64_t", /*default=*/"1",
+           "gathers started this many gathers ahead of their own place">,
+    Option<"maxLive", "max-live", "int64_t", /*default=*/"1000000000",
+           "padded elements of gathered parameters live at once "
+           "(SMP's sdp_max_live_parameters)">,
+  ];
+}
+
+def BucketScatters : Pass<"cleave-bucket-scatters", "ModuleOp"> {
+  let summary = "reduce-scatters sharded parameters' gradients in buckets, started during backward";
+  let description = [{
+    `cleave-shard-parameters` reduce-scatters each microbatch gradient of a
+    sharded parameter on its own, synchronously, right after it is made.
+    This pass joins consecutive ones (same group and reduction) into
+    buckets of at most `bucket-elements` padded elements (SMP's
+    `sdp_reduce_bucket_size`; one larger gradient alone; 0 leaves them as
+    they are): each padded gradient viewed as [ranks, chunk], joined along
+    the chunks and flattened, so that rank r's block of the one
+    reduce-scatter is its chunks in order, sliced apart for the
+    `cleave.accumulate_grad`s. The collective only starts (a
+    `cleave.event` attribute) once the bucket's last gradient is made, and
+    a `cleave.wait_scatter` waits for it where the next bucket starts (the
+    last one at the function's end), so it travels while the backward
+    computes. Before the memory plan, which keeps the joined input and the
+    result from the start to the wait.
+
+    ```mlir
+    // before
+    %c1 = cleave.reduce_scatter %f1 {axes = ["data"], dim = 0 : i64, reduce = "mean"} : tensor<64xf32> -> tensor<32xf32>
+    cleave.accumulate_grad @w2, %c1 : tensor<32xf32>
+    ...
+    %c2 = cleave.reduce_scatter %f2 {...} : tensor<32xf32> -> tensor<16xf32>
+    cleave.accumulate_grad @w1, %c2 : tensor<16xf32>
+    return
+    // after (one bucket)
+    %r1 = cleave.reshape %f1 : tensor<64xf32> -> tensor<2x32xf32>
+    %r2 = cleave.reshape %f2 : tensor<32xf32> -> tensor<2x16xf32>
+    %j = cleave.concat %r1, %r2 {axis = 1 : i64} : (...) -> tensor<2x48xf32>
+    %f = cleave.reshape %j : tensor<2x48xf32> -> tensor<96xf32>
+    %c = cleave.reduce_scatter %f {axes = ["data"], dim = 0 : i64, reduce = "mean", cleave.event = 1 : i64} : tensor<96xf32> -> tensor<48xf32>
+    cleave.wait_scatter %c, %f : tensor<48xf32>, tensor<96xf32>
+    %s1 = cleave.slice %c {start = array<i64: 0>, limit = array<i64: 32>, step = array<i64: 1>} : tensor<48xf32> -> tensor<32xf32>
+    cleave.accumulate_grad @w2, %s1 : tensor<32xf32>
+    %s2 = cleave.slice %c {start = array<i64: 32>, ...} : tensor<48xf32> -> tensor<16xf32>
+    cleave.accumulate_grad @w1, %s2 : tensor<16xf32>
+    return
+    ```
+  }];
+  let options = [
+    Option<"bucketElements", "bucket-elements", "int64_t",
+           /*default=*/"500000000",
+           "padded gradient elements per reduce-scatter (SMP's "
+           "sdp_reduce_bucket_size; 0: one per parameter, synchronous)">,
+  ];
+}
+
 def DataParallel : Pass<"cleave-data-parallel", "ModuleOp"> {
   let summary = "averages gradients over the data-parallel ranks (DDP)";
   let description = [{
@@ -1023,7 +1112,15 @@ def CheckMemoryFit : Pass<"cleave-check-memory-fit", "ModuleOp"> {
     predicted peak is above `device-memory-gib`, fails naming the worst
     rank (the largest peak), its largest category and the spec key that
     would reduce it, before anything is written. The module is left
-    unchanged; `device-memory-gib=0` checks nothing.
+    unchanged; `device-memory-gib=0` checks nothing. When that part is a
+    model state (parameters, gradients, optimizer state) of a data-parallel
+    layout without a pipeline, the fix named is the smallest
+    `sharded_data_parallel_degree` dividing the data-parallel degree whose
+    plan would fit (this plan with the three split as sharding splits them,
+    and a gathered parameter with its flattened gradient on top when none
+    is gathered yet), or the ranks sharding would need when none does, with
+    SMP's rule of thumb in a note (one more 8-GPU host in the sharding group
+    per 3B parameters).
 
     ```
     error: spec key 'device_memory_gib': rank 1 needs 1.50 MiB (its plan),
@@ -1035,6 +1132,9 @@ def CheckMemoryFit : Pass<"cleave-check-memory-fit", "ModuleOp"> {
   let options = !listconcat([
     Option<"deviceMemoryGib", "device-memory-gib", "double", /*default=*/"0",
            "memory of one device in GiB (0: no limit)">,
+    Option<"bucketElements", "bucket-elements", "int64_t", /*default=*/"0",
+           "the sharding advice: gradient elements per reduce-scatter "
+           "bucket the named degree would use (sdp_reduce_bucket_size)">,
   ], PlanLayoutOptions);
 }
 

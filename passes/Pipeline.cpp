@@ -176,6 +176,21 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
   schedule.backend = options.backend;
   schedule.ratesFile = options.ratesFile;
   pm.addPass(createPipelineSchedule(schedule));
+  if (options.train && options.shardedDegree > 1) {
+    // Each sharded parameter's gather starts a gather ahead, overlapping
+    // the compute before its reader; once the functions' order is final
+    // (after remat) and before the memory plan, which then counts the
+    // earlier starts.
+    PrefetchGathersOptions prefetch;
+    prefetch.maxLive = options.maxLiveParameters;
+    pm.addPass(createPrefetchGathers(prefetch));
+    // The gradients' reduce-scatters joined into buckets, each started
+    // once its last gradient is made; before the memory plan, which keeps
+    // each bucket's input until its wait.
+    BucketScattersOptions buckets;
+    buckets.bucketElements = options.reduceBucketSize;
+    pm.addPass(createBucketScatters(buckets));
+  }
   if (stages > 1) {
     // Offsets last: every value that will exist is known, the slots too.
     pm.nest<ModuleOp>().addPass(createMemoryPlan());
@@ -211,6 +226,7 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
   // rank, before the emitter writes any file.
   CheckMemoryFitOptions fit;
   fit.deviceMemoryGib = options.deviceMemoryGib;
+  fit.bucketElements = options.reduceBucketSize;
   setLayout(fit);
   pm.addPass(createCheckMemoryFit(fit));
   // Translation only: the IR has every decision by now.

@@ -49,6 +49,18 @@ struct ProgramPipelineOptions
       llvm::cl::desc("sharded data parallelism: parameters with fewer "
                      "elements stay whole on every rank"),
       llvm::cl::init(1000000)};
+  Option<int64_t> maxLiveParameters{
+      *this, "max-live-parameters",
+      llvm::cl::desc("ZeRO-3: padded elements of gathered parameters live at "
+                     "once, gathers started ahead within it (SMP's "
+                     "sdp_max_live_parameters; 0: no prefetch)"),
+      llvm::cl::init(1000000000)};
+  Option<int64_t> reduceBucketSize{
+      *this, "reduce-bucket-size",
+      llvm::cl::desc("ZeRO-3: padded gradient elements per started "
+                     "reduce-scatter bucket (SMP's sdp_reduce_bucket_size; "
+                     "0: one per parameter, synchronous)"),
+      llvm::cl::init(500000000)};
   Option<int64_t> seed{*this, "seed",
                        llvm::cl::desc("seed of generated initial values"),
                        llvm::cl::init(0)};

@@ -63,8 +63,7 @@ void RankProgram::numberGradientEvents(func::FuncOp copy) {
       event = start.getEvent();
     else
       return;
-    int id = int(gradientEvents.size()) + 1;
-    gradientEvents.try_emplace(event, id);
+    startedEvent(gradientEvents, event);
   });
 }
 

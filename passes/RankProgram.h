@@ -149,6 +149,29 @@ private:
   // Program-wide ids of the started gradient all-reduces, by the IR's
   // event (unique on a rank), in the order the rank's schedule starts them.
   std::map<int64_t, int> gradientEvents;
+  /// The started gathers' (cleave.gather_param with an event) program
+  /// events, numbered after and between the gradients' so that no two
+  /// collide: each starts and is waited for within one function.
+  std::map<int64_t, int> gatherEvents;
+  /// The started gradient buckets' (cleave.reduce_scatter with a
+  /// cleave.event) program events, likewise.
+  std::map<int64_t, int> scatterEvents;
+  /// The program event of IR event `event` in `events`, numbered after
+  /// every event numbered so far.
+  int startedEvent(std::map<int64_t, int> &events, int64_t event) {
+    return events
+        .try_emplace(event, int(gradientEvents.size() + gatherEvents.size() +
+                                scatterEvents.size()) +
+                                1)
+        .first->second;
+  }
+  /// A view whose value's space is another tensor's (a gathered
+  /// parameter's whole shape, of its padded space): freed as that one.
+  llvm::DenseMap<int, int> freedAs;
+  int storageOf(int tensor) const {
+    auto it = freedAs.find(tensor);
+    return it == freedAs.end() ? tensor : it->second;
+  }
 };
 
 } // namespace mlir::cleave

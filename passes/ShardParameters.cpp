@@ -85,8 +85,8 @@ struct ShardParameters
             readers.insert(inBlock);
         for (Operation *reader : readers) {
           b.setInsertionPoint(reader);
-          auto gather = b.create<GatherParamOp>(get.getLoc(), get.getType(),
-                                                get.getNameAttr());
+          auto gather = b.create<GatherParamOp>(
+              get.getLoc(), get.getType(), get.getNameAttr(), IntegerAttr());
           get.getResult().replaceUsesWithIf(
               gather.getResult(), [&](OpOperand &use) {
                 return get->getBlock()->findAncestorOpInBlock(

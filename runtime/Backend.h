@@ -65,6 +65,10 @@ public:
   /// `in`) that only finishCollective(event) waits for.
   virtual Status startReduceScatter(int group, Reduce op, const TensorRef &in,
                                     const TensorRef &out, int event) = 0;
+  /// An all-gather of `in` into `out` that only finishCollective(event)
+  /// waits for (ZeRO-3's prefetched parameters).
+  virtual Status startAllGather(int group, const TensorRef &in,
+                                const TensorRef &out, int event) = 0;
   virtual Status finishCollective(int event) = 0;
   virtual Status finishCollectives() = 0;
 };

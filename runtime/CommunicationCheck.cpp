@@ -236,7 +236,8 @@ private:
           a.kind = Action::Kind::Collective;
           a.group = groupOf_[rank][c.group()];
           a.started = c.event() > 0 &&
-                      ((c.kind() == pb::REDUCE_SCATTER &&
+                      (((c.kind() == pb::REDUCE_SCATTER ||
+                         c.kind() == pb::ALL_GATHER) &&
                         c.inputs_size() > 0) ||
                        (c.kind() == pb::ALL_REDUCE && c.inputs_size() > 0 &&
                         std::equal(c.inputs().begin(), c.inputs().end(),

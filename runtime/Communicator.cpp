@@ -409,6 +409,40 @@ Status Communicator::allGather(int group, const TensorRef &in,
   return Status::ok();
 }
 
+Status Communicator::startAllGather(int group, const TensorRef &in,
+                                    const TensorRef &out, int event) {
+  const Group &g = groups_[group];
+  int64_t n = in.numElements();
+  if (in.dtype != out.dtype || out.numElements() != n * int64_t(g.ranks.size()))
+    return Status::error("all-gather of " + describe(in) + " into " +
+                         describe(out) + " over " +
+                         std::to_string(g.ranks.size()) +
+                         " ranks: the result must hold one input per rank");
+  if (g.ranks.size() == 1) {
+    if (in.data != out.data)
+      std::memmove(out.data, in.data, out.sizeBytes());
+    return Status::ok();
+  }
+  if (n > INT_MAX)
+    return Status::error("all-gather of " + describe(in) +
+                         ": more elements than one MPI call takes");
+  MPI_Datatype type;
+  CLEAVE_CHECK(datatype(in.dtype, type));
+  StartedReduce started{event, {}, out, Reduce::Sum, int(g.ranks.size()),
+                        group, {}};
+  const void *send = in.data;
+  if (overlaps(in, out)) {
+    started.staged.assign(static_cast<char *>(in.data),
+                          static_cast<char *>(in.data) + in.sizeBytes());
+    send = started.staged.data();
+  }
+  started.requests.push_back(MPI_REQUEST_NULL);
+  MPI_CHECK(MPI_Iallgather(send, int(n), type, out.data, int(n), type, g.comm,
+                           &started.requests.back()));
+  started_.push_back(std::move(started));
+  return Status::ok();
+}
+
 Status Communicator::reduceScatter(int group, Reduce op, const TensorRef &in,
                                    const TensorRef &out) {
   ReduceScatterCall call;

@@ -102,6 +102,10 @@ public:
   /// rank's part of in) that `event` names, as startAllReduce.
   Status startReduceScatter(int group, Reduce op, const TensorRef &in,
                             const TensorRef &out, int event);
+  /// Starts an all-gather of `in` into `out` (ZeRO-3's prefetched
+  /// parameter) that `event` names, as startAllReduce.
+  Status startAllGather(int group, const TensorRef &in, const TensorRef &out,
+                        int event);
   /// Completes the started all-reduces of `event` (none: nothing to do).
   Status finishCollective(int event);
   /// Completes every started all-reduce.
@@ -169,10 +173,11 @@ private:
     int event;
     std::vector<MPI_Request> requests;
     TensorRef tensor;
-    Reduce op;
+    Reduce op; // Sum for an all-gather: nothing to scale
     int count; // ranks in the group, for the mean
     int group;
-    // A started reduce-scatter's input, copied when the output lies in it.
+    // A started reduce-scatter's or all-gather's input, copied when the
+    // output lies in it.
     std::vector<char> staged;
   };
   std::vector<StartedReduce> started_;

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <set>
 
 using namespace cleave::runtime;
@@ -220,6 +221,12 @@ Status Runtime::prepare() {
       lossIds.insert(b.tensor());
   lossTensors_.assign(lossIds.begin(), lossIds.end());
 
+  // What each event's wait completes, for the trace.
+  std::map<int, pb::CollectiveKind> startedKind;
+  for (const pb::Function &source : program_.functions())
+    for (const pb::Instruction &inst : source.body())
+      if (inst.has_collective() && inst.collective().event() > 0)
+        startedKind[inst.collective().event()] = inst.collective().kind();
   functions_.resize(program_.functions_size());
   for (int f = 0; f < program_.functions_size(); ++f) {
     const pb::Function &source = program_.functions(f);
@@ -301,6 +308,9 @@ Status Runtime::prepare() {
         op.kind = Op::Kind::Event;
         op.where += ".event";
         op.event = inst.event().wait() ? inst.event().id() : 0;
+        if (auto it = startedKind.find(op.event); it != startedKind.end())
+          op.name = "wait for " + pb::CollectiveKind_Name(it->second) + " " +
+                    str(op.event);
         break;
       case pb::Instruction::kFree:
         op.kind = Op::Kind::Free;
@@ -389,7 +399,9 @@ Status Runtime::communicate(const Op &op) {
       const TensorRef &in = op.inputs[i], &out = op.outputs[i];
       switch (op.collective) {
       case pb::ALL_GATHER:
-        status = device->allGather(op.group, in, out);
+        status = op.event > 0
+                     ? device->startAllGather(op.group, in, out, op.event)
+                     : device->allGather(op.group, in, out);
         break;
       case pb::REDUCE_SCATTER:
         status = op.event > 0 ? device->startReduceScatter(
@@ -422,7 +434,8 @@ Status Runtime::communicate(const Op &op) {
     const TensorRef &in = op.inputs[i], &out = op.outputs[i];
     switch (op.collective) {
     case pb::ALL_GATHER:
-      status = comm_.allGather(op.group, in, out);
+      status = op.event > 0 ? comm_.startAllGather(op.group, in, out, op.event)
+                            : comm_.allGather(op.group, in, out);
       break;
     case pb::REDUCE_SCATTER:
       status = op.event > 0 ? comm_.startReduceScatter(op.group, op.reduce, in,
@@ -477,11 +490,16 @@ Status Runtime::communicateStaged(const Op &op) {
     const TensorRef &in = op.inputs[i], &out = op.outputs[i];
     TensorRef hostIn = host(i, in);
     CLEAVE_CHECK(backend_->download(hostIn.data, in.data, hostIn.sizeBytes()));
-    if (op.collective == pb::REDUCE_SCATTER && op.event > 0) {
+    if ((op.collective == pb::REDUCE_SCATTER ||
+         op.collective == pb::ALL_GATHER) &&
+        op.event > 0) {
       // Started: its host result is uploaded when the event is waited for.
       TensorRef hostOut = host(outputs + i, out);
-      CLEAVE_CHECK(comm_.startReduceScatter(op.group, op.reduce, hostIn,
-                                            hostOut, op.event));
+      CLEAVE_CHECK(op.collective == pb::ALL_GATHER
+                       ? comm_.startAllGather(op.group, hostIn, hostOut,
+                                              op.event)
+                       : comm_.startReduceScatter(op.group, op.reduce, hostIn,
+                                                  hostOut, op.event));
       stagedReduces_.push_back({op.event, out.data, &op.staging[outputs + i]});
       continue;
     }
@@ -596,7 +614,7 @@ Status Runtime::runOp(const Op &op) {
   if (!status)
     return Status::error(op.where + ": " + status.message());
   if (communicates && trace_.active())
-    trace_.add(op.kind == Op::Kind::Event ? "wait for ALL_REDUCE " + str(op.event)
+    trace_.add(op.kind == Op::Kind::Event ? op.name
                : op.kind == Op::Kind::Collective
                    ? pb::CollectiveKind_Name(op.collective) +
                          (op.event > 0 ? " " + str(op.event) + " started"

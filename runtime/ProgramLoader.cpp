@@ -427,10 +427,9 @@ private:
                              " outputs; expected one output per input");
     if (c.event() < 0)
       return fail(where, "negative event " + str(c.event()));
-    if (c.event() > 0 && c.kind() != pb::ALL_REDUCE &&
-        c.kind() != pb::REDUCE_SCATTER)
-      return fail(where, "only an ALL_REDUCE or a REDUCE_SCATTER can be "
-                         "started without waiting (event " +
+    if (c.event() > 0 && c.kind() == pb::BROADCAST)
+      return fail(where, "only an ALL_REDUCE, a REDUCE_SCATTER or an "
+                         "ALL_GATHER can be started without waiting (event " +
                              str(c.event()) + ")");
     for (int i = 0; c.event() > 0 && c.kind() == pb::ALL_REDUCE &&
                     i < c.inputs_size();

@@ -238,6 +238,11 @@ public:
     CLEAVE_CHECK(flush_());
     return inner_.startReduceScatter(group, op, in, out, event);
   }
+  Status startAllGather(int group, const TensorRef &in, const TensorRef &out,
+                        int event) override {
+    CLEAVE_CHECK(adamw_.flush());
+    return inner_.startAllGather(group, in, out, event);
+  }
   Status finishCollective(int event) override {
     CLEAVE_CHECK(flush_());
     return inner_.finishCollective(event);

@@ -235,6 +235,11 @@ Status NcclCommunication::startReduceScatter(int group, Reduce op,
   return collective(group, op, in, out, kReduceScatter, 0, event);
 }
 
+Status NcclCommunication::startAllGather(int group, const TensorRef &in,
+                                         const TensorRef &out, int event) {
+  return collective(group, Reduce::Sum, in, out, kAllGather, 0, event);
+}
+
 Status NcclCommunication::startSend(int peer, int tag, const TensorRef &t) {
   (void)tag;
   if (peer < 0 || peer >= worldSize_ || peer == rank_)

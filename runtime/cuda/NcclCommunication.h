@@ -58,6 +58,8 @@ public:
                         int event) override;
   Status startReduceScatter(int group, Reduce op, const TensorRef &in,
                             const TensorRef &out, int event) override;
+  Status startAllGather(int group, const TensorRef &in, const TensorRef &out,
+                        int event) override;
   Status finishCollective(int event) override;
   Status finishCollectives() override;
 

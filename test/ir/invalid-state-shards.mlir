@@ -157,3 +157,89 @@ module attributes {cleave.mesh = #cleave.mesh<["data"=2]>} {
 // expected-error @+1 {{mesh axis "data_replica" splits the data axis: it is followed by "sharded_data" and the mesh has no "data"}}
 module attributes {cleave.mesh = #cleave.mesh<["sharded_data"=2, "data_replica"=2]>} {
 }
+
+// -----
+
+// A started gather (cleave-prefetch-gathers) has exactly one wait, before
+// its readers.
+module attributes {cleave.mesh = #cleave.mesh<["data"=2]>} {
+  cleave.parameter @w {cleave.param_axis = "data", cleave.state_axis = "data"} : tensor<3x5xf32>
+  func.func @forward() -> tensor<3x5xf32> {
+    // expected-error @+1 {{started gather (event 1) has no cleave.wait_param}}
+    %w = cleave.gather_param @w event 1 : tensor<3x5xf32>
+    return %w : tensor<3x5xf32>
+  }
+}
+
+// -----
+
+module attributes {cleave.mesh = #cleave.mesh<["data"=2]>} {
+  cleave.parameter @w {cleave.param_axis = "data", cleave.state_axis = "data"} : tensor<3x5xf32>
+  func.func @forward() -> tensor<3x5xf32> {
+    %w = cleave.gather_param @w event 1 : tensor<3x5xf32>
+    %y = cleave.tanh %w : tensor<3x5xf32>
+    // expected-error @+1 {{comes after a reader of the gathered parameter @w; the wait must come first}}
+    cleave.wait_param %w : tensor<3x5xf32>
+    return %y : tensor<3x5xf32>
+  }
+}
+
+// -----
+
+module attributes {cleave.mesh = #cleave.mesh<["data"=2]>} {
+  cleave.parameter @w {cleave.param_axis = "data", cleave.state_axis = "data"} : tensor<3x5xf32>
+  func.func @forward() -> tensor<3x5xf32> {
+    %w = cleave.gather_param @w : tensor<3x5xf32>
+    // expected-error @+1 {{waits for a value that no started cleave.gather_param (with an event) defines}}
+    cleave.wait_param %w : tensor<3x5xf32>
+    return %w : tensor<3x5xf32>
+  }
+}
+
+// -----
+
+module attributes {cleave.mesh = #cleave.mesh<["data"=2]>} {
+  cleave.parameter @w {cleave.param_axis = "data", cleave.state_axis = "data"} : tensor<3x5xf32>
+  func.func @forward() -> tensor<3x5xf32> {
+    // expected-error @+1 {{event must be positive, got 0}}
+    %w = cleave.gather_param @w event 0 : tensor<3x5xf32>
+    cleave.wait_param %w : tensor<3x5xf32>
+    return %w : tensor<3x5xf32>
+  }
+}
+
+// -----
+
+// A started reduce-scatter (cleave-bucket-scatters) is waited for with its
+// own input, before its readers.
+module attributes {cleave.mesh = #cleave.mesh<["data"=2]>} {
+  func.func @backward(%f: tensor<32xf32>, %g: tensor<32xf32>) -> tensor<16xf32> {
+    %c = cleave.reduce_scatter %f {axes = ["data"], dim = 0 : i64, reduce = "mean", cleave.event = 1 : i64} : tensor<32xf32> -> tensor<16xf32>
+    // expected-error @+1 {{names an input that is not its reduce-scatter's}}
+    cleave.wait_scatter %c, %g : tensor<16xf32>, tensor<32xf32>
+    return %c : tensor<16xf32>
+  }
+}
+
+// -----
+
+module attributes {cleave.mesh = #cleave.mesh<["data"=2]>} {
+  func.func @backward(%f: tensor<32xf32>) -> tensor<16xf32> {
+    %c = cleave.reduce_scatter %f {axes = ["data"], dim = 0 : i64, reduce = "mean"} : tensor<32xf32> -> tensor<16xf32>
+    // expected-error @+1 {{waits for a value that no started cleave.reduce_scatter (with a cleave.event) defines}}
+    cleave.wait_scatter %c, %f : tensor<16xf32>, tensor<32xf32>
+    return %c : tensor<16xf32>
+  }
+}
+
+// -----
+
+module attributes {cleave.mesh = #cleave.mesh<["data"=2]>} {
+  func.func @backward(%f: tensor<32xf32>) -> tensor<16xf32> {
+    %c = cleave.reduce_scatter %f {axes = ["data"], dim = 0 : i64, reduce = "mean", cleave.event = 1 : i64} : tensor<32xf32> -> tensor<16xf32>
+    %n = cleave.neg %c : tensor<16xf32>
+    // expected-error @+1 {{comes after a reader of the reduce-scattered value; the wait must come first}}
+    cleave.wait_scatter %c, %f : tensor<16xf32>, tensor<32xf32>
+    return %n : tensor<16xf32>
+  }
+}

@@ -391,6 +391,42 @@ TEST(Executor, CopyAndSingleRankCollectives) {
   EXPECT_EQ(floats(l.runtime->tensor(gathered)), expected);
 }
 
+// A started all-gather (ZeRO-3 prefetch) completes at its event's wait,
+// with a kernel between the two; its result is read after the wait.
+TEST(Executor, StartedAllGatherCompletesAtItsWait) {
+  ProgramBuilder b;
+  int g = b.group("data", {0});
+  b.p.mutable_batch()->set_microbatches(1);
+  int src = b.constant({4}, {1, 2, 3, 4}, "src");
+  int gathered = b.f32({4}, "gathered");
+  int between = b.f32({4}, "between");
+  int doubled = b.f32({4}, "doubled");
+  int fn = b.function("forward", pb::FORWARD);
+  auto *c = b.p.mutable_functions(fn)->add_body()->mutable_collective();
+  c->set_kind(pb::ALL_GATHER);
+  c->set_group(g);
+  c->set_event(1);
+  c->add_inputs(src);
+  c->add_outputs(gathered);
+  b.kernel(fn, "neg", {src}, {between});
+  auto *wait = b.p.mutable_functions(fn)->add_body()->mutable_event();
+  wait->set_id(1);
+  wait->set_wait(true);
+  b.kernel(fn, "add", {gathered, gathered}, {doubled});
+  b.step(fn, 0);
+  Loaded l;
+  Status status = l.load(b, {true});
+  ASSERT_TRUE(status) << status.message();
+  StepResult r;
+  ASSERT_TRUE(l.runtime->runStep(0, nullptr, r));
+  EXPECT_EQ(floats(l.runtime->tensor(gathered)),
+            (std::vector<float>{1, 2, 3, 4}));
+  EXPECT_EQ(floats(l.runtime->tensor(between)),
+            (std::vector<float>{-1, -2, -3, -4}));
+  EXPECT_EQ(floats(l.runtime->tensor(doubled)),
+            (std::vector<float>{2, 4, 6, 8}));
+}
+
 TEST(Executor, GatherParametersOfOneRank) {
   TinyModel m = tinyLanguageModel();
   Loaded l;

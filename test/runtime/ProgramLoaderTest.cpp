@@ -464,16 +464,17 @@ const BadField kBadFields[] = {
      },
      "functions[0].body[11].collective ALL_REDUCE: a MEAN of tensor 3 (i64[2, "
      "3]): mean is for floating-point tensors only"},
-    {"StartedGatherIsRefused",
+    {"StartedBroadcastIsRefused",
      [](TinyModel &m) {
        auto *c = m.b.p.mutable_functions(0)->add_body()->mutable_collective();
-       c->set_kind(pb::ALL_GATHER);
+       c->set_kind(pb::BROADCAST);
        c->set_event(1);
        c->add_inputs(m.loss);
        c->add_outputs(m.loss);
      },
-     "functions[0].body[11].collective ALL_GATHER: only an ALL_REDUCE or a "
-     "REDUCE_SCATTER can be started without waiting (event 1)"},
+     "functions[0].body[11].collective BROADCAST: only an ALL_REDUCE, a "
+     "REDUCE_SCATTER or an ALL_GATHER can be started without waiting (event "
+     "1)"},
     {"StartedReduceNotInPlace",
      [](TinyModel &m) {
        auto *c = m.b.p.mutable_functions(0)->add_body()->mutable_collective();
