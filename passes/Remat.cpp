@@ -214,40 +214,6 @@ struct Remat : mlir::cleave::impl::RematBase<Remat> {
     return found;
   }
 
-  /// Attention cores: from the product of queries and keys to the softmax
-  /// of the scores (mask and scale included).
-  SmallVector<Range> attentionCores() {
-    SmallVector<Range> cores;
-    for (Operation *op : work) {
-      if (!isa<SoftmaxOp>(op))
-        continue;
-      // Back along the scores' chain to the product that made them.
-      Operation *at = op;
-      std::optional<int64_t> begin;
-      for (int depth = 0; at && depth < 8; ++depth) {
-        Operation *from = nullptr;
-        for (Value v : at->getOperands()) {
-          Operation *def = v.getDefiningOp();
-          if (def && position.count(def) &&
-              v.getType().cast<ShapedType>().getShape() ==
-                  op->getResult(0).getType().cast<ShapedType>().getShape() &&
-              (!from || position[def] > position[from]))
-            from = def;
-        }
-        if (!from)
-          break;
-        if (isa<MatmulOp>(from)) {
-          begin = position[from];
-          break;
-        }
-        at = from;
-      }
-      if (begin && (cores.empty() || cores.back().end <= *begin))
-        cores.push_back({*begin, position[op] + 1});
-    }
-    return cores;
-  }
-
   LogicalResult rematerialize(func::FuncOp forward, func::FuncOp backward) {
     Block &body = forward.getBody().front();
     Operation *ret = body.getTerminator();
@@ -263,7 +229,8 @@ struct Remat : mlir::cleave::impl::RematBase<Remat> {
 
     SmallVector<Range> segments;
     if (selective) {
-      segments = attentionCores();
+      for (auto [begin, end] : attentionCores(work))
+        segments.push_back({begin, end});
     } else {
       FailureOr<SmallVector<Range>> found = findLayers(forward);
       if (failed(found))
