@@ -13,6 +13,7 @@
 
 #include "ir/CleaveOps.h"
 #include "passes/CutPoints.h"
+#include "passes/ForwardBackward.h"
 #include "passes/Layout.h"
 #include "passes/NodeName.h"
 #include "passes/Passes.h"
@@ -106,24 +107,13 @@ struct Remat : mlir::cleave::impl::RematBase<Remat> {
     for (const std::string &prefix : layers)
       prefixMatches[prefix] = 0;
 
-    SmallVector<func::FuncOp> forwards;
-    module.walk([&](func::FuncOp func) {
-      auto kind = func->getAttrOfType<StringAttr>("cleave.kind");
-      if (kind && kind.getValue() == "forward" &&
-          func->hasAttr("cleave.backward"))
-        forwards.push_back(func);
-    });
-    for (func::FuncOp forward : forwards) {
-      auto name = forward->getAttrOfType<FlatSymbolRefAttr>("cleave.backward");
-      auto backward =
-          SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(forward, name);
-      if (!backward || backward.isExternal()) {
-        forward.emitError() << "cleave-remat: no backward function " << name;
-        return signalPassFailure();
-      }
+    FailureOr<SmallVector<std::pair<func::FuncOp, func::FuncOp>>> pairs =
+        forwardBackwardPairs(module, "cleave-remat");
+    if (failed(pairs))
+      return signalPassFailure();
+    for (auto [forward, backward] : *pairs)
       if (failed(rematerialize(forward, backward)))
         return signalPassFailure();
-    }
     // A prefix is checked over the whole model: each pipeline stage holds
     // only some of the layers.
     for (const std::string &prefix : layers)
