@@ -14,20 +14,13 @@ The losses of every run are checked to be the same floats as `each`'s.
 import argparse
 import json
 import os
-import subprocess
 import sys
+
+from common import run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 MB = 1e6
-
-
-def run(cmd):
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       text=True)
-    if p.returncode:
-        sys.exit("failed: %s\n%s" % (" ".join(cmd), p.stdout[-3000:]))
-    return p.stdout
 
 
 def main():

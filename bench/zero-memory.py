@@ -18,20 +18,13 @@ Measuring runs RANKS processes of the whole model on this machine: about
 import argparse
 import json
 import os
-import subprocess
 import sys
+
+from common import run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 MIB = 1 << 20
-
-
-def run(cmd, **kw):
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       text=True, **kw)
-    if p.returncode:
-        sys.exit("failed: %s\n%s" % (" ".join(cmd), p.stdout[-3000:]))
-    return p.stdout
 
 
 def main():

@@ -76,6 +76,10 @@ OpCost mlir::cleave::estimateCost(Operation *op) {
   return cost;
 }
 
+bool mlir::cleave::isHostCopy(Operation *op) {
+  return isa<OffloadOp, FetchOp>(op);
+}
+
 double mlir::cleave::seconds(const OpCost &cost, const Rates &rates) {
   double compute = rates.flopsPerSecond > 0 ? cost.flops / rates.flopsPerSecond
                                             : 0.0;

@@ -39,6 +39,15 @@ struct Rates {
 /// (parameters, constants).
 OpCost estimateCost(Operation *op);
 
+/// A copy between device and host memory (cleave.offload, cleave.fetch).
+/// Its cost is its bytes read and written at the rates' memory rate
+/// (`bytes_per_second`, cleave-calibrate's memory bandwidth): the rate of
+/// the CPU backends' copies (cpu-staged's upload and download are memory
+/// copies); on CUDA the host link is slower than that (not calibrated yet).
+/// It runs on the critical path, once: not part of the forward's work that
+/// the backward costs kBackwardFactor times.
+bool isHostCopy(Operation *op);
+
 /// Seconds for `cost` at `rates`: the slower of compute and memory.
 double seconds(const OpCost &cost, const Rates &rates);
 

@@ -1,6 +1,7 @@
 //===- CutPoints.cpp - the places between layers of a forward function ----===//
 
 #include "passes/CutPoints.h"
+#include "ir/CleaveOps.h"
 #include "passes/Layout.h"
 
 #include "llvm/ADT/DenseMap.h"
@@ -71,4 +72,40 @@ mlir::cleave::leastCrossingPlaces(ArrayRef<int64_t> crossing) {
         places.push_back(c);
     }
   return places;
+}
+
+SmallVector<std::pair<int64_t, int64_t>>
+mlir::cleave::attentionCores(ArrayRef<Operation *> work) {
+  llvm::DenseMap<Operation *, int64_t> position;
+  for (auto [i, op] : llvm::enumerate(work))
+    position[op] = i;
+  SmallVector<std::pair<int64_t, int64_t>> cores;
+  for (Operation *op : work) {
+    if (!isa<SoftmaxOp>(op))
+      continue;
+    // Back along the scores' chain to the product that made them.
+    Operation *at = op;
+    std::optional<int64_t> begin;
+    for (int depth = 0; at && depth < 8; ++depth) {
+      Operation *from = nullptr;
+      for (Value v : at->getOperands()) {
+        Operation *def = v.getDefiningOp();
+        if (def && position.count(def) &&
+            v.getType().cast<ShapedType>().getShape() ==
+                op->getResult(0).getType().cast<ShapedType>().getShape() &&
+            (!from || position[def] > position[from]))
+          from = def;
+      }
+      if (!from)
+        break;
+      if (isa<MatmulOp>(from)) {
+        begin = position[from];
+        break;
+      }
+      at = from;
+    }
+    if (begin && (cores.empty() || cores.back().second <= *begin))
+      cores.push_back({*begin, position[op] + 1});
+  }
+  return cores;
 }

@@ -42,6 +42,13 @@ SmallVector<int64_t> crossingBytes(const ValueSpans &spans, int64_t n,
 /// the later.
 SmallVector<int64_t> leastCrossingPlaces(ArrayRef<int64_t> crossing);
 
+/// The attention cores of `work` (what `activation_checkpointing:
+/// selective` recomputes): each a half-open range of positions from the
+/// product of queries and keys through mask and scale to the softmax of the
+/// scores, in order and disjoint. A fused cleave.attention has none.
+SmallVector<std::pair<int64_t, int64_t>>
+attentionCores(ArrayRef<Operation *> work);
+
 } // namespace mlir::cleave
 
 #endif // CLEAVE_PASSES_CUTPOINTS_H

@@ -14,6 +14,7 @@
 #include "ir/AttrNames.h"
 #include "ir/CleaveOps.h"
 #include "ir/DistributionOps.h"
+#include "passes/ForwardBackward.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -50,26 +51,13 @@ struct OffloadActivations
           << static_cast<int64_t>(horizon);
       return signalPassFailure();
     }
-    SmallVector<func::FuncOp> forwards;
-    module.walk([&](func::FuncOp func) {
-      auto kind = func->getAttrOfType<StringAttr>("cleave.kind");
-      if (kind && kind.getValue() == "forward" &&
-          func->hasAttr("cleave.backward"))
-        forwards.push_back(func);
-    });
-    for (func::FuncOp forward : forwards) {
-      auto name = forward->getAttrOfType<FlatSymbolRefAttr>("cleave.backward");
-      auto backward =
-          SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(forward, name);
-      if (!backward || backward.isExternal()) {
-        forward.emitError() << "cleave-offload-activations: no backward "
-                               "function "
-                            << name;
-        return signalPassFailure();
-      }
+    FailureOr<SmallVector<std::pair<func::FuncOp, func::FuncOp>>> pairs =
+        forwardBackwardPairs(module, "cleave-offload-activations");
+    if (failed(pairs))
+      return signalPassFailure();
+    for (auto [forward, backward] : *pairs)
       if (failed(offload(forward, backward)))
         return signalPassFailure();
-    }
   }
 
   LogicalResult offload(func::FuncOp forward, func::FuncOp backward) {

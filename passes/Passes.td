@@ -537,6 +537,11 @@ def PipelinePartition : Pass<"cleave-pipeline-partition", "ModuleOp"> {
     Option<"recompute", "recompute", "bool", /*default=*/"false",
            "activation checkpointing recomputes the layers (between the "
            "first and the last place): cost their forward twice">,
+    Option<"recomputeAttention", "recompute-attention", "bool",
+           /*default=*/"false",
+           "selective activation checkpointing recomputes the attention "
+           "cores (product of queries and keys to the softmax): cost their "
+           "forward twice">,
   ];
 }
 

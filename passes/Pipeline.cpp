@@ -82,6 +82,8 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
     partition.recompute = options.train && !options.remat.empty() &&
                           options.remat != "none" &&
                           options.remat != "selective";
+    partition.recomputeAttention =
+        options.train && options.remat == "selective";
     pm.addPass(createPipelinePartition(partition));
     // The phase contract: every op in one stage, every crossing value
     // through a stage's boundary; autodiff, the schedule and the emitter

@@ -161,15 +161,22 @@ struct PipelinePartition
              << " stages";
 
     // Prefix sums of time; memory per piece is computed directly.
-    // With activation checkpointing (cleave-remat, after autodiff) the
-    // layers, between the first and the last place, run forward twice.
+    // With activation checkpointing (cleave-remat, after autodiff) what it
+    // will recompute runs forward twice: the layers, between the first and
+    // the last place (`each`, `group_<k>`, `contiguous`), or the attention
+    // cores (`selective`).
+    SmallVector<bool> again(n, false);
+    if (recompute && !places.empty())
+      for (int64_t i = places.front(); i < places.back(); ++i)
+        again[i] = true;
+    if (recomputeAttention)
+      for (auto [begin, end] : attentionCores(work))
+        for (int64_t i = begin; i < end; ++i)
+          again[i] = true;
     SmallVector<double> time(n + 1, 0.0);
-    for (int64_t i = 0; i < n; ++i) {
-      bool again = recompute && !places.empty() && i >= places.front() &&
-                   i < places.back();
+    for (int64_t i = 0; i < n; ++i)
       time[i + 1] = time[i] + seconds(estimateCost(work[i]), *rates) *
-                                  (1 + kBackwardFactor + (again ? 1 : 0));
-    }
+                                  (1 + kBackwardFactor + (again[i] ? 1 : 0));
     SmallVector<int64_t> bounds = {0};
     bounds.append(places.begin(), places.end());
     bounds.push_back(n);

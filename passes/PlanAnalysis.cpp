@@ -104,7 +104,7 @@ StagePlan planStage(ModuleOp m, int64_t index, int64_t pipelineRanks,
     ++s.parameters;
     s.parameterBytes += tensorBytes(param.getType());
   }
-  double forwardSeconds = 0, recomputeSeconds = 0;
+  double forwardSeconds = 0, forwardCopySeconds = 0, backwardCopySeconds = 0;
   bool hasBackward = false;
   for (auto func : m.getOps<func::FuncOp>()) {
     // The last microbatch's copy of a backward (cleave-overlap-gradients)
@@ -190,6 +190,14 @@ StagePlan planStage(ModuleOp m, int64_t index, int64_t pipelineRanks,
       if (!op->getDialect() || !isa<CleaveDialect>(op->getDialect()))
         return;
       OpCost cost = estimateCost(op);
+      // Host copies (cleave-offload-activations) run once where they are,
+      // in the forward or the backward: not forward work to cost again.
+      if (isHostCopy(op)) {
+        (kind == FunctionKind::Forward ? forwardCopySeconds
+                                       : backwardCopySeconds) +=
+            seconds(cost, rates);
+        return;
+      }
       switch (kind) {
       case FunctionKind::Forward:
         s.forwardFlops += cost.flops;
@@ -210,8 +218,8 @@ StagePlan planStage(ModuleOp m, int64_t index, int64_t pipelineRanks,
         s.backwardFlops += cost.flops;
         // Forward ops the backward runs again (cleave-remat) cost what
         // they cost in the forward, on top of the gradients'.
-        if (op->hasAttr("cleave.recompute") && !copy)
-          recomputeSeconds += seconds(cost, rates);
+        if (op->hasAttr("cleave.recompute"))
+          s.recomputeSeconds += seconds(cost, rates);
         break;
       case FunctionKind::Optimizer:
         s.optimizerFlops += cost.flops;
@@ -228,13 +236,17 @@ StagePlan planStage(ModuleOp m, int64_t index, int64_t pipelineRanks,
       return f.getValueAsDouble();
     return std::nullopt;
   };
-  s.forwardSeconds =
-      recorded("cleave.forward_seconds").value_or(forwardSeconds);
+  s.recomputeSeconds =
+      recorded("cleave.recompute_seconds").value_or(s.recomputeSeconds);
+  s.hostCopySeconds = recorded("cleave.host_copy_seconds")
+                          .value_or(forwardCopySeconds + backwardCopySeconds);
+  s.forwardSeconds = recorded("cleave.forward_seconds")
+                         .value_or(forwardSeconds + forwardCopySeconds);
   s.backwardSeconds =
       recorded("cleave.backward_seconds")
-          .value_or(hasBackward
-                        ? forwardSeconds * kBackwardFactor + recomputeSeconds
-                        : 0.0);
+          .value_or(hasBackward ? forwardSeconds * kBackwardFactor +
+                                      s.recomputeSeconds + backwardCopySeconds
+                                : 0.0);
   return s;
 }
 
@@ -584,6 +596,8 @@ llvm::json::Value mlir::cleave::toJSON(const Plan &plan) {
                            {"parameter_bytes", s.parameterBytes},
                            {"forward_seconds", s.forwardSeconds},
                            {"backward_seconds", s.backwardSeconds},
+                           {"recompute_seconds", s.recomputeSeconds},
+                           {"host_copy_seconds", s.hostCopySeconds},
                            {"forward_flops", s.forwardFlops},
                            {"backward_flops", s.backwardFlops},
                            {"optimizer_seconds", s.optimizerSeconds},

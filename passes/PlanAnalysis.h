@@ -81,6 +81,11 @@ struct StagePlan {
   double sentBytes = 0; // one microbatch's activations to the next stage
   /// Per microbatch, from the cost model (or the schedule pass's record).
   double forwardSeconds = 0, backwardSeconds = 0;
+  /// Of those: the forward ops the backward computes again (cleave-remat's
+  /// `cleave.recompute`), in the backward; the copies to host memory and
+  /// back (cleave-offload-activations: offloads in the forward, fetches in
+  /// the backward), at the rates' memory rate (CostModel.h, isHostCopy).
+  double recomputeSeconds = 0, hostCopySeconds = 0;
   double forwardFlops = 0, backwardFlops = 0;
   /// Once per step.
   double optimizerSeconds = 0, optimizerFlops = 0;

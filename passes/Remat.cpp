@@ -14,6 +14,7 @@
 #include "ir/CleaveOps.h"
 #include "ir/DistributionOps.h"
 #include "passes/CutPoints.h"
+#include "passes/ForwardBackward.h"
 #include "passes/Layout.h"
 #include "passes/NodeName.h"
 #include "passes/Passes.h"
@@ -109,24 +110,13 @@ struct Remat : mlir::cleave::impl::RematBase<Remat> {
     for (const std::string &prefix : layers)
       prefixMatches[prefix] = 0;
 
-    SmallVector<func::FuncOp> forwards;
-    module.walk([&](func::FuncOp func) {
-      auto kind = func->getAttrOfType<StringAttr>("cleave.kind");
-      if (kind && kind.getValue() == "forward" &&
-          func->hasAttr("cleave.backward"))
-        forwards.push_back(func);
-    });
-    for (func::FuncOp forward : forwards) {
-      auto name = forward->getAttrOfType<FlatSymbolRefAttr>("cleave.backward");
-      auto backward =
-          SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(forward, name);
-      if (!backward || backward.isExternal()) {
-        forward.emitError() << "cleave-remat: no backward function " << name;
-        return signalPassFailure();
-      }
+    FailureOr<SmallVector<std::pair<func::FuncOp, func::FuncOp>>> pairs =
+        forwardBackwardPairs(module, "cleave-remat");
+    if (failed(pairs))
+      return signalPassFailure();
+    for (auto [forward, backward] : *pairs)
       if (failed(rematerialize(forward, backward)))
         return signalPassFailure();
-    }
     // A prefix is checked over the whole model: each pipeline stage holds
     // only some of the layers.
     for (const std::string &prefix : layers)
@@ -217,40 +207,6 @@ struct Remat : mlir::cleave::impl::RematBase<Remat> {
     return found;
   }
 
-  /// Attention cores: from the product of queries and keys to the softmax
-  /// of the scores (mask and scale included).
-  SmallVector<Range> attentionCores() {
-    SmallVector<Range> cores;
-    for (Operation *op : work) {
-      if (!isa<SoftmaxOp>(op))
-        continue;
-      // Back along the scores' chain to the product that made them.
-      Operation *at = op;
-      std::optional<int64_t> begin;
-      for (int depth = 0; at && depth < 8; ++depth) {
-        Operation *from = nullptr;
-        for (Value v : at->getOperands()) {
-          Operation *def = v.getDefiningOp();
-          if (def && position.count(def) &&
-              v.getType().cast<ShapedType>().getShape() ==
-                  op->getResult(0).getType().cast<ShapedType>().getShape() &&
-              (!from || position[def] > position[from]))
-            from = def;
-        }
-        if (!from)
-          break;
-        if (isa<MatmulOp>(from)) {
-          begin = position[from];
-          break;
-        }
-        at = from;
-      }
-      if (begin && (cores.empty() || cores.back().end <= *begin))
-        cores.push_back({*begin, position[op] + 1});
-    }
-    return cores;
-  }
-
   LogicalResult rematerialize(func::FuncOp forward, func::FuncOp backward) {
     Block &body = forward.getBody().front();
     Operation *ret = body.getTerminator();
@@ -266,7 +222,8 @@ struct Remat : mlir::cleave::impl::RematBase<Remat> {
 
     SmallVector<Range> segments;
     if (selective) {
-      segments = attentionCores();
+      for (auto [begin, end] : attentionCores(work))
+        segments.push_back({begin, end});
     } else {
       FailureOr<SmallVector<Range>> found = findLayers(forward);
       if (failed(found))

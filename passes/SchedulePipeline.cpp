@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ir/AttrNames.h"
 #include "ir/CleaveOps.h"
 #include "passes/CostModel.h"
 #include "passes/Passes.h"
@@ -130,32 +131,47 @@ struct SchedulePipeline
       if (id != (int64_t)index)
         return stage.emitError() << "stage modules must be in order; found "
                                     "stage " << id << " at position " << index;
-      double forward = 0, recompute = 0;
+      // Per microbatch: the forward's work, the forward ops the backward
+      // computes again (cleave-remat) and the host copies of the
+      // offloaded checkpoints (cleave-offload-activations), which run once
+      // where they are. The last microbatch's copy of a backward
+      // (cleave-overlap-gradients) runs instead of it: not counted.
+      double forward = 0, recompute = 0, forwardCopies = 0,
+             backwardCopies = 0;
       stage.walk([&](func::FuncOp func) {
-        if (!func->hasAttr("cleave.kind") ||
-            func->getAttrOfType<StringAttr>("cleave.kind").getValue() ==
-                "forward")
-          func.walk([&](Operation *op) {
-            if (op->getDialect() &&
-                isa<CleaveDialect>(op->getDialect()))
-              forward += seconds(estimateCost(op), *rates);
-          });
-        // What cleave-remat has the backward compute again.
-        else if (func->getAttrOfType<StringAttr>("cleave.kind").getValue() ==
-                 "backward")
-          func.walk([&](Operation *op) {
-            if (op->hasAttr("cleave.recompute"))
-              recompute += seconds(estimateCost(op), *rates);
-          });
+        auto kind = func->getAttrOfType<StringAttr>("cleave.kind");
+        bool isForward = !kind || kind.getValue() == "forward";
+        if (!isForward && (kind.getValue() != "backward" ||
+                           func->hasAttr(kLastMicrobatchOfAttr)))
+          return;
+        func.walk([&](Operation *op) {
+          if (!op->getDialect() || !isa<CleaveDialect>(op->getDialect()))
+            return;
+          double t = seconds(estimateCost(op), *rates);
+          if (isHostCopy(op))
+            (isForward ? forwardCopies : backwardCopies) += t;
+          else if (isForward)
+            forward += t;
+          else if (op->hasAttr("cleave.recompute"))
+            recompute += t;
+        });
       });
+      bool forwardOnlyStage = (int64_t)index < forwardOnly;
       stage->setAttr("cleave.slots",
                      b.getI64IntegerAttr(built->slotsPerStage[index]));
-      stage->setAttr("cleave.forward_seconds", b.getF64FloatAttr(forward));
+      stage->setAttr("cleave.forward_seconds",
+                     b.getF64FloatAttr(forward + forwardCopies));
       stage->setAttr("cleave.backward_seconds",
-                     b.getF64FloatAttr((int64_t)index < forwardOnly
+                     b.getF64FloatAttr(forwardOnlyStage
                                            ? 0.0
                                            : forward * kBackwardFactor +
-                                                 recompute));
+                                                 recompute + backwardCopies));
+      stage->setAttr("cleave.recompute_seconds",
+                     b.getF64FloatAttr(forwardOnlyStage ? 0.0 : recompute));
+      stage->setAttr("cleave.host_copy_seconds",
+                     b.getF64FloatAttr(forwardCopies +
+                                       (forwardOnlyStage ? 0.0
+                                                         : backwardCopies)));
     }
     SmallVector<Attribute> perRank;
     for (const std::vector<pipeline::Action> &actions : built->perRank) {
