@@ -240,7 +240,7 @@ public:
   }
   Status startAllGather(int group, const TensorRef &in, const TensorRef &out,
                         int event) override {
-    CLEAVE_CHECK(adamw_.flush());
+    CLEAVE_CHECK(flush_());
     return inner_.startAllGather(group, in, out, event);
   }
   Status finishCollective(int event) override {
