@@ -27,6 +27,10 @@ CONFIGS = {
                       vocab=50257, seq=2048),
     # Eight equal blocks and a small vocabulary: pipeline stages balance
     # (bench/pipeline-bubble.sh measures the bubble with it).
+    # A vocabulary that tensor 2 does not divide: the embedding and head
+    # stay replicated (runtime/tensor-parallel-equals-torch.test).
+    "gpt2-toy-v257": dict(family="gpt2", n_layer=2, d_model=64, n_head=4,
+                          vocab=257, seq=32),
     "gpt2-pipe": dict(family="gpt2", n_layer=8, d_model=256, n_head=8,
                       vocab=256, seq=128),
     # ---------------------------------------------------------------- Llama

@@ -321,8 +321,23 @@ struct PartitionTensor
     bool splitResult = isSplit(result) || isPartial(result);
     // Propagation stopped here: a degree that does not divide the heads
     // or a width, or a split value gathered before the op (an all-gather
-    // the partition does not insert yet).
-    if (auto why = op->getAttrOfType<StringAttr>(kShardingStopAttr))
+    // the partition does not insert yet). The vocabulary's seeds (an
+    // embedding, the head's column-parallel product) are the exception: a
+    // vocabulary the degree does not divide (GPT-2's 50257) leaves the
+    // table and the head replicated, as propagation's remark says, and an
+    // op whose operands and result are all whole runs as on one device,
+    // on every tensor rank.
+    auto whole = [&](Value v) {
+      ShardingAttr s = shardingOf(v);
+      return !isSplit(s) && !isPartial(s);
+    };
+    auto vocabularyStop = [&](StringRef why) {
+      return (why.startswith("vocab-parallel") ||
+              why.startswith("column-parallel")) &&
+             !splitResult && llvm::all_of(op->getOperands(), whole);
+    };
+    if (auto why = op->getAttrOfType<StringAttr>(kShardingStopAttr);
+        why && !vocabularyStop(why.getValue()))
       return op->emitError()
              << describe(op) << ": the tensor-parallel split stops here ("
              << why.getValue()

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Benchmark (issue 13 item 6): how long cleave-compile takes, and its peak
+# memory, to compile GPT-3 175B (shapes only) for many ranks: each layout
+# is "pipeline tensor data". Tensor x pipeline is refused by the spec
+# today, so the 1,024-rank layouts are tensor 8 x data 128 and pipeline 16
+# x data 64. Prints one line per layout; not a test.
+#   bench/compile-scale.sh [BUILD] ["P T D" ...]
+set -euo pipefail
+build=${1:-build}
+shift || true
+layouts=("$@")
+[ ${#layouts[@]} -gt 0 ] || layouts=("1 8 128" "16 1 64" "16 1 8")
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+/usr/bin/python3 models/export.py gpt3-175b --shapes-only --dynamic-batch -o "$work/gpt3-175b.onnx" >/dev/null
+for layout in "${layouts[@]}"; do
+  read -r p t d <<< "$layout"
+  world=$((p * t * d))
+  out="$work/out-$p-$t-$d"
+  /usr/bin/time -f "%e %M" -o "$work/time" \
+    "$build/bin/cleave-compile" "$work/gpt3-175b.onnx" -o "$out" \
+    --set world_size=$world --set pipeline_parallel_degree=$p \
+    --set tensor_parallel_degree=$t --set batch_size=$((d * p * 4)) \
+    --set microbatches=$((p * 4 > 1 ? p * 4 : 1)) --set ddp=true \
+    --set bf16=true --set device_memory_gib=0 > "$work/log" 2>&1 ||
+    { echo "pipeline $p tensor $t data $d: failed"; tail -5 "$work/log"; continue; }
+  read -r seconds kb < "$work/time"
+  files=$(ls "$out"/rank-*.pb | wc -l)
+  bytes=$(du -sm "$out" | cut -f1)
+  printf "gpt3-175b pipeline %2d tensor %d data %3d = %4d ranks: %6.1f s  peak %5d MiB  %4d rank programs, %5d MiB written\n" \
+    "$p" "$t" "$d" "$world" "$seconds" $((kb / 1024)) "$files" "$bytes"
+  rm -rf "$out"
+done
