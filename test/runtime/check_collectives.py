@@ -25,7 +25,10 @@ def main():
         ("scattered", p["scattered"], n * p["shard"]),
         ("average", p["average"], shard.mean(axis=0)),
         ("broadcast", p["broadcast"], shard[0]),
-        ("mailbox", p["mailbox"], shard[0] if n > 1 else np.zeros(2)),
+        # Rank N-1's slice holds what rank 0 sent; the others stay zero.
+        ("mailbox", p["mailbox"],
+         np.concatenate([np.zeros(2 * (n - 1)), shard[0]]) if n > 1
+         else np.zeros(2)),
     ]
     bad = 0
     for name, got, want in checks:

@@ -20,7 +20,7 @@ Every program also holds the parameters that test the communication; with
              all-gather of `shard`, so N * shard
   average    [2]: all-reduce (MEAN) of a copy of the rank's shard slice
   broadcast  [2]: a copy of the rank's shard slice broadcast from rank 0
-  mailbox    [2], zeros: rank N-1 receives rank 0's shard slice (N > 1)
+  mailbox    [2] of [2N], zeros: rank N-1 receives rank 0's shard slice (N > 1)
 --save-params keeps the last rank's copy of a parameter every rank holds
 whole, so these show what rank N-1 ended with.  Without --train the program
 has only its forward and needs --forward-only.
@@ -124,7 +124,11 @@ def build(pb, rank, a, wte_bytes):
     prm.slice_start[:] = [2 * rank]
     average, _ = param("average", [2], generator="zeros")
     broadcast, _ = param("broadcast", [2], generator="zeros")
-    mailbox, _ = param("mailbox", [2], generator="zeros")
+    # A slice per rank, so that --save-params keeps every rank's mailbox
+    # (a replicated parameter is saved from the first rank that holds it).
+    mailbox, prm = param("mailbox", [2], generator="zeros")
+    prm.full_shape[:] = [2 * a.ranks]
+    prm.slice_start[:] = [2 * rank]
 
     ids, _ = b.tensor([S, T], pb.I64, pb.IO, "idx")
     tgt, _ = b.tensor([S, T], pb.I64, pb.IO, "targets")
