@@ -389,14 +389,16 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
             func.setArgAttr(arg.getArgNumber(), "cleave.offset",
                             b.getI64IntegerAttr(fixed->second));
           } else if (auto it = offsetOf.find(source); it != offsetOf.end()) {
-            offsetOf[arg] = it->second;
+            // Copied first: inserting `arg` may grow the map and move it.
+            int64_t offset = it->second;
+            offsetOf[arg] = offset;
             bool host = activations.onHost.contains(source);
             if (host)
               activations.onHost.insert(arg);
             func.setArgAttr(arg.getArgNumber(), "cleave.offset",
                             b.getI64IntegerAttr(
-                                it->second + (host ? hostActivationBase
-                                                   : activationBase)));
+                                offset + (host ? hostActivationBase
+                                               : activationBase)));
           } else if (auto at = offsetAttrOf(source)) {
             func.setArgAttr(arg.getArgNumber(), "cleave.offset", at);
           }
