@@ -76,7 +76,9 @@ LogicalResult RankProgram::emitFunction(func::FuncOp func) {
                               << " must come before its backward";
     int id = it->second; // tensorOf[arg] may rehash and move `it`
     tensorOf[arg] = id;
-    if (activationTensors.contains(id))
+    // A saved gathered parameter is read through its view, and freed as
+    // its padded space.
+    if (activationTensors.contains(storageOf(id)))
       freeable.insert(arg);
   }
 
@@ -86,7 +88,8 @@ LogicalResult RankProgram::emitFunction(func::FuncOp func) {
       lastUser[operand] = &op;
   for (Value arg : freeable)
     if (!lastUser.count(arg))
-      fn->add_body()->mutable_free()->set_tensor(tensorOf.lookup(arg));
+      fn->add_body()->mutable_free()->set_tensor(
+          storageOf(tensorOf.lookup(arg)));
 
   for (Operation &op : llvm::make_range(rest, body.end())) {
     if (auto recv = dyn_cast<RecvOp>(op)) {

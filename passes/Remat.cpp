@@ -207,6 +207,22 @@ struct Remat : mlir::cleave::impl::RematBase<Remat> {
     return found;
   }
 
+  /// A sharded parameter (ZeRO-3) a recomputed segment reads is gathered
+  /// again in the backward rather than saved whole from the forward, which
+  /// would keep every layer's gathered parameters for the whole step. The
+  /// backward's own next gather of it (the gradient's) reads the same
+  /// value instead, so a layer is gathered once for its recomputation and
+  /// its gradient, as FSDP and ZeRO-3 do with checkpointing.
+  static void shareGather(GatherParamOp gather) {
+    for (Operation *op = gather->getNextNode(); op; op = op->getNextNode())
+      if (auto later = dyn_cast<GatherParamOp>(op);
+          later && later.getNameAttr() == gather.getNameAttr()) {
+        later.getResult().replaceAllUsesWith(gather.getResult());
+        later->erase();
+        return;
+      }
+  }
+
   LogicalResult rematerialize(func::FuncOp forward, func::FuncOp backward) {
     Block &body = forward.getBody().front();
     Operation *ret = body.getTerminator();
@@ -283,8 +299,8 @@ struct Remat : mlir::cleave::impl::RematBase<Remat> {
           continue;
         for (Value u : op->getOperands()) {
           Operation *def = u.getDefiningOp();
-          if (def && isa<GetParamOp>(def))
-            stack.push_back(def); // read again: a name, not storage
+          if (def && isa<GetParamOp, GatherParamOp>(def))
+            stack.push_back(def); // read again: a name, or gathered again
           else if (!inSegment(u, s) || kept.contains(u) || !recomputable(def))
             needs.insert(u);
           else
@@ -372,7 +388,9 @@ struct Remat : mlir::cleave::impl::RematBase<Remat> {
       OpBuilder b(first);
       for (Operation *op : ops) {
         Operation *clone = b.clone(*op, map);
-        if (!isStorage(clone))
+        if (auto gather = dyn_cast<GatherParamOp>(clone))
+          shareGather(gather);
+        else if (!isStorage(clone))
           clone->setAttr("cleave.recompute", UnitAttr::get(ctx));
       }
       for (Value v : dropped)
