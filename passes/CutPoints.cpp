@@ -3,6 +3,7 @@
 #include "passes/CutPoints.h"
 #include "ir/CleaveOps.h"
 #include "passes/Layout.h"
+#include "passes/NodeName.h"
 
 #include "llvm/ADT/DenseMap.h"
 
@@ -57,11 +58,17 @@ SmallVector<int64_t> mlir::cleave::crossingBytes(const ValueSpans &spans,
 }
 
 SmallVector<int64_t>
-mlir::cleave::leastCrossingPlaces(ArrayRef<int64_t> crossing) {
+mlir::cleave::leastCrossingPlaces(ArrayRef<int64_t> crossing,
+                                  ArrayRef<Operation *> work) {
   int64_t n = int64_t(crossing.size()) - 1;
+  SmallVector<bool> between(n + 1, true);
+  for (int64_t c = 1; c < n && c < (int64_t)work.size(); ++c) {
+    std::string before = onnxNodeName(work[c - 1]->getLoc());
+    between[c] = before.empty() || before != onnxNodeName(work[c]->getLoc());
+  }
   int64_t least = std::numeric_limits<int64_t>::max();
   for (int64_t c = 1; c < n; ++c)
-    if (crossing[c] > 0)
+    if (crossing[c] > 0 && between[c])
       least = std::min(least, crossing[c]);
   SmallVector<int64_t> places;
   for (int64_t c = 1; c < n; ++c)

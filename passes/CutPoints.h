@@ -39,8 +39,15 @@ SmallVector<int64_t> crossingBytes(const ValueSpans &spans, int64_t n,
 /// The places between layers: the cuts c in 1..n-1 where the fewest (but
 /// some) bytes cross, by `crossing` (from crossingBytes with asFp32), in
 /// order. Adjacent least places (a reshape between layers) are one place,
-/// the later.
-SmallVector<int64_t> leastCrossingPlaces(ArrayRef<int64_t> crossing);
+/// the later. The least is taken over the cuts between ops of different
+/// ONNX nodes (by node name): tensor parallelism lowers a vocab-parallel
+/// embedding and cross-entropy into chains of small ops of one node whose
+/// scalars and token ids cross less than the residual stream, and would
+/// otherwise be the only least places. (A cut inside a node that crosses
+/// exactly the least is still a place: the cast mixed precision names after
+/// the product it feeds.)
+SmallVector<int64_t> leastCrossingPlaces(ArrayRef<int64_t> crossing,
+                                         ArrayRef<Operation *> work);
 
 /// The attention cores of `work` (what `activation_checkpointing:
 /// selective` recomputes): each a half-open range of positions from the

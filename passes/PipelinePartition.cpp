@@ -148,7 +148,7 @@ struct PipelinePartition
     // Places between layers: where the fewest bytes cross (the residual
     // stream of a transformer, once per half block), counted as if in fp32.
     SmallVector<int64_t> places =
-        leastCrossingPlaces(crossingBytes(spans, n, /*asFp32=*/true));
+        leastCrossingPlaces(crossingBytes(spans, n, /*asFp32=*/true), work);
     if ((int64_t)places.size() < stages - 1)
       return mlir::emitError(forward.getLoc())
              << static_cast<int64_t>(stages)

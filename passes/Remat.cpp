@@ -66,8 +66,13 @@ std::string layerKey(StringRef name) {
 
 /// Only ops without side effects are run again: a collective's or a
 /// transfer's result is kept (cheaper to keep than to communicate again,
-/// and a second all-reduce would need its peers to run it too).
-bool recomputable(Operation *op) { return op && isMemoryEffectFree(op); }
+/// and a second all-reduce would need its peers to run it too). Megatron's
+/// f (`cleave.tp_copy`) is a local copy in the forward (only its gradient
+/// communicates), so it is run again like any pure op rather than saving a
+/// second copy of its input.
+bool recomputable(Operation *op) {
+  return op && (isMemoryEffectFree(op) || isa<TpCopyOp>(op));
+}
 
 /// Ops every function makes for itself: storage names, not work.
 bool isStorage(Operation *op) {
@@ -172,7 +177,7 @@ struct Remat : mlir::cleave::impl::RematBase<Remat> {
         liveOut.push_back(ret->getOperand(i));
     SmallVector<int64_t> bounds = {0};
     bounds.append(leastCrossingPlaces(
-        crossingBytes(valueSpans(work, liveOut), n, /*asFp32=*/true)));
+        crossingBytes(valueSpans(work, liveOut), n, /*asFp32=*/true), work));
     bounds.push_back(n);
 
     // Pieces into layers by their numbered module.
