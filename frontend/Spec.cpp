@@ -624,8 +624,6 @@ const KeyRule kRules[] = {
      "is not implemented yet (context parallelism)", 1},
     {"expert_parallel_degree", KeyUse::DefaultOnly, KeyType::Integer, "1",
      "is not implemented yet (expert parallelism)", 1},
-    {"sdp_hierarchical_allgather", KeyUse::DefaultOnly, KeyType::Bool, "true",
-     kSdp},
     {"sdp_gradient_clipping", KeyUse::DefaultOnly, KeyType::Number, "1.0",
      kSdp},
     {"_sharded_data_parallelism_config", KeyUse::DefaultOnly, KeyType::String,
@@ -877,7 +875,8 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
       "micro_batch_size", "prescaled_batch", "optimizer", "seed",
       "world_size", "frozen_parameters", "checkpoint_attentions",
       "activation_checkpointing_layers", "sdp_param_persistence_threshold",
-      "sdp_max_live_parameters", "sdp_reduce_bucket_size"};
+      "sdp_max_live_parameters", "sdp_reduce_bucket_size",
+      "sdp_hierarchical_allgather"};
   for (const KeyRule &rule : kRules)
     known.insert(rule.key);
   if (Error e = r.unknownKeys(known))
@@ -905,6 +904,8 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
                          spec.delayedParameterInitialization));
   CLEAVE_SPEC_READ(r.get("sdp_param_persistence_threshold",
                          spec.sdpParamPersistenceThreshold));
+  CLEAVE_SPEC_READ(r.get("sdp_hierarchical_allgather",
+                         spec.sdpHierarchicalAllgather));
   if (spec.sdpParamPersistenceThreshold < 0)
     return r.error("sdp_param_persistence_threshold",
                    formatv("must not be negative, got {0} (parameters with "

@@ -53,6 +53,9 @@ struct Spec {
   int64_t shardedDataParallelDegree = 1;
   /// Sharded data parallelism: parameters with fewer elements stay whole.
   int64_t sdpParamPersistenceThreshold = 1000000;
+  /// Sharded data parallelism: gather within a host first, then across
+  /// hosts, when a sharding group spans hosts (needs processes_per_host).
+  bool sdpHierarchicalAllgather = true;
   /// Sharded data parallelism: padded elements of gathered parameters live
   /// at once, gathers started ahead within it (SMP's default; 0: none).
   int64_t sdpMaxLiveParameters = 1000000000;

@@ -58,6 +58,11 @@ inline constexpr llvm::StringLiteral kStateAxisAttr = "cleave.state_axis";
 // storage is then this rank's chunk only, and functions read the whole
 // parameter through cleave.gather_param.
 inline constexpr llvm::StringLiteral kParamAxisAttr = "cleave.param_axis";
+// On a cleave.gather_param (cleave-shard-parameters, processes-per-host):
+// the group's ranks on one host; the emitter gathers within the host first,
+// then across hosts.
+inline constexpr llvm::StringLiteral kGatherPerHostAttr =
+    "cleave.gather_per_host";
 
 // Sharded data parallelism's gradient buckets (cleave-bucket-scatters): on
 // a cleave.reduce_scatter, that it only starts; the cleave.wait_scatter of
@@ -87,6 +92,7 @@ inline constexpr llvm::StringLiteral kKnownAttrNames[] = {
     "cleave.forward_seconds",
     "cleave.frozen",
     "cleave.full_type",
+    "cleave.gather_per_host",
     "cleave.grad_of_arg",
     "cleave.grad_of_result",
     "cleave.grad_offset",

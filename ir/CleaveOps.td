@@ -1315,6 +1315,10 @@ def Cleave_GatherParamOp : Cleave_Op<"gather_param", [
     transfer overlaps their compute, and the result may be read only after
     the `cleave.wait_param` of it; its space is taken from here on.
 
+    With `cleave.gather_per_host = k` (`cleave-shard-parameters`,
+    `processes-per-host`) the program gathers hierarchically: within the k
+    ranks of this rank's host block of the group, then across hosts.
+
     ```mlir
     %w = cleave.gather_param @"h.0.mlp.c_fc.weight" : tensor<64x256xf32>
     %v = cleave.gather_param @"h.0.mlp.c_proj.weight" event 3 : tensor<256x64xf32>

@@ -586,6 +586,13 @@ static LogicalResult verifyCleaveAttr(Operation *op, NamedAttribute attr,
                          << axis.getValue() << "\" beside it";
     return success();
   }
+  if (name == kGatherPerHostAttr) {
+    auto k = attr.getValue().dyn_cast<IntegerAttr>();
+    if (!k || k.getInt() < 2 || !isa<GatherParamOp>(op))
+      return emitError() << "expected the ranks of the group on one host "
+                            "(2 or more), on a cleave.gather_param";
+    return success();
+  }
   if (name == kMemorySpaceAttr) {
     if (!attr.getValue().isa<MemorySpaceAttr>())
       return emitError() << "expected a #cleave.memory_space";

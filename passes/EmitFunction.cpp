@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "passes/Layout.h"
 #include "passes/RankProgram.h"
 
 #include "ir/AttrNames.h"
@@ -600,10 +601,42 @@ LogicalResult RankProgram::emitGatherParam(GatherParamOp gather,
   FailureOr<int> group = groupIndex(shards->axis, std::nullopt, gather);
   if (failed(group))
     return failure();
+  int input = chunk->second;
+  if (auto perHost = gather->getAttrOfType<IntegerAttr>(kGatherPerHostAttr)) {
+    // Hierarchical (sdp_hierarchical_allgather): the k ranks of this
+    // host's block of the group gather into that block of the padded
+    // space, then one rank per host gathers the blocks.
+    int64_t k = perHost.getInt();
+    int64_t at = mesh.getCoordinate(rank, shards->axis);
+    int64_t first = at - at % k;
+    SmallVector<int64_t> host, across;
+    for (int64_t i = 0; i < k; ++i)
+      host.push_back(first + i);
+    for (int64_t c = at % k; c < shards->ranks; c += k)
+      across.push_back(c);
+    FailureOr<int> inHost =
+        groupIndex(shards->axis, ArrayRef<int64_t>(host), gather, "host");
+    FailureOr<int> acrossHosts = groupIndex(
+        shards->axis, ArrayRef<int64_t>(across), gather, "across-hosts");
+    int64_t chunkBytes = shards->chunk * elementBytes(element);
+    FailureOr<int> block = addTensor(
+        RankedTensorType::get({k * shards->chunk}, element),
+        offsets[0] + first * chunkBytes, pb::VIEW,
+        gather.getName().str() + " (host block)", gather);
+    if (failed(inHost) || failed(acrossHosts) || failed(block))
+      return failure();
+    pb::Collective *c = fn->add_body()->mutable_collective();
+    c->set_kind(pb::ALL_GATHER);
+    c->set_group(*inHost);
+    c->add_inputs(input);
+    c->add_outputs(*block);
+    input = *block;
+    group = acrossHosts;
+  }
   pb::Collective *c = fn->add_body()->mutable_collective();
   c->set_kind(pb::ALL_GATHER);
   c->set_group(*group);
-  c->add_inputs(chunk->second);
+  c->add_inputs(input);
   c->add_outputs(*padded);
   // Started only (cleave-prefetch-gathers): its cleave.wait_param waits.
   if (std::optional<int64_t> event = gather.getEvent())

@@ -753,6 +753,15 @@ def ShardParameters : Pass<"cleave-shard-parameters", "ModuleOp"> {
     it. Smaller parameters stay whole on every rank (SMP's
     `sdp_param_persistence_threshold`), their state split as in ZeRO-1.
 
+    With `processes-per-host` (SMP's `sdp_hierarchical_allgather`, on when
+    the spec gives `processes_per_host`), when every sharding group lies on
+    several hosts, the same number `k` of consecutive coordinates of the
+    axis on each, every gather gets `cleave.gather_per_host = k`: the
+    emitted program all-gathers within the host first (k ranks, the fast
+    link) into the host's block of the whole, then across hosts (one rank
+    per host), giving the same bytes as one all-gather. A group within one
+    host, or one rank per host, gathers flat.
+
     ```mlir
     // before
     %w = cleave.get_param @"h.0.mlp.c_fc.weight" : tensor<64x256xf32>
@@ -772,6 +781,11 @@ def ShardParameters : Pass<"cleave-shard-parameters", "ModuleOp"> {
   let options = [
     Option<"threshold", "threshold", "int64_t", /*default=*/"1000000",
            "parameters with fewer elements stay whole on every rank">,
+    Option<"processesPerHost", "processes-per-host", "int64_t",
+           /*default=*/"0",
+           "ranks per host; when a sharding group spans several hosts with "
+           "as many of its ranks on each, its gathers are hierarchical "
+           "(SMP's sdp_hierarchical_allgather): 0 gathers flat">,
   ];
 }
 

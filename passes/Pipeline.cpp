@@ -134,6 +134,7 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
       if (options.shardedDegree > 1) {
         ShardParametersOptions shard;
         shard.threshold = options.paramPersistenceThreshold;
+        shard.processesPerHost = options.processesPerHost;
         stage.addPass(createShardParameters(shard));
       }
     } else if (options.dataDegree > 1) {

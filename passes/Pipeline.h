@@ -49,6 +49,12 @@ struct ProgramPipelineOptions
       llvm::cl::desc("sharded data parallelism: parameters with fewer "
                      "elements stay whole on every rank"),
       llvm::cl::init(1000000)};
+  Option<int64_t> processesPerHost{
+      *this, "processes-per-host",
+      llvm::cl::desc("sharded data parallelism: ranks per host, for "
+                     "hierarchical gathers (SMP's "
+                     "sdp_hierarchical_allgather); 0 gathers flat"),
+      llvm::cl::init(0)};
   Option<int64_t> maxLiveParameters{
       *this, "max-live-parameters",
       llvm::cl::desc("ZeRO-3: padded elements of gathered parameters live at "

@@ -295,13 +295,15 @@ int RankProgram::peerRank(StringRef axis, int64_t peer) const {
 }
 
 /// The program's group for a collective over mesh axis `axis`, among the
-/// ranks at coordinates `members` of it when given (all otherwise).
+/// ranks at coordinates `members` of it when given (all otherwise), then
+/// named `label` (with the axis unless it is the pipeline's "tied") and
+/// the members.
 FailureOr<int> RankProgram::groupIndex(StringRef axis,
                                        std::optional<ArrayRef<int64_t>> members,
-                                       Operation *where) {
+                                       Operation *where, StringRef label) {
   std::string name = axis.str();
   if (members) {
-    name = "tied";
+    name = label == "tied" ? label.str() : (label + " " + axis).str();
     for (auto [i, m] : llvm::enumerate(*members))
       name += (i ? "," : ":") + std::to_string(m);
   }

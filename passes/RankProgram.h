@@ -103,7 +103,7 @@ private:
   int peerRank(StringRef axis, int64_t peer) const;
   FailureOr<int> groupIndex(StringRef axis,
                             std::optional<ArrayRef<int64_t>> members,
-                            Operation *where);
+                            Operation *where, StringRef label = "tied");
 
   // EmitFunction.cpp: the instructions of a function body.
   LogicalResult bindInput(func::FuncOp func, BlockArgument arg);

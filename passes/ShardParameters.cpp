@@ -52,6 +52,12 @@ struct ShardParameters
     }
     if (sharded.empty())
       return;
+    if (processesPerHost < 0) {
+      module.emitError() << "cleave-shard-parameters: processes-per-host "
+                            "must not be negative, got "
+                         << static_cast<int64_t>(processesPerHost);
+      return signalPassFailure();
+    }
 
     for (auto func : module.getOps<func::FuncOp>()) {
       auto kind = func->getAttrOfType<StringAttr>("cleave.kind");
@@ -87,6 +93,9 @@ struct ShardParameters
           b.setInsertionPoint(reader);
           auto gather = b.create<GatherParamOp>(
               get.getLoc(), get.getType(), get.getNameAttr(), IntegerAttr());
+          ParameterOp param = lookupParameter(gather, get.getNameAttr());
+          if (int64_t k = param ? perHost(module, *stateShards(param)) : 0)
+            gather->setAttr(kGatherPerHostAttr, b.getI64IntegerAttr(k));
           get.getResult().replaceUsesWithIf(
               gather.getResult(), [&](OpOperand &use) {
                 return get->getBlock()->findAncestorOpInBlock(
@@ -96,6 +105,37 @@ struct ShardParameters
         get.erase();
       }
     }
+  }
+
+  /// The ranks of a sharding group on each host when every group of
+  /// `shards.axis` spans several hosts with as many consecutive
+  /// coordinates on each, else 0 (gather flat).
+  int64_t perHost(ModuleOp module, const StateShards &shards) {
+    Operation *top = module;
+    while (top->getParentOp())
+      top = top->getParentOp();
+    auto mesh = top->getAttrOfType<MeshAttr>(kMeshAttr);
+    std::optional<int64_t> size =
+        mesh ? mesh.getAxisSize(shards.axis) : std::nullopt;
+    if (processesPerHost <= 0 || !size || *size < 2)
+      return 0;
+    int64_t k = 0;
+    for (int64_t rank = 0; rank < mesh.getNumRanks(); ++rank) {
+      auto host = [&](int64_t c) {
+        return mesh.withCoordinate(rank, shards.axis, c) / processesPerHost;
+      };
+      int64_t run = 1; // coordinates from 0 on the first one's host
+      while (run < *size && host(run) == host(0))
+        ++run;
+      if (k && run != k)
+        return 0;
+      k = run;
+      for (int64_t c = 0; c < *size; ++c)
+        if (host(c) != host(c - c % k) ||
+            (c % k == 0 && c > 0 && host(c) == host(c - k)))
+          return 0;
+    }
+    return k > 1 && k < *size && *size % k == 0 ? k : 0;
   }
 
   /// A microbatch's gradient of a sharded parameter, reduce-scattered

@@ -330,6 +330,8 @@ int main(int argc, char **argv) {
   pipeline.shardOptimizerState = spec.shardOptimizerState;
   pipeline.shardedDegree = spec.shardedDataParallelDegree;
   pipeline.paramPersistenceThreshold = spec.sdpParamPersistenceThreshold;
+  pipeline.processesPerHost =
+      spec.sdpHierarchicalAllgather ? spec.processesPerHost : 0;
   pipeline.maxLiveParameters = spec.sdpMaxLiveParameters;
   pipeline.reduceBucketSize = spec.sdpReduceBucketSize;
   pipeline.globalBatch = spec.batchSize.value_or(0);
