@@ -16,7 +16,7 @@ import json
 import os
 import sys
 
-from common import run
+from common import SameLosses, run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -52,7 +52,7 @@ def main():
           "| step predicted | step measured (last) |" % (a.model, a.seq,
                                                           a.batch))
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-    reference = None
+    runs = SameLosses(bin_dir, data, a.steps, "cpu-staged")
     for name, sets in configs:
         out = os.path.join(a.out, name.replace(" ", "").replace(",", "-"))
         cmd = [os.path.join(bin_dir, "cleave-compile"), onnx, "--set",
@@ -68,20 +68,7 @@ def main():
             "predicted_step_seconds", 0))
         measured = host = seconds = "-"
         if not a.no_run:
-            metrics = out + ".jsonl"
-            cmd = [os.path.join(bin_dir, "cleave-run"), out, "--data", data,
-                   "--steps", str(a.steps), "--device", "cpu-staged",
-                   "--metrics", metrics]
-            print("<!-- %s -->" % " ".join(cmd[1:]))
-            run(cmd)
-            lines = [json.loads(l) for l in open(metrics)]
-            losses = [l["loss"] for l in lines]
-            if reference is None:
-                reference = losses
-            elif losses != reference:
-                sys.exit("%s: losses %s differ from each's %s"
-                         % (name, losses, reference))
-            last = lines[-1]
+            last = runs.train(name, out, out + ".jsonl")[-1]
             measured = "%.1f MB" % (last["peak_bytes"] / MB)
             host = "%.1f MB" % (last.get("host_peak_bytes", 0) / MB)
             seconds = "%.2f s" % (a.batch * a.seq / last["tokens_per_s"])

@@ -26,7 +26,7 @@ import os
 import subprocess
 import sys
 
-from common import run
+from common import SameLosses, run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -170,27 +170,15 @@ def main():
           "plan | measured | step predicted | measured (last) | recompute "
           "overhead predicted | measured |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    reference = None
+    runs = SameLosses(bin_dir, data, a.steps, a.device)
     none_step = None
     for config in a.configs:
         out = os.path.join(a.out, "%s-run-b%d" % (config, a.batch))
         plan, cmd = compile_plan(bin_dir, onnx, out, a.batch, config)
         print("<!-- %s -->" % " ".join(cmd[1:]))
         n = numbers(plan)
-        metrics = out + "-%s.jsonl" % a.device
-        cmd = [os.path.join(bin_dir, "cleave-run"), out, "--data", data,
-               "--steps", str(a.steps), "--device", a.device,
-               "--metrics", metrics]
-        print("<!-- %s -->" % " ".join(cmd[1:]))
-        run(cmd)
-        lines = [json.loads(l) for l in open(metrics)]
-        losses = [l["loss"] for l in lines]
-        if reference is None:
-            reference = losses
-        elif losses != reference:
-            sys.exit("%s: losses %s differ from %s's %s"
-                     % (config, losses, a.configs[0], reference))
-        print("<!-- %s losses: %s -->" % (config, losses))
+        lines = runs.train(config, out, out + "-%s.jsonl" % a.device)
+        print("<!-- %s losses: %s -->" % (config, [l["loss"] for l in lines]))
         last = lines[-1]
         fixed = n["device_peak"] - n["device_act"]
         measured_act = last["peak_bytes"] - fixed
