@@ -3,6 +3,7 @@
 #include "passes/CutPoints.h"
 #include "ir/CleaveOps.h"
 #include "passes/Layout.h"
+#include "passes/NodeName.h"
 
 #include "llvm/ADT/DenseMap.h"
 
@@ -72,6 +73,16 @@ mlir::cleave::leastCrossingPlaces(ArrayRef<int64_t> crossing) {
         places.push_back(c);
     }
   return places;
+}
+
+void mlir::cleave::skipCutsInsideNodes(ArrayRef<Operation *> work,
+                                       MutableArrayRef<int64_t> crossing) {
+  for (int64_t c = 1; c < int64_t(work.size()) && c < int64_t(crossing.size());
+       ++c) {
+    std::string before = onnxNodeName(work[c - 1]->getLoc());
+    if (!before.empty() && before == onnxNodeName(work[c]->getLoc()))
+      crossing[c] = 0;
+  }
 }
 
 SmallVector<std::pair<int64_t, int64_t>>

@@ -42,6 +42,15 @@ SmallVector<int64_t> crossingBytes(const ValueSpans &spans, int64_t n,
 /// the later.
 SmallVector<int64_t> leastCrossingPlaces(ArrayRef<int64_t> crossing);
 
+/// Zeroes `crossing` (from crossingBytes) at the cuts inside one ONNX
+/// node's ops, which leastCrossingPlaces then skips: a node is never split
+/// between layers. Tensor parallelism lowers the vocab-parallel embedding
+/// and cross-entropy each to a chain whose per-rank index arithmetic (the
+/// rank's vocabulary offset, a [tokens, 1] sum) crosses fewer bytes than
+/// the residual stream; without this those would be the only places.
+void skipCutsInsideNodes(ArrayRef<Operation *> work,
+                         MutableArrayRef<int64_t> crossing);
+
 /// The attention cores of `work` (what `activation_checkpointing:
 /// selective` recomputes): each a half-open range of positions from the
 /// product of queries and keys through mask and scale to the softmax of the
