@@ -77,12 +77,18 @@ mlir::cleave::leastCrossingPlaces(ArrayRef<int64_t> crossing) {
 
 void mlir::cleave::skipCutsInsideNodes(ArrayRef<Operation *> work,
                                        MutableArrayRef<int64_t> crossing) {
-  for (int64_t c = 1; c < int64_t(work.size()) && c < int64_t(crossing.size());
-       ++c) {
+  int64_t n = std::min<int64_t>(work.size(), crossing.size());
+  auto inside = [&](int64_t c) {
     std::string before = onnxNodeName(work[c - 1]->getLoc());
-    if (!before.empty() && before == onnxNodeName(work[c]->getLoc()))
+    return !before.empty() && before == onnxNodeName(work[c]->getLoc());
+  };
+  int64_t least = std::numeric_limits<int64_t>::max();
+  for (int64_t c = 1; c < n; ++c)
+    if (crossing[c] > 0 && !inside(c))
+      least = std::min(least, crossing[c]);
+  for (int64_t c = 1; c < n; ++c)
+    if (crossing[c] < least && inside(c))
       crossing[c] = 0;
-  }
 }
 
 SmallVector<std::pair<int64_t, int64_t>>

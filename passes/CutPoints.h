@@ -43,11 +43,14 @@ SmallVector<int64_t> crossingBytes(const ValueSpans &spans, int64_t n,
 SmallVector<int64_t> leastCrossingPlaces(ArrayRef<int64_t> crossing);
 
 /// Zeroes `crossing` (from crossingBytes) at the cuts inside one ONNX
-/// node's ops, which leastCrossingPlaces then skips: a node is never split
-/// between layers. Tensor parallelism lowers the vocab-parallel embedding
-/// and cross-entropy each to a chain whose per-rank index arithmetic (the
-/// rank's vocabulary offset, a [tokens, 1] sum) crosses fewer bytes than
-/// the residual stream; without this those would be the only places.
+/// node's ops that cross fewer bytes than every cut between two nodes;
+/// leastCrossingPlaces then skips them. Tensor parallelism lowers the
+/// vocab-parallel embedding and cross-entropy each to a chain whose
+/// per-rank index arithmetic (the rank's vocabulary offset, a [tokens, 1]
+/// sum) crosses fewer bytes than the residual stream; without this those
+/// would be the only places. A cut inside a node that crosses as much as
+/// the least between nodes stays (a cast located at the product it feeds,
+/// next to a place between layers).
 void skipCutsInsideNodes(ArrayRef<Operation *> work,
                          MutableArrayRef<int64_t> crossing);
 
