@@ -1165,9 +1165,6 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
                              "yet; set one of them to its default",
                              tensor, r.name(other)));
     };
-    if (Error e = without("pipeline_parallel_degree",
-                          spec.pipelineParallelDegree > 1))
-      return e;
     if (Error e = without("shard_optimizer_state", spec.shardOptimizerState))
       return e;
     if (Error e = without("sharded_data_parallel_degree",

@@ -58,17 +58,11 @@ SmallVector<int64_t> mlir::cleave::crossingBytes(const ValueSpans &spans,
 }
 
 SmallVector<int64_t>
-mlir::cleave::leastCrossingPlaces(ArrayRef<int64_t> crossing,
-                                  ArrayRef<Operation *> work) {
+mlir::cleave::leastCrossingPlaces(ArrayRef<int64_t> crossing) {
   int64_t n = int64_t(crossing.size()) - 1;
-  SmallVector<bool> between(n + 1, true);
-  for (int64_t c = 1; c < n && c < (int64_t)work.size(); ++c) {
-    std::string before = onnxNodeName(work[c - 1]->getLoc());
-    between[c] = before.empty() || before != onnxNodeName(work[c]->getLoc());
-  }
   int64_t least = std::numeric_limits<int64_t>::max();
   for (int64_t c = 1; c < n; ++c)
-    if (crossing[c] > 0 && between[c])
+    if (crossing[c] > 0)
       least = std::min(least, crossing[c]);
   SmallVector<int64_t> places;
   for (int64_t c = 1; c < n; ++c)
@@ -79,6 +73,22 @@ mlir::cleave::leastCrossingPlaces(ArrayRef<int64_t> crossing,
         places.push_back(c);
     }
   return places;
+}
+
+void mlir::cleave::skipCutsInsideNodes(ArrayRef<Operation *> work,
+                                       MutableArrayRef<int64_t> crossing) {
+  int64_t n = std::min<int64_t>(work.size(), crossing.size());
+  auto inside = [&](int64_t c) {
+    std::string before = onnxNodeName(work[c - 1]->getLoc());
+    return !before.empty() && before == onnxNodeName(work[c]->getLoc());
+  };
+  int64_t least = std::numeric_limits<int64_t>::max();
+  for (int64_t c = 1; c < n; ++c)
+    if (crossing[c] > 0 && !inside(c))
+      least = std::min(least, crossing[c]);
+  for (int64_t c = 1; c < n; ++c)
+    if (crossing[c] < least && inside(c))
+      crossing[c] = 0;
 }
 
 SmallVector<std::pair<int64_t, int64_t>>

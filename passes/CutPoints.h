@@ -39,15 +39,20 @@ SmallVector<int64_t> crossingBytes(const ValueSpans &spans, int64_t n,
 /// The places between layers: the cuts c in 1..n-1 where the fewest (but
 /// some) bytes cross, by `crossing` (from crossingBytes with asFp32), in
 /// order. Adjacent least places (a reshape between layers) are one place,
-/// the later. The least is taken over the cuts between ops of different
-/// ONNX nodes (by node name): tensor parallelism lowers a vocab-parallel
-/// embedding and cross-entropy into chains of small ops of one node whose
-/// scalars and token ids cross less than the residual stream, and would
-/// otherwise be the only least places. (A cut inside a node that crosses
-/// exactly the least is still a place: the cast mixed precision names after
-/// the product it feeds.)
-SmallVector<int64_t> leastCrossingPlaces(ArrayRef<int64_t> crossing,
-                                         ArrayRef<Operation *> work);
+/// the later.
+SmallVector<int64_t> leastCrossingPlaces(ArrayRef<int64_t> crossing);
+
+/// Zeroes `crossing` (from crossingBytes) at the cuts inside one ONNX
+/// node's ops that cross fewer bytes than every cut between two nodes;
+/// leastCrossingPlaces then skips them. Tensor parallelism lowers the
+/// vocab-parallel embedding and cross-entropy each to a chain whose
+/// per-rank index arithmetic (the rank's vocabulary offset, a [tokens, 1]
+/// sum) crosses fewer bytes than the residual stream; without this those
+/// would be the only places. A cut inside a node that crosses as much as
+/// the least between nodes stays (a cast located at the product it feeds,
+/// next to a place between layers).
+void skipCutsInsideNodes(ArrayRef<Operation *> work,
+                         MutableArrayRef<int64_t> crossing);
 
 /// The attention cores of `work` (what `activation_checkpointing:
 /// selective` recomputes): each a half-open range of positions from the

@@ -147,8 +147,9 @@ struct PipelinePartition
     SmallVector<int64_t> crossing = crossingBytes(spans, n, /*asFp32=*/false);
     // Places between layers: where the fewest bytes cross (the residual
     // stream of a transformer, once per half block), counted as if in fp32.
-    SmallVector<int64_t> places =
-        leastCrossingPlaces(crossingBytes(spans, n, /*asFp32=*/true), work);
+    SmallVector<int64_t> between = crossingBytes(spans, n, /*asFp32=*/true);
+    skipCutsInsideNodes(work, between);
+    SmallVector<int64_t> places = leastCrossingPlaces(between);
     if ((int64_t)places.size() < stages - 1)
       return mlir::emitError(forward.getLoc())
              << static_cast<int64_t>(stages)

@@ -176,8 +176,10 @@ struct Remat : mlir::cleave::impl::RematBase<Remat> {
       if (!forward.getResultAttr(i, "cleave.saved"))
         liveOut.push_back(ret->getOperand(i));
     SmallVector<int64_t> bounds = {0};
-    bounds.append(leastCrossingPlaces(
-        crossingBytes(valueSpans(work, liveOut), n, /*asFp32=*/true), work));
+    SmallVector<int64_t> between =
+        crossingBytes(valueSpans(work, liveOut), n, /*asFp32=*/true);
+    skipCutsInsideNodes(work, between);
+    bounds.append(leastCrossingPlaces(between));
     bounds.push_back(n);
 
     // Pieces into layers by their numbered module.
