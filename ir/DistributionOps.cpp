@@ -214,6 +214,22 @@ LogicalResult TpReduceOp::verify() {
   return verifyTensorParallelGroup(*this, getAxes());
 }
 
+LogicalResult SpAllGatherOp::verify() {
+  if (failed(verifyTensorParallelGroup(*this, getAxes())))
+    return failure();
+  FailureOr<int64_t> n = verifyGroup(*this, getAxes());
+  return verifyResized(*this, getInput().getType(), getType(), getDim(), *n,
+                       /*gather=*/true);
+}
+
+LogicalResult SpReduceScatterOp::verify() {
+  if (failed(verifyTensorParallelGroup(*this, getAxes())))
+    return failure();
+  FailureOr<int64_t> n = verifyGroup(*this, getAxes());
+  return verifyResized(*this, getInput().getType(), getType(), getDim(), *n,
+                       /*gather=*/false);
+}
+
 LogicalResult AllReduceStartOp::verify() {
   FailureOr<int64_t> n = verifyGroup(*this, getAxes());
   FailureOr<Type> value = tokenValue(*this, getToken());

@@ -501,6 +501,25 @@ LogicalResult mlir::cleave::buildOperandGradients(
         });
       })
       .Case([&](TpReduceOp) { unary([&] { return g; }); })
+      // Sequence parallelism's pair (docs/tensor-parallel.md): the
+      // gather's gradient is summed over the group and each rank keeps its
+      // part of the sequence; the reduce-scatter's is gathered back.
+      .Case([&](SpAllGatherOp f) {
+        unary([&] {
+          return b
+              .create<SpReduceScatterOp>(e.loc, typeOf(x(0)), g,
+                                         f.getAxesAttr(), f.getDimAttr())
+              .getResult();
+        });
+      })
+      .Case([&](SpReduceScatterOp r) {
+        unary([&] {
+          return b
+              .create<SpAllGatherOp>(e.loc, typeOf(x(0)), g, r.getAxesAttr(),
+                                     r.getDimAttr())
+              .getResult();
+        });
+      })
       // A maximum over a group is the shift of a vocab-parallel softmax
       // (cleave-partition-tensor), which the loss does not depend on: it
       // is not differentiated. Other all-reduces have no rule.
