@@ -217,6 +217,9 @@ LogicalResult TpReduceOp::verify() {
 LogicalResult SpAllGatherOp::verify() {
   if (failed(verifyTensorParallelGroup(*this, getAxes())))
     return failure();
+  if (getSplitGrad() && getAxes().size() != 1)
+    return emitOpError() << "with split_grad gathers over one mesh axis, got "
+                         << getAxes();
   FailureOr<int64_t> n = verifyGroup(*this, getAxes());
   return verifyResized(*this, getInput().getType(), getType(), getDim(), *n,
                        /*gather=*/true);

@@ -217,13 +217,22 @@ def Cleave_SpAllGatherOp : Cleave_Op<"sp_all_gather"> {
     flat buffers, so the partition brings the sequence to `dim` 0 with a
     transpose first when it is not there already.
 
+    With `split_grad` the users compute replicated values instead (an op
+    that needs the whole sequence and is not tensor-parallel, such as a
+    flatten of batch and sequence before a loss), whose gradient is the
+    same on every rank: the gradient is then the rank's part of it, taken
+    without communication (Megatron-LM's
+    `tensor_parallel_output_grad=False`). It gathers over one axis.
+
     ```mlir
     %h = cleave.sp_all_gather %x {axes = ["tensor"], dim = 0 : i64}
+        : tensor<4x2x64xf32> -> tensor<8x2x64xf32>
+    %r = cleave.sp_all_gather %x {axes = ["tensor"], dim = 0 : i64, split_grad}
         : tensor<4x2x64xf32> -> tensor<8x2x64xf32>
     ```
   }];
   let arguments = (ins Cleave_CommFloatTensor:$input, Cleave_MeshAxes:$axes,
-                       I64Attr:$dim);
+                       I64Attr:$dim, UnitAttr:$split_grad);
   let results = (outs Cleave_CommFloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;

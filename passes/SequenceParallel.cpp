@@ -106,7 +106,7 @@ struct SequenceParallel
   /// `v`'s gather (`gather`) or reduce-scatter along `dim` over the tensor
   /// axis, transposed to dimension 0 and back.
   Value collective(OpBuilder &b, Location loc, Value v, int64_t dim,
-                   bool gather) {
+                   bool gather, bool splitGrad = false) {
     auto type = v.getType().cast<RankedTensorType>();
     SmallVector<int64_t> perm = toFront(type.getRank(), dim);
     if (!perm.empty())
@@ -116,7 +116,9 @@ struct SequenceParallel
                           : front.getDimSize(0) / degree;
     Type out = resized(front, 0, size);
     v = gather ? b.create<SpAllGatherOp>(loc, out, v, tensorAxes(),
-                                         b.getI64IntegerAttr(0))
+                                         b.getI64IntegerAttr(0),
+                                         splitGrad ? b.getUnitAttr()
+                                                   : UnitAttr())
                      .getResult()
                : b.create<SpReduceScatterOp>(loc, out, v, tensorAxes(),
                                              b.getI64IntegerAttr(0))
@@ -178,8 +180,14 @@ struct SequenceParallel
     // Ops whose attributes hold shapes along the dimension, and the
     // collectives, are not per-token.
     if (op->getNumResults() != 1 ||
-        isa<SliceOp, BroadcastToOp, ConcatOp, TpCopyOp, TpReduceOp,
-            AllReduceOp, AttentionOp, ConstantOp>(op))
+        isa<TpCopyOp, TpReduceOp, AllReduceOp, AttentionOp, ConstantOp>(op))
+      return std::nullopt;
+    // A slice that takes the sequence whole (rotate-half's halves).
+    if (auto slice = dyn_cast<SliceOp>(op);
+        slice && (slice.getStart()[dim] != 0 || slice.getStep()[dim] != 1 ||
+                  slice.getLimit()[dim] !=
+                      slice.getX().getType().cast<RankedTensorType>()
+                          .getDimSize(dim)))
       return std::nullopt;
     auto rules = dyn_cast<ShardingRuleOpInterface>(op);
     if (!rules)
@@ -210,6 +218,9 @@ struct SequenceParallel
   };
   SmallVector<std::pair<TpReduceOp, int64_t>> entries;
   SmallVector<std::pair<TpCopyOp, int64_t>> exits;
+  /// Operands of ops that need the whole sequence as a replicated value.
+  SmallVector<std::tuple<Operation *, unsigned, int64_t>> gathers;
+  DenseMap<Value, Value> wholeOf;
   SmallVector<Join> joins;
 
   /// g on a row-parallel product's activation becomes a reduce-scatter
@@ -250,15 +261,16 @@ struct SequenceParallel
     int64_t factor = -1;
     std::optional<int64_t> out =
         perToken(op, *first, seqDim.lookup(op->getOperand(*first)), &factor);
-    if (!out)
-      return op->emitError()
-             << describe(op)
-             << " reads the sequence-parallel activation "
-             << op->getOperand(*first).getType()
-             << " but does not compute per token; spec key "
-                "'sequence_parallel' splits only the norms, residual and "
-                "elementwise ops between the tensor-parallel regions: set "
-                "it to false for this model";
+    if (!out) {
+      // Not per token (a flatten of batch and sequence, attention that is
+      // not split, a loss): the op runs replicated on the whole sequence,
+      // gathered with the gradient's rank part as its gradient.
+      for (OpOperand &use : op->getOpOperands())
+        if (seqDim.count(use.get()))
+          gathers.push_back(
+              {op, use.getOperandNumber(), seqDim.lookup(use.get())});
+      return success();
+    }
     FailureOr<ShardingRule> rule =
         cast<ShardingRuleOpInterface>(op).getShardingRule();
     Join join{op, *out, {}, {}};
@@ -315,8 +327,24 @@ struct SequenceParallel
         join.op->setOperand(i, copied(join.op->getOperand(i)));
       Value result = join.op->getResult(0);
       auto type = result.getType().cast<RankedTensorType>();
-      result.setType(
-          resized(type, join.out, type.getDimSize(join.out) / degree));
+      int64_t part = type.getDimSize(join.out) / degree;
+      result.setType(resized(type, join.out, part));
+      if (auto slice = dyn_cast<SliceOp>(join.op)) {
+        SmallVector<int64_t> limit(slice.getLimit());
+        limit[join.out] = part;
+        slice.setLimitAttr(DenseI64ArrayAttr::get(&getContext(), limit));
+      }
+    }
+    for (auto [op, i, dim] : gathers) {
+      Value v = op->getOperand(i);
+      auto [it, inserted] = wholeOf.try_emplace(v, Value());
+      if (inserted) {
+        OpBuilder b(&getContext());
+        b.setInsertionPointAfterValue(v);
+        it->second = collective(b, v.getLoc(), v, dim, true,
+                                /*splitGrad=*/true);
+      }
+      op->setOperand(i, it->second);
     }
     for (auto [g, dim] : entries) {
       OpBuilder b(g);
@@ -383,6 +411,8 @@ struct SequenceParallel
       entries.clear();
       exits.clear();
       joins.clear();
+      gathers.clear();
+      wholeOf.clear();
       SmallVector<Operation *> ops;
       for (Operation &op : func.getBody().front())
         ops.push_back(&op);
