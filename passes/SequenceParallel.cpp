@@ -396,7 +396,8 @@ struct SequenceParallel
       batch = type.getDimSize(0);
       seq = type.getDimSize(1);
       if (seq % degree != 0) {
-        func.emitError() << "spec key 'sequence_parallel' splits the "
+        // On the location, not the op: the note would print the function.
+        mlir::emitError(func.getLoc()) << "spec key 'sequence_parallel' splits the "
                             "sequence of "
                          << seq << " tokens over the " << degree
                          << " ranks of 'tensor_parallel_degree', which do "
