@@ -243,9 +243,13 @@ def SequenceParallel : Pass<"cleave-sequence-parallel", "ModuleOp"> {
     f, so their gradients (the rank's tokens' share) are summed over the
     group: a norm's weight, a bias; one that has the sequence (a position
     embedding) is then gathered at the rank's rows (`cleave.axis_index`).
-    The sequence length (the token ids' second dimension) must be a
-    multiple of the degree; an op that reads a split activation but is
-    neither per-token nor an f is an error naming it and the spec key.
+    An op that reads a split activation but is neither per-token nor an f
+    (a flatten of batch and sequence before a loss, an attention left
+    whole) reads `cleave.sp_all_gather {split_grad}`: it computes a
+    replicated value, so the gather's gradient is the rank's part of a
+    gradient every rank holds. The sequence length (the token ids' second
+    dimension) must be a multiple of the degree, and no function may
+    return a split activation: errors naming the spec key.
     Without a `tensor` axis of more than one rank the module is unchanged.
 
     ```mlir

@@ -15,8 +15,9 @@
 // that has the sequence (a position embedding) is sliced to the rank's
 // part, one that does not (a norm's weight, a bias) is broadcast; both go
 // through an f, so that their gradients, which each rank computes from its
-// own tokens only, are summed over the group (docs/tensor-parallel.md,
-// "Sequence parallelism").
+// own tokens only, are summed over the group. An op that needs the whole
+// sequence and is not tensor-parallel reads an all-gather whose gradient
+// is the rank's part (docs/tensor-parallel.md, "Sequence parallelism").
 //
 //===----------------------------------------------------------------------===//
 
@@ -238,9 +239,8 @@ struct SequenceParallel
     seqDim[g.getResult()] = *dim;
   }
 
-  /// One op reading a value of the region: it joins it, or it is an f
-  /// that becomes an all-gather. Anything else would need the whole
-  /// sequence back as a replicated value: an error naming the op.
+  /// One op reading a value of the region: it joins it, it is an f that
+  /// becomes an all-gather, or it reads the whole sequence gathered.
   LogicalResult plan(Operation *op) {
     if (auto g = dyn_cast<TpReduceOp>(op)) {
       planEntry(g);
