@@ -618,8 +618,6 @@ constexpr const char *kRunTime =
 /// (/work/shared/SMP-KEYS.md; docs/spec-keys.md).
 const KeyRule kRules[] = {
     // Not implemented yet: their defaults only.
-    {"sequence_parallel", KeyUse::DefaultOnly, KeyType::Bool, "false",
-     "is not implemented yet (tensor parallelism)"},
     {"context_parallel_degree", KeyUse::DefaultOnly, KeyType::Integer, "1",
      "is not implemented yet (context parallelism)", 1},
     {"expert_parallel_degree", KeyUse::DefaultOnly, KeyType::Integer, "1",
@@ -872,7 +870,7 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
       "init_scale", "scale_window", "min_scale", "delayed_shift",
       "delayed_parameter_initialization", "placement_strategy",
       "processes_per_host", "device", "device_memory_gib", "batch_size",
-      "micro_batch_size", "prescaled_batch", "optimizer", "seed",
+      "micro_batch_size", "prescaled_batch", "sequence_parallel", "optimizer", "seed",
       "world_size", "frozen_parameters", "checkpoint_attentions",
       "activation_checkpointing_layers", "sdp_param_persistence_threshold",
       "sdp_max_live_parameters", "sdp_reduce_bucket_size",
@@ -933,6 +931,7 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
   CLEAVE_SPEC_READ(r.get("device_memory_gib", spec.deviceMemoryGib));
   CLEAVE_SPEC_READ(r.get("batch_size", batch));
   CLEAVE_SPEC_READ(r.get("prescaled_batch", spec.prescaledBatch));
+  CLEAVE_SPEC_READ(r.get("sequence_parallel", spec.sequenceParallel));
   CLEAVE_SPEC_READ(r.get("seed", spec.seed));
   CLEAVE_SPEC_READ(r.get("world_size", spec.worldSize));
   CLEAVE_SPEC_READ(r.get("auto_partition", autoPartition));
@@ -1045,6 +1044,16 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
         {r.name("prescaled_batch"), spec.prescaledBatch ? "true" : "false",
          "makes the ranks of a tensor-parallel group read the same samples; "
          "with tensor_parallel_degree 1 every group is one rank"});
+  // Megatron-LM turns sequence parallelism off with a warning when there
+  // is no tensor parallelism; a note in the plan says the same.
+  if (spec.sequenceParallel && spec.tensorParallelDegree == 1) {
+    spec.notes.push_back(
+        {r.name("sequence_parallel"), "true",
+         "splits the sequence over the tensor-parallel group, and with "
+         "tensor_parallel_degree 1 there is none: ignored (Megatron-LM "
+         "disables it likewise)"});
+    spec.sequenceParallel = false;
+  }
   if (const json::Value *opt = object->get("optimizer"))
     if (Error e = readOptimizer(*opt, source, spec.optimizer))
       return std::move(e);

@@ -97,6 +97,9 @@ struct Spec {
   double deviceMemoryGib = 0; // 0: no limit checked
   std::optional<int64_t> batchSize; // the global batch
   bool prescaledBatch = false;
+  /// Megatron's sequence parallelism (docs/tensor-parallel.md); false
+  /// whenever tensorParallelDegree is 1 (a note says it was ignored).
+  bool sequenceParallel = false;
   OptimizerSpec optimizer;
   /// Glob patterns of initializers not to train (buffers an export turned
   /// into initializers, such as rotary tables).

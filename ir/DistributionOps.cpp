@@ -214,6 +214,25 @@ LogicalResult TpReduceOp::verify() {
   return verifyTensorParallelGroup(*this, getAxes());
 }
 
+LogicalResult SpAllGatherOp::verify() {
+  if (failed(verifyTensorParallelGroup(*this, getAxes())))
+    return failure();
+  if (getSplitGrad() && getAxes().size() != 1)
+    return emitOpError() << "with split_grad gathers over one mesh axis, got "
+                         << getAxes();
+  FailureOr<int64_t> n = verifyGroup(*this, getAxes());
+  return verifyResized(*this, getInput().getType(), getType(), getDim(), *n,
+                       /*gather=*/true);
+}
+
+LogicalResult SpReduceScatterOp::verify() {
+  if (failed(verifyTensorParallelGroup(*this, getAxes())))
+    return failure();
+  FailureOr<int64_t> n = verifyGroup(*this, getAxes());
+  return verifyResized(*this, getInput().getType(), getType(), getDim(), *n,
+                       /*gather=*/false);
+}
+
 LogicalResult AllReduceStartOp::verify() {
   FailureOr<int64_t> n = verifyGroup(*this, getAxes());
   FailureOr<Type> value = tokenValue(*this, getToken());

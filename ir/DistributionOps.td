@@ -203,6 +203,65 @@ def Cleave_TpReduceOp : Cleave_Op<"tp_reduce", [SameOperandsAndResultType]> {
   let hasVerifier = 1;
 }
 
+def Cleave_SpAllGatherOp : Cleave_Op<"sp_all_gather"> {
+  let summary = "enters a tensor-parallel region from sequence parallelism";
+  let description = [{
+    Sequence parallelism (Korthikanti et al. 2022; Megatron-LM's
+    `gather_from_sequence_parallel_region`): every rank of the group spanned
+    by `axes` holds its part of the sequence along `dim`; each gets the
+    whole sequence, the parts concatenated in the order of the ranks'
+    coordinates. It replaces Megatron's f before a column-parallel region,
+    and like f its gradient is summed over the group, but each rank keeps
+    only its part of the sum: the gradient rule is
+    `cleave.sp_reduce_scatter` along the same `dim`. The runtime gathers
+    flat buffers, so the partition brings the sequence to `dim` 0 with a
+    transpose first when it is not there already.
+
+    With `split_grad` the users compute replicated values instead (an op
+    that needs the whole sequence and is not tensor-parallel, such as a
+    flatten of batch and sequence before a loss), whose gradient is the
+    same on every rank: the gradient is then the rank's part of it, taken
+    without communication (Megatron-LM's
+    `tensor_parallel_output_grad=False`). It gathers over one axis.
+
+    ```mlir
+    %h = cleave.sp_all_gather %x {axes = ["tensor"], dim = 0 : i64}
+        : tensor<4x2x64xf32> -> tensor<8x2x64xf32>
+    %r = cleave.sp_all_gather %x {axes = ["tensor"], dim = 0 : i64, split_grad}
+        : tensor<4x2x64xf32> -> tensor<8x2x64xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_CommFloatTensor:$input, Cleave_MeshAxes:$axes,
+                       I64Attr:$dim, UnitAttr:$split_grad);
+  let results = (outs Cleave_CommFloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Cleave_SpReduceScatterOp : Cleave_Op<"sp_reduce_scatter"> {
+  let summary = "leaves a tensor-parallel region into sequence parallelism";
+  let description = [{
+    Sequence parallelism (Megatron-LM's
+    `reduce_scatter_to_sequence_parallel_region`): every rank of the group
+    spanned by `axes` contributes its partial sum (a row-parallel product's
+    result); the sum over the group is split along `dim` and each rank keeps
+    the part at its coordinate. It replaces Megatron's g (an all-reduce)
+    after a row-parallel region, and like g's its gradient is not summed:
+    the gradient rule is `cleave.sp_all_gather` along the same `dim` (each
+    rank's partial contribution needs the gradient of the whole sequence).
+
+    ```mlir
+    %y = cleave.sp_reduce_scatter %partial {axes = ["tensor"], dim = 0 : i64}
+        : tensor<8x2x64xf32> -> tensor<4x2x64xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_CommFloatTensor:$input, Cleave_MeshAxes:$axes,
+                       I64Attr:$dim);
+  let results = (outs Cleave_CommFloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Point to point
 //===----------------------------------------------------------------------===//

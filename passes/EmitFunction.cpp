@@ -334,6 +334,44 @@ LogicalResult RankProgram::emitFunction(func::FuncOp func) {
       addFrees(op, fn, freeable, lastUser);
       continue;
     }
+    // Sequence parallelism's gather and reduce-scatter over the tensor
+    // group: the runtime's flat ALL_GATHER and REDUCE_SCATTER, which
+    // concatenate and split along dimension 0 (the partition transposes
+    // the sequence there).
+    auto spGather = dyn_cast<SpAllGatherOp>(op);
+    auto spScatter = dyn_cast<SpReduceScatterOp>(op);
+    if (spGather || spScatter) {
+      auto offsets = op.getAttrOfType<DenseI64ArrayAttr>("cleave.offsets");
+      if (!offsets || offsets.size() != 1)
+        return op.emitError() << "op has no planned offsets; run "
+                                 "cleave-memory-plan first";
+      ArrayAttr axes = spGather ? spGather.getAxes() : spScatter.getAxes();
+      int64_t dim = spGather ? spGather.getDim() : spScatter.getDim();
+      if (axes.size() != 1 || dim != 0)
+        return op.emitError() << "the runtime gathers and scatters over one "
+                                 "mesh axis along dimension 0, got dim "
+                              << dim << " over " << axes;
+      Value input = op.getOperand(0), result = op.getResult(0);
+      auto id =
+          addTensor(result.getType(), offsets[0], pb::ACTIVATIONS, name, &op);
+      if (failed(id))
+        return failure();
+      FailureOr<int> group = groupIndex(
+          axes[0].cast<StringAttr>().getValue(), std::nullopt, &op);
+      if (failed(group))
+        return failure();
+      pb::Collective *c = fn->add_body()->mutable_collective();
+      c->set_kind(spGather ? pb::ALL_GATHER : pb::REDUCE_SCATTER);
+      c->set_group(*group);
+      if (spScatter)
+        c->set_reduce(pb::SUM);
+      c->add_inputs(tensorOf.lookup(input));
+      c->add_outputs(*id);
+      tensorOf[result] = *id;
+      freeable.insert(result);
+      addFrees(op, fn, freeable, lastUser);
+      continue;
+    }
     // A copy between memory spaces (activation offload): the result is a
     // tensor of the host arena (cleave.offload) or of the device arena
     // (cleave.fetch).

@@ -160,6 +160,26 @@ Value sliceAxis(Emit &e, Value x, int64_t axis, int64_t begin, int64_t end) {
   return e.b.create<SliceOp>(e.loc, x, start, limit, step);
 }
 
+/// The rank's part `[r n, (r+1) n)` of `x` along `dim`, `r` its
+/// coordinate on `axis`: a gather of those rows.
+Value rankPart(Emit &e, Value x, StringAttr axis, int64_t dim, int64_t n) {
+  OpBuilder &b = e.b;
+  SmallVector<int64_t> rows(n);
+  for (int64_t i = 0; i < n; ++i)
+    rows[i] = i;
+  auto indexType = RankedTensorType::get({n}, b.getI64Type());
+  auto scalar = RankedTensorType::get({}, b.getI64Type());
+  Value iota = b.create<ConstantOp>(
+      e.loc, DenseElementsAttr::get(indexType, ArrayRef<int64_t>(rows)));
+  Value r = b.create<AxisIndexOp>(e.loc, scalar, axis);
+  Value first = b.create<MulOp>(
+      e.loc, r,
+      b.create<ConstantOp>(e.loc, DenseElementsAttr::get(
+                                      scalar, b.getI64IntegerAttr(n))));
+  Value indices = b.create<AddOp>(e.loc, iota, first);
+  return b.create<GatherOp>(e.loc, x, indices, b.getI64IntegerAttr(dim));
+}
+
 } // namespace
 
 LogicalResult mlir::cleave::buildOperandGradients(
@@ -501,6 +521,27 @@ LogicalResult mlir::cleave::buildOperandGradients(
         });
       })
       .Case([&](TpReduceOp) { unary([&] { return g; }); })
+      // Sequence parallelism's pair (docs/tensor-parallel.md): the
+      // gather's gradient is summed over the group and each rank keeps its
+      // part of the sequence; the reduce-scatter's is gathered back.
+      .Case([&](SpAllGatherOp f) {
+        unary([&] {
+          if (f.getSplitGrad())
+            return rankPart(e, g, f.getAxes()[0].cast<StringAttr>(),
+                            f.getDim(), typeOf(x(0)).getDimSize(f.getDim()));
+          return Value(b.create<SpReduceScatterOp>(e.loc, typeOf(x(0)), g,
+                                                   f.getAxesAttr(),
+                                                   f.getDimAttr()));
+        });
+      })
+      .Case([&](SpReduceScatterOp r) {
+        unary([&] {
+          return b
+              .create<SpAllGatherOp>(e.loc, typeOf(x(0)), g, r.getAxesAttr(),
+                                     r.getDimAttr(), UnitAttr())
+              .getResult();
+        });
+      })
       // A maximum over a group is the shift of a vocab-parallel softmax
       // (cleave-partition-tensor), which the loss does not depend on: it
       // is not differentiated. Other all-reduces have no rule.

@@ -224,6 +224,56 @@ def PartitionTensor : Pass<"cleave-partition-tensor", "ModuleOp"> {
   }];
 }
 
+def SequenceParallel : Pass<"cleave-sequence-parallel", "ModuleOp"> {
+  let summary = "Megatron's sequence parallelism on a tensor-parallel program";
+  let description = [{
+    Korthikanti et al. 2022 (Megatron-LM's `sequence_parallel`), run after
+    `cleave-partition-tensor` on its local program (docs/tensor-parallel.md,
+    "Sequence parallelism"). The activations between the tensor-parallel
+    regions (the residual stream: norms, bias and residual adds, the
+    embedding's output) are split on the sequence over the mesh's `tensor`
+    axis instead of replicated: a g (`cleave.tp_reduce`) that completes an
+    activation `[batch, seq, ...]` (or `[seq, batch, ...]`) whose users all
+    compute per token becomes `cleave.sp_reduce_scatter`, and an f
+    (`cleave.tp_copy`) of such a split activation becomes
+    `cleave.sp_all_gather`, each along the sequence brought to dimension 0
+    by a transpose (the runtime's collectives are flat). An op between them
+    computes the rank's tokens: its sharding rule must carry the sequence's
+    factor from operand to result untouched. Its replicated inputs pass an
+    f, so their gradients (the rank's tokens' share) are summed over the
+    group: a norm's weight, a bias; one that has the sequence (a position
+    embedding) is then gathered at the rank's rows (`cleave.axis_index`).
+    An op that reads a split activation but is neither per-token nor an f
+    (a flatten of batch and sequence before a loss, an attention left
+    whole) reads `cleave.sp_all_gather {split_grad}`: it computes a
+    replicated value, so the gather's gradient is the rank's part of a
+    gradient every rank holds. The sequence length (the token ids' second
+    dimension) must be a multiple of the degree, and no function may
+    return a split activation: errors naming the spec key.
+    Without a `tensor` axis of more than one rank the module is unchanged.
+
+    ```mlir
+    // Before (tensor=2, GPT-2's MLP after cleave-partition-tensor):
+    %h2 = cleave.layer_norm %x scale %g2 bias %b2 {axis = 2 : i64} : (...) -> tensor<2x4x8xf32>
+    %f = cleave.tp_copy %h2 {axes = ["tensor"]} : tensor<2x4x8xf32>
+    ...
+    %g = cleave.tp_reduce %m0 {axes = ["tensor"]} : tensor<2x4x8xf32>
+    %m = cleave.add %bp, %g : (tensor<8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+    // After: the norm and the adds on the rank's 2 of the 4 tokens.
+    %h2 = cleave.layer_norm %x scale %g2f bias %b2f {axis = 2 : i64} : (...) -> tensor<2x2x8xf32>
+    %t = cleave.transpose %h2 {perm = array<i64: 1, 0, 2>} : tensor<2x2x8xf32> -> tensor<2x2x8xf32>
+    %a = cleave.sp_all_gather %t {axes = ["tensor"], dim = 0 : i64} : tensor<2x2x8xf32> -> tensor<4x2x8xf32>
+    %f = cleave.transpose %a {perm = array<i64: 1, 0, 2>} : tensor<4x2x8xf32> -> tensor<2x4x8xf32>
+    ...
+    %t2 = cleave.transpose %m0 {perm = array<i64: 1, 0, 2>} : tensor<2x4x8xf32> -> tensor<4x2x8xf32>
+    %s = cleave.sp_reduce_scatter %t2 {axes = ["tensor"], dim = 0 : i64} : tensor<4x2x8xf32> -> tensor<2x2x8xf32>
+    %g = cleave.transpose %s {perm = array<i64: 1, 0, 2>} : tensor<2x2x8xf32> -> tensor<2x2x8xf32>
+    %bpf = cleave.tp_copy %bp {axes = ["tensor"]} : tensor<8xf32>
+    %m = cleave.add %bpf, %g : (tensor<8xf32>, tensor<2x2x8xf32>) -> tensor<2x2x8xf32>
+    ```
+  }];
+}
+
 def MixedPrecision : Pass<"cleave-mixed-precision", "ModuleOp"> {
   let summary = "bf16 or fp16 compute with fp32 master weights (autocast)";
   let description = [{

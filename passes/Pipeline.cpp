@@ -55,6 +55,11 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
     propagate.heads = true;
     pm.addPass(createPropagateShardings(propagate));
     pm.addPass(createPartitionTensor());
+    // On the local program, before autocast and autodiff: the residual
+    // stream split on the sequence, f and g become its all-gather and
+    // reduce-scatter, which autodiff differentiates (their conjugates).
+    if (options.sequenceParallel)
+      pm.addPass(createSequenceParallel());
   }
   // Autocast before partitioning, so the cost model and the memory plan
   // see the low-precision compute.

@@ -111,6 +111,11 @@ struct ProgramPipelineOptions
       llvm::cl::desc("tensor-parallel ranks (Megatron-LM's split, found by "
                      "sharding propagation)"),
       llvm::cl::init(1)};
+  Option<bool> sequenceParallel{
+      *this, "sequence-parallel",
+      llvm::cl::desc("Megatron's sequence parallelism between the "
+                     "tensor-parallel regions (tensor-degree > 1)"),
+      llvm::cl::init(false)};
   Option<int64_t> activeMicrobatches{*this, "active-microbatches",
                                      llvm::cl::init(0)};
   Option<std::string> schedule{*this, "schedule",

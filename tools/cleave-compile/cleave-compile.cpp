@@ -356,6 +356,7 @@ int main(int argc, char **argv) {
   pipeline.minLr = opt.minLr;
   pipeline.pipelineDegree = spec.pipelineParallelDegree;
   pipeline.tensorDegree = spec.tensorParallelDegree;
+  pipeline.sequenceParallel = spec.sequenceParallel;
   pipeline.virtualStages = spec.virtualPipelineDegree;
   pipeline.activeMicrobatches = spec.activeMicrobatches;
   pipeline.schedule = spec.pipeline;

@@ -1,0 +1,439 @@
+//===- SequenceParallel.cpp - Megatron's sequence parallelism -------------===//
+//
+// Korthikanti et al. 2022 (Megatron-LM's `sequence_parallel`), on the local
+// program cleave-partition-tensor wrote: the values between the
+// tensor-parallel regions (the residual stream, its norms, bias and
+// residual adds, the embedding's output) are split on the sequence over
+// the "tensor" axis instead of replicated. A g (cleave.tp_reduce: an
+// all-reduce) that completes a row-parallel product becomes a
+// reduce-scatter into the rank's part of the sequence
+// (cleave.sp_reduce_scatter); an f (cleave.tp_copy) at the entry of a
+// column-parallel region becomes an all-gather (cleave.sp_all_gather).
+// Every op between them computes the rank's tokens only, so it must be
+// per-token: its sharding rule carries the sequence's factor from the
+// operand to its result untouched. Its other inputs are replicated: one
+// that has the sequence (a position embedding) is sliced to the rank's
+// part, one that does not (a norm's weight, a bias) is broadcast; both go
+// through an f, so that their gradients, which each rank computes from its
+// own tokens only, are summed over the group. An op that needs the whole
+// sequence and is not tensor-parallel reads an all-gather whose gradient
+// is the rank's part (docs/tensor-parallel.md, "Sequence parallelism").
+//
+//===----------------------------------------------------------------------===//
+
+#include "ir/AttrNames.h"
+#include "ir/CleaveOps.h"
+#include "ir/DistributionOps.h"
+#include "ir/ShardingInterface.h"
+#include "passes/NodeName.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
+
+#include <numeric>
+#include <optional>
+
+namespace mlir::cleave {
+#define GEN_PASS_DEF_SEQUENCEPARALLEL
+#include "passes/Passes.h.inc"
+} // namespace mlir::cleave
+
+using namespace mlir;
+using namespace mlir::cleave;
+
+namespace {
+
+std::string describe(Operation *op) {
+  std::string out = op->getName().getStringRef().str();
+  std::string name = onnxNodeName(op->getLoc());
+  if (!name.empty())
+    out += " (ONNX node '" + name + "')";
+  return out;
+}
+
+struct SequenceParallel
+    : mlir::cleave::impl::SequenceParallelBase<SequenceParallel> {
+  int64_t degree = 1, batch = 0, seq = 0;
+  /// The values split on the sequence, and which of their dimensions it is.
+  DenseMap<Value, int64_t> seqDim;
+  /// The f of a replicated value, and its rank's part of the sequence.
+  DenseMap<Value, Value> copyOf, sliceOf;
+
+  ArrayAttr tensorAxes() {
+    return ArrayAttr::get(&getContext(),
+                          {StringAttr::get(&getContext(), kTensorAxis)});
+  }
+
+  /// The sequence dimension of an activation `[batch, seq, ...]` or
+  /// `[seq, batch, ...]`, the layouts of the residual stream.
+  std::optional<int64_t> sequenceDimOf(Type t) {
+    auto type = t.dyn_cast<RankedTensorType>();
+    if (!type || type.getRank() < 3 || !type.getElementType().isa<FloatType>())
+      return std::nullopt;
+    if (type.getDimSize(0) == batch && type.getDimSize(1) == seq)
+      return 1;
+    if (type.getDimSize(0) == seq && type.getDimSize(1) == batch)
+      return 0;
+    return std::nullopt;
+  }
+
+  static RankedTensorType resized(Type t, int64_t dim, int64_t size) {
+    auto type = t.cast<RankedTensorType>();
+    SmallVector<int64_t> shape(type.getShape());
+    shape[dim] = size;
+    return RankedTensorType::get(shape, type.getElementType());
+  }
+
+  /// The runtime gathers and scatters along dimension 0: `perm` brings
+  /// `dim` there (empty when it is there already).
+  static SmallVector<int64_t> toFront(int64_t rank, int64_t dim) {
+    if (dim == 0)
+      return {};
+    SmallVector<int64_t> perm = {dim};
+    for (int64_t d = 0; d < rank; ++d)
+      if (d != dim)
+        perm.push_back(d);
+    return perm;
+  }
+  static SmallVector<int64_t> inverse(ArrayRef<int64_t> perm) {
+    SmallVector<int64_t> inv(perm.size());
+    for (auto [i, p] : llvm::enumerate(perm))
+      inv[p] = i;
+    return inv;
+  }
+
+  /// `v`'s gather (`gather`) or reduce-scatter along `dim` over the tensor
+  /// axis, transposed to dimension 0 and back.
+  Value collective(OpBuilder &b, Location loc, Value v, int64_t dim,
+                   bool gather, bool splitGrad = false) {
+    auto type = v.getType().cast<RankedTensorType>();
+    SmallVector<int64_t> perm = toFront(type.getRank(), dim);
+    if (!perm.empty())
+      v = b.create<TransposeOp>(loc, v, perm);
+    auto front = v.getType().cast<RankedTensorType>();
+    int64_t size = gather ? front.getDimSize(0) * degree
+                          : front.getDimSize(0) / degree;
+    Type out = resized(front, 0, size);
+    v = gather ? b.create<SpAllGatherOp>(loc, out, v, tensorAxes(),
+                                         b.getI64IntegerAttr(0),
+                                         splitGrad ? b.getUnitAttr()
+                                                   : UnitAttr())
+                     .getResult()
+               : b.create<SpReduceScatterOp>(loc, out, v, tensorAxes(),
+                                             b.getI64IntegerAttr(0))
+                     .getResult();
+    if (!perm.empty())
+      v = b.create<TransposeOp>(loc, v, inverse(perm));
+    return v;
+  }
+
+  /// f on a replicated input of the sequence-parallel region, once.
+  Value copied(Value v) {
+    auto [it, inserted] = copyOf.try_emplace(v, Value());
+    if (!inserted)
+      return it->second;
+    OpBuilder b(&getContext());
+    b.setInsertionPointAfterValue(v);
+    it->second = b.create<TpCopyOp>(v.getLoc(), v, tensorAxes());
+    return it->second;
+  }
+
+  /// The rank's part of the sequence of a replicated `v` along `dim`: a
+  /// gather of the rows `[r s/T, (r+1) s/T)`, after an f when `v` is
+  /// differentiable (each rank's gradient covers its rows only; the f
+  /// sums them into the gradient of the whole).
+  Value rankPart(Value v, int64_t dim) {
+    auto [it, inserted] = sliceOf.try_emplace(v, Value());
+    if (!inserted)
+      return it->second;
+    bool differentiable =
+        v.getType().cast<RankedTensorType>().getElementType().isa<FloatType>() &&
+        !v.getDefiningOp<ConstantOp>();
+    Value whole = differentiable ? copied(v) : v;
+    OpBuilder b(&getContext());
+    b.setInsertionPointAfterValue(whole);
+    Location loc = v.getLoc();
+    int64_t part = seq / degree;
+    SmallVector<int64_t> iota(part);
+    std::iota(iota.begin(), iota.end(), 0);
+    auto indexType = RankedTensorType::get({part}, b.getI64Type());
+    auto scalar = RankedTensorType::get({}, b.getI64Type());
+    Value rows = b.create<ConstantOp>(
+        loc, DenseElementsAttr::get(indexType, ArrayRef<int64_t>(iota)));
+    Value r = b.create<AxisIndexOp>(loc, scalar, b.getStringAttr(kTensorAxis));
+    Value first = b.create<MulOp>(
+        loc, r,
+        b.create<ConstantOp>(
+            loc, DenseElementsAttr::get(scalar, b.getI64IntegerAttr(part))));
+    Value indices = b.create<AddOp>(loc, rows, first);
+    it->second = b.create<GatherOp>(loc, whole, indices,
+                                    b.getI64IntegerAttr(dim));
+    return it->second;
+  }
+
+  /// Whether `op` computes per token along dimension `dim` of its operand
+  /// `i`: its rule gives that dimension one factor, split freely, which is
+  /// one whole dimension of its one result. Returns that dimension.
+  std::optional<int64_t> perToken(Operation *op, unsigned i, int64_t dim,
+                                  int64_t *factor = nullptr) {
+    // Ops whose attributes hold shapes along the dimension, and the
+    // collectives, are not per-token.
+    if (op->getNumResults() != 1 ||
+        isa<TpCopyOp, TpReduceOp, AllReduceOp, AttentionOp, ConstantOp>(op))
+      return std::nullopt;
+    // A slice that takes the sequence whole (rotate-half's halves).
+    if (auto slice = dyn_cast<SliceOp>(op);
+        slice && (slice.getStart()[dim] != 0 || slice.getStep()[dim] != 1 ||
+                  slice.getLimit()[dim] !=
+                      slice.getX().getType().cast<RankedTensorType>()
+                          .getDimSize(dim)))
+      return std::nullopt;
+    auto rules = dyn_cast<ShardingRuleOpInterface>(op);
+    if (!rules)
+      return std::nullopt;
+    FailureOr<ShardingRule> rule = rules.getShardingRule();
+    if (failed(rule) || i >= rule->operandFactors.size() ||
+        dim >= int64_t(rule->operandFactors[i].size()))
+      return std::nullopt;
+    const ShardingRule::DimFactors &in = rule->operandFactors[i][dim];
+    if (in.size() != 1 || rule->factorKinds[in[0]] != FactorKind::Parallel)
+      return std::nullopt;
+    for (auto [d, out] : llvm::enumerate(rule->resultFactors[0]))
+      if (out.size() == 1 && out[0] == in[0]) {
+        if (factor)
+          *factor = in[0];
+        return int64_t(d);
+      }
+    return std::nullopt;
+  }
+
+  /// What the rewrite does, decided on the program as the partition left
+  /// it (the rules read the operands' types, which the rewrite changes).
+  struct Join {
+    Operation *op;
+    int64_t out;                                      // result's sequence dim
+    SmallVector<std::pair<unsigned, int64_t>> slices; // operand, its dim
+    SmallVector<unsigned> copies;                     // operands to f
+  };
+  SmallVector<std::pair<TpReduceOp, int64_t>> entries;
+  SmallVector<std::pair<TpCopyOp, int64_t>> exits;
+  /// Operands of ops that need the whole sequence as a replicated value.
+  SmallVector<std::tuple<Operation *, unsigned, int64_t>> gathers;
+  DenseMap<Value, Value> wholeOf;
+  SmallVector<Join> joins;
+
+  /// g on a row-parallel product's activation becomes a reduce-scatter
+  /// when every user computes per token (or enters the next
+  /// column-parallel region, an f).
+  void planEntry(TpReduceOp g) {
+    std::optional<int64_t> dim = sequenceDimOf(g.getType());
+    if (!dim)
+      return;
+    for (OpOperand &use : g->getUses())
+      if (!isa<TpCopyOp>(use.getOwner()) &&
+          !perToken(use.getOwner(), use.getOperandNumber(), *dim))
+        return;
+    entries.push_back({g, *dim});
+    seqDim[g.getResult()] = *dim;
+  }
+
+  /// One op reading a value of the region: it joins it, it is an f that
+  /// becomes an all-gather, or it reads the whole sequence gathered.
+  LogicalResult plan(Operation *op) {
+    if (auto g = dyn_cast<TpReduceOp>(op)) {
+      planEntry(g);
+      return success();
+    }
+    std::optional<unsigned> first;
+    for (OpOperand &use : op->getOpOperands())
+      if (seqDim.count(use.get())) {
+        first = use.getOperandNumber();
+        break;
+      }
+    if (!first)
+      return success();
+    if (auto f = dyn_cast<TpCopyOp>(op)) {
+      exits.push_back({f, seqDim.lookup(f.getInput())});
+      return success();
+    }
+    int64_t factor = -1;
+    std::optional<int64_t> out =
+        perToken(op, *first, seqDim.lookup(op->getOperand(*first)), &factor);
+    if (!out) {
+      // Not per token (a flatten of batch and sequence, attention that is
+      // not split, a loss): the op runs replicated on the whole sequence,
+      // gathered with the gradient's rank part as its gradient.
+      for (OpOperand &use : op->getOpOperands())
+        if (seqDim.count(use.get()))
+          gathers.push_back(
+              {op, use.getOperandNumber(), seqDim.lookup(use.get())});
+      return success();
+    }
+    FailureOr<ShardingRule> rule =
+        cast<ShardingRuleOpInterface>(op).getShardingRule();
+    Join join{op, *out, {}, {}};
+    for (OpOperand &use : op->getOpOperands()) {
+      Value v = use.get();
+      auto type = v.getType().dyn_cast<RankedTensorType>();
+      if (!type)
+        continue;
+      // Where the operand holds the sequence's factor, if it does.
+      std::optional<int64_t> at;
+      bool mixed = false;
+      for (auto [d, factors] :
+           llvm::enumerate(rule->operandFactors[use.getOperandNumber()]))
+        if (llvm::is_contained(factors, factor)) {
+          at = d;
+          mixed = factors.size() != 1;
+        }
+      auto region = seqDim.find(v);
+      if (region != seqDim.end()) {
+        if (!at || mixed || *at != region->second)
+          return op->emitError()
+                 << describe(op) << ": operand " << use.getOperandNumber()
+                 << " holds the sequence in dimension " << region->second
+                 << ", which the op does not match with its other "
+                    "operands'; spec key 'sequence_parallel' cannot split "
+                    "it: set it to false";
+        continue;
+      }
+      if (mixed)
+        return op->emitError()
+               << describe(op) << ": operand " << use.getOperandNumber()
+               << " " << type
+               << " merges the sequence with another dimension; spec key "
+                  "'sequence_parallel' cannot take the rank's part of it: "
+                  "set it to false";
+      if (at)
+        join.slices.push_back({use.getOperandNumber(), *at});
+      else if (type.getElementType().isa<FloatType>() &&
+               !v.getDefiningOp<ConstantOp>())
+        join.copies.push_back(use.getOperandNumber());
+    }
+    seqDim[op->getResult(0)] = *out;
+    joins.push_back(std::move(join));
+    return success();
+  }
+
+  /// The rewrite the plan decided: the joined ops' replicated inputs and
+  /// local results, then g and f become the reduce-scatter and gather.
+  void rewrite() {
+    for (Join &join : joins) {
+      for (auto [i, dim] : join.slices)
+        join.op->setOperand(i, rankPart(join.op->getOperand(i), dim));
+      for (unsigned i : join.copies)
+        join.op->setOperand(i, copied(join.op->getOperand(i)));
+      Value result = join.op->getResult(0);
+      auto type = result.getType().cast<RankedTensorType>();
+      int64_t part = type.getDimSize(join.out) / degree;
+      result.setType(resized(type, join.out, part));
+      if (auto slice = dyn_cast<SliceOp>(join.op)) {
+        SmallVector<int64_t> limit(slice.getLimit());
+        limit[join.out] = part;
+        slice.setLimitAttr(DenseI64ArrayAttr::get(&getContext(), limit));
+      }
+    }
+    for (auto [op, i, dim] : gathers) {
+      Value v = op->getOperand(i);
+      auto [it, inserted] = wholeOf.try_emplace(v, Value());
+      if (inserted) {
+        OpBuilder b(&getContext());
+        b.setInsertionPointAfterValue(v);
+        it->second = collective(b, v.getLoc(), v, dim, true,
+                                /*splitGrad=*/true);
+      }
+      op->setOperand(i, it->second);
+    }
+    for (auto [g, dim] : entries) {
+      OpBuilder b(g);
+      Value part = collective(b, g.getLoc(), g.getInput(), dim, false);
+      g.getResult().replaceAllUsesWith(part);
+      g.erase();
+    }
+    for (auto [f, dim] : exits) {
+      OpBuilder b(f);
+      Value whole = collective(b, f.getLoc(), f.getInput(), dim, true);
+      f.getResult().replaceAllUsesWith(whole);
+      f.erase();
+    }
+  }
+
+  /// The token ids `[batch, seq]`: the argument with cleave.role "tokens",
+  /// else the first integer argument of rank 2 (cleave-input-roles'
+  /// default).
+  std::optional<BlockArgument> tokensOf(func::FuncOp func) {
+    std::optional<BlockArgument> fallback;
+    for (BlockArgument arg : func.getArguments()) {
+      auto type = arg.getType().dyn_cast<RankedTensorType>();
+      if (!type || type.getRank() != 2 ||
+          !type.getElementType().isa<IntegerType>())
+        continue;
+      auto role =
+          func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kRoleAttr);
+      if (role && role.getValue() == "tokens")
+        return arg;
+      if (!role && !fallback)
+        fallback = arg;
+    }
+    return fallback;
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    MeshAttr mesh = lookupMesh(module);
+    degree = mesh ? mesh.getAxisSize(kTensorAxis).value_or(1) : 1;
+    if (degree == 1)
+      return;
+    for (auto func : module.getOps<func::FuncOp>()) {
+      if (func.isExternal())
+        continue;
+      std::optional<BlockArgument> tokens = tokensOf(func);
+      if (!tokens)
+        continue;
+      auto type = tokens->getType().cast<RankedTensorType>();
+      batch = type.getDimSize(0);
+      seq = type.getDimSize(1);
+      if (seq % degree != 0) {
+        // On the location, not the op: the note would print the function.
+        mlir::emitError(func.getLoc()) << "spec key 'sequence_parallel' splits the "
+                            "sequence of "
+                         << seq << " tokens over the " << degree
+                         << " ranks of 'tensor_parallel_degree', which do "
+                            "not divide it; give a sequence length that is "
+                            "a multiple of "
+                         << degree << ", or set 'sequence_parallel' to false";
+        return signalPassFailure();
+      }
+      seqDim.clear();
+      copyOf.clear();
+      sliceOf.clear();
+      entries.clear();
+      exits.clear();
+      joins.clear();
+      gathers.clear();
+      wholeOf.clear();
+      SmallVector<Operation *> ops;
+      for (Operation &op : func.getBody().front())
+        ops.push_back(&op);
+      for (Operation *op : ops) {
+        if (isa<func::ReturnOp>(op)) {
+          for (Value v : op->getOperands())
+            if (seqDim.count(v))
+              return op->emitError()
+                         << "the function returns a sequence-parallel "
+                            "value; spec key 'sequence_parallel' needs "
+                            "the model's one output to be its loss",
+                     signalPassFailure();
+          continue;
+        }
+        if (failed(plan(op)))
+          return signalPassFailure();
+      }
+      rewrite();
+    }
+  }
+};
+
+} // namespace
