@@ -1142,7 +1142,8 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
   }
 
   // Tensor parallelism (docs/tensor-parallel.md): a power of two within
-  // a host, and only the compositions built so far.
+  // a host, and only the compositions built so far (ZeRO-1 and sharded
+  // data parallelism split each tensor rank's slice over its data group).
   if (int64_t tensor = spec.tensorParallelDegree; tensor > 1) {
     if ((tensor & (tensor - 1)) != 0)
       return r.error("tensor_parallel_degree",
@@ -1166,11 +1167,6 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
     };
     if (Error e = without("pipeline_parallel_degree",
                           spec.pipelineParallelDegree > 1))
-      return e;
-    if (Error e = without("shard_optimizer_state", spec.shardOptimizerState))
-      return e;
-    if (Error e = without("sharded_data_parallel_degree",
-                          spec.shardedDataParallelDegree > 1))
       return e;
   }
   // SMP's other documented keys: defaults only, or a note in the plan.
