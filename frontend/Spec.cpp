@@ -1242,10 +1242,15 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
       spec.shardedDataParallelDegree < 2)
     spec.notes.push_back(
         {"delayed_parameter_initialization", "true",
-         "without sharded data parallelism every rank holds whole "
-         "parameters, which it reads or generates directly into its own "
-         "memory at start-up anyway; with it, each rank makes only its "
-         "chunk"});
+         spec.tensorParallelDegree > 1
+             ? "without sharded data parallelism every rank holds its whole "
+               "tensor-parallel slice of each parameter, which it reads or "
+               "generates directly into its own memory at start-up anyway; "
+               "with it, each rank makes only its chunk of the slice"
+             : "without sharded data parallelism every rank holds whole "
+               "parameters, which it reads or generates directly into its "
+               "own memory at start-up anyway; with it, each rank makes "
+               "only its chunk"});
   if (dataDegree > 1 && !spec.ddp)
     return r.error("world_size",
                    formatv("{0} ranks leave {1} data-parallel replicas, which "
