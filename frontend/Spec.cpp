@@ -1152,7 +1152,8 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
   }
 
   // Tensor parallelism (docs/tensor-parallel.md): a power of two within
-  // a host, and only the compositions built so far.
+  // a host, and only the compositions built so far (ZeRO-1 and sharded
+  // data parallelism split each tensor rank's slice over its data group).
   if (int64_t tensor = spec.tensorParallelDegree; tensor > 1) {
     if ((tensor & (tensor - 1)) != 0)
       return r.error("tensor_parallel_degree",
@@ -1166,19 +1167,6 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
                              "at most {1}",
                              tensor, spec.processesPerHost,
                              r.name("processes_per_host")));
-    auto without = [&](StringRef other, bool given) -> Error {
-      if (!given)
-        return Error::success();
-      return r.error("tensor_parallel_degree",
-                     formatv("is {0}, which does not combine with '{1}' "
-                             "yet; set one of them to its default",
-                             tensor, r.name(other)));
-    };
-    if (Error e = without("shard_optimizer_state", spec.shardOptimizerState))
-      return e;
-    if (Error e = without("sharded_data_parallel_degree",
-                          spec.shardedDataParallelDegree > 1))
-      return e;
   }
   // SMP's other documented keys: defaults only, or a note in the plan.
   for (const KeyRule &rule : kRules) {
@@ -1253,10 +1241,15 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
       spec.shardedDataParallelDegree < 2)
     spec.notes.push_back(
         {"delayed_parameter_initialization", "true",
-         "without sharded data parallelism every rank holds whole "
-         "parameters, which it reads or generates directly into its own "
-         "memory at start-up anyway; with it, each rank makes only its "
-         "chunk"});
+         spec.tensorParallelDegree > 1
+             ? "without sharded data parallelism every rank holds its whole "
+               "tensor-parallel slice of each parameter, which it reads or "
+               "generates directly into its own memory at start-up anyway; "
+               "with it, each rank makes only its chunk of the slice"
+             : "without sharded data parallelism every rank holds whole "
+               "parameters, which it reads or generates directly into its "
+               "own memory at start-up anyway; with it, each rank makes "
+               "only its chunk"});
   if (dataDegree > 1 && !spec.ddp)
     return r.error("world_size",
                    formatv("{0} ranks leave {1} data-parallel replicas, which "
