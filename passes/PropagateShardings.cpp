@@ -651,6 +651,21 @@ struct PropagateShardings
       int64_t kv = op.getK().getType().cast<RankedTensorType>().getDimSize(1);
       if (q % axisSize == 0 && (kv % axisSize == 0 || axisSize % kv == 0))
         return WalkResult::advance();
+      if (q % axisSize == 0) {
+        // Grouped-query attention: a rank holds whole key/value heads, or
+        // one replicated over the ranks whose query heads read it.
+        op.emitError() << describe(op) << " has " << q << " query and " << kv
+                       << " key/value heads; spec key "
+                          "'tensor_parallel_degree' = "
+                       << axisSize
+                       << " neither divides the key/value heads nor is "
+                          "divided by them, so no rank holds whole key/value "
+                          "heads: give a power of two that divides "
+                       << kv
+                       << (llvm::isPowerOf2_64(kv) ? " or is a multiple of it"
+                                                    : "");
+        return WalkResult::interrupt();
+      }
       op.emitError() << describe(op) << " has " << q << " query and " << kv
                      << " key/value heads, which spec key "
                         "'tensor_parallel_degree' = "
