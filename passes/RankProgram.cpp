@@ -161,7 +161,7 @@ LogicalResult RankProgram::addParameters(ModuleOp module) {
     if (param->hasAttr(kFullTypeAttr))
       for (Operation *up = param->getParentOp(); up; up = up->getParentOp())
         if (auto tpSeed =
-                up->getAttrOfType<IntegerAttr>("cleave.tensor_parallel_seed")) {
+                up->getAttrOfType<IntegerAttr>(kTensorParallelSeedAttr)) {
           p->set_seed(tpSeed.getInt());
           break;
         }
