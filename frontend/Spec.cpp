@@ -678,9 +678,9 @@ const KeyRule kRules[] = {
     {"task_level_activation_loading_horizon", KeyUse::Note, KeyType::Integer,
      "4", kNotOffloaded, 1},
     {"tensor_parallel_seed", KeyUse::Note, KeyType::Integer, "0",
-     "seeds the random streams of tensor parallelism, which this plan does "
-     "not have (tensor_parallel_degree is 1); the initialization seed is "
-     "'seed'",
+     "seeds the initialization of tensor-split parameters, which this plan "
+     "does not have (tensor_parallel_degree is 1); the initialization seed "
+     "is 'seed'",
      0},
     {"random_seed", KeyUse::Note, KeyType::Integer, "null",
      "seeds SMP v2's tensor- and expert-parallel random streams, which this "
@@ -1039,11 +1039,23 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
   if (spec.prescaledBatch && optimize != "speed")
     return r.error("prescaled_batch", "applies only with 'optimize': "
                                       "\"speed\" (as SMP checks)");
+  // SMP: true, the ranks of a tensor-parallel group read the same batch,
+  // tensor_parallel_degree times the per-rank one, and split it; false,
+  // each reads its own and the group concatenates them. Either way the
+  // group computes on the same samples: here 'batch_size' is the global
+  // batch and a group always reads its data rank's share of it, which
+  // every rank of the group reads (docs/spec-keys.md).
   if (object->get("prescaled_batch"))
     spec.notes.push_back(
         {r.name("prescaled_batch"), spec.prescaledBatch ? "true" : "false",
-         "makes the ranks of a tensor-parallel group read the same samples; "
-         "with tensor_parallel_degree 1 every group is one rank"});
+         spec.tensorParallelDegree > 1
+             ? "changes no number: 'batch_size' is the global batch, and "
+               "the ranks of a tensor-parallel group read the same samples "
+               "(their data rank's share, tensor_parallel_degree times "
+               "SMP's per-rank batch) either way"
+             : "makes the ranks of a tensor-parallel group read the same "
+               "samples; with tensor_parallel_degree 1 every group is one "
+               "rank"});
   // Megatron-LM turns sequence parallelism off with a warning when there
   // is no tensor parallelism; a note in the plan says the same.
   if (spec.sequenceParallel && spec.tensorParallelDegree == 1) {
@@ -1167,6 +1179,19 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
                              "at most {1}",
                              tensor, spec.processesPerHost,
                              r.name("processes_per_host")));
+    // SMP seeds its tensor-parallel modules' random streams with it.
+    // Cleave has no dropout; the random stream that exists is the
+    // generated initialization of parameters without values, which it
+    // seeds for the split parameters.
+    if (object->get("tensor_parallel_seed")) {
+      int64_t seed = 0;
+      CLEAVE_SPEC_READ(r.get("tensor_parallel_seed", seed));
+      if (seed < 0)
+        return r.error("tensor_parallel_seed",
+                       formatv("must be at least 0 (SMP's bound), got {0}",
+                               seed));
+      spec.tensorParallelSeed = seed;
+    }
   }
   // SMP's other documented keys: defaults only, or a note in the plan.
   for (const KeyRule &rule : kRules) {
@@ -1183,6 +1208,8 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
       continue;
     if (key == "activation_loading_horizon")
       checked.min = 1;
+    if (key == "tensor_parallel_seed" && spec.tensorParallelSeed)
+      continue;
     if (Error e = checkRule(r, *object, checked, *v, spec.notes))
       return std::move(e);
   }
@@ -1200,6 +1227,38 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
                            "tensor_parallel_degree = {2}",
                            spec.worldSize, r.name("pipeline_parallel_degree"),
                            *modelRanks));
+  // A tensor-parallel group all-reduces in every layer: under the
+  // placement's order (the rightmost letter fastest), its ranks are the
+  // product of the degrees right of T apart, so the group spans that times
+  // tensor_parallel_degree consecutive ranks, which must tile the hosts.
+  if (int64_t tensor = spec.tensorParallelDegree;
+      tensor > 1 && object->get("processes_per_host")) {
+    std::string order = spec.placementStrategy == "cluster"  ? "DPT"
+                        : spec.placementStrategy == "spread" ? "TPD"
+                                                             : spec.placementStrategy;
+    int64_t stride = 1;
+    for (char axis : StringRef(order).substr(order.find('T') + 1))
+      stride *= axis == 'D' ? dataDegree : spec.pipelineParallelDegree;
+    int64_t span = stride * tensor;
+    bool oneHost = spec.worldSize <= spec.processesPerHost;
+    if (!oneHost && stride == 1 && spec.processesPerHost % tensor != 0)
+      return r.error(
+          "tensor_parallel_degree",
+          formatv("is {0}, which does not divide the {1} ranks of a host "
+                  "('{2}'): groups of {0} adjacent ranks would cross hosts; "
+                  "give a divisor of {1}",
+                  tensor, spec.processesPerHost,
+                  r.name("processes_per_host")));
+    if (!oneHost && spec.processesPerHost % span != 0)
+      return r.error(
+          "placement_strategy",
+          formatv("is \"{0}\" (order {1}): a tensor-parallel group's {2} "
+                  "ranks are {3} apart and span {4} consecutive ranks, which "
+                  "do not fit the hosts of {5} ranks ('{6}'); give \"cluster\" "
+                  "(tensor fastest: a group is {2} adjacent ranks)",
+                  spec.placementStrategy, order, tensor, stride, span,
+                  spec.processesPerHost, r.name("processes_per_host")));
+  }
   // ZeRO-1 splits optimizer state over the data-parallel replicas: with
   // one there is nothing to split it over (SMP refuses it likewise).
   if (spec.shardOptimizerState && dataDegree < 2)

@@ -105,6 +105,10 @@ struct Spec {
   /// into initializers, such as rotary tables).
   std::vector<std::string> frozenParameters;
   int64_t seed = 0;
+  /// tensor_parallel_seed with tensor_parallel_degree > 1: the seed of the
+  /// generated initialization of the tensor-split parameters (Cleave has
+  /// no dropout); absent: 'seed'.
+  std::optional<int64_t> tensorParallelSeed;
   int64_t worldSize = 1;
   std::vector<SpecNote> notes;
 };

@@ -27,6 +27,10 @@ inline constexpr llvm::StringLiteral kFullTypeAttr = "cleave.full_type";
 // On an op where a split value had to be gathered (cleave-propagate-
 // shardings): why, for the report.
 inline constexpr llvm::StringLiteral kShardingStopAttr = "cleave.sharding_stop";
+// On the module (cleave-compile, spec key tensor_parallel_seed): the seed
+// of the generated initialization of the tensor-split parameters.
+inline constexpr llvm::StringLiteral kTensorParallelSeedAttr =
+    "cleave.tensor_parallel_seed";
 
 // The conventional mesh axis names.
 inline constexpr llvm::StringLiteral kDataAxis = "data";
@@ -128,6 +132,7 @@ inline constexpr llvm::StringLiteral kKnownAttrNames[] = {
     "cleave.stages",
     "cleave.state_axis",
     "cleave.state_offsets",
+    "cleave.tensor_parallel_seed",
     "cleave.tied_stages",
 };
 

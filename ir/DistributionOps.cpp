@@ -9,6 +9,7 @@
 #include "ir/DistributionOps.h"
 
 #include "ir/AttrNames.h"
+#include "ir/TensorGroups.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/FunctionInterfaces.h"
@@ -198,11 +199,33 @@ LogicalResult AxisIndexOp::verify() {
   return success();
 }
 
-/// Megatron's f and g: a non-empty group of whole mesh axes.
+/// Megatron's f and g: a non-empty group of whole mesh axes, or one
+/// sub-axis "tensor:(pre)size" inside its axis (ir/TensorGroups.h).
 static LogicalResult verifyTensorParallelGroup(Operation *op, ArrayAttr axes) {
   if (axes.empty())
     return op->emitOpError() << "needs the mesh axes of its group (axes = "
                                 "[\"tensor\"])";
+  if (axes.size() == 1)
+    if (auto name = axes[0].dyn_cast<StringAttr>();
+        name && name.getValue().contains(':')) {
+      std::optional<AxisRef> ref = parseGroupAxis(name.getValue());
+      if (!ref)
+        return op->emitOpError() << "group \"" << name.getValue()
+                                 << "\" is neither a mesh axis nor a "
+                                    "sub-axis \"axis:(pre-size)size\"";
+      FailureOr<MeshAttr> mesh = meshOf(op);
+      if (failed(mesh))
+        return failure();
+      std::optional<int64_t> size = mesh->getAxisSize(ref->name);
+      if (!size)
+        return op->emitOpError() << "mesh axis \"" << ref->name
+                                 << "\" is not in the mesh " << *mesh;
+      if (*size % (ref->preSize * ref->size) != 0)
+        return op->emitOpError()
+               << "sub-axis \"" << name.getValue()
+               << "\" is not inside the axis's " << *size << " ranks";
+      return success();
+    }
   return verifyGroup(op, axes);
 }
 

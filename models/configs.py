@@ -36,6 +36,11 @@ CONFIGS = {
     # ---------------------------------------------------------------- Llama
     "llama-toy": dict(family="llama", n_layer=2, d_model=64, n_head=4,
                       n_kv_head=2, ffn_hidden=192, vocab=256, seq=32),
+    # Multi-query attention (one key/value head): with tensor 2 each rank
+    # holds the one head its query heads read
+    # (runtime/tensor-gqa-equals-torch.test).
+    "llama-toy-mqa": dict(family="llama", n_layer=2, d_model=64, n_head=4,
+                          n_kv_head=1, ffn_hidden=192, vocab=256, seq=32),
     "llama2-7b": dict(family="llama", n_layer=32, d_model=4096, n_head=32,
                       n_kv_head=32, ffn_hidden=11008, vocab=32000, seq=2048),
     "llama2-70b": dict(family="llama", n_layer=80, d_model=8192, n_head=64,

@@ -309,17 +309,22 @@ LogicalResult RankProgram::emitFunction(func::FuncOp func) {
       if (!offsets || offsets.size() != 1)
         return op.emitError() << "op has no planned offsets; run "
                                  "cleave-memory-plan first";
-      if (tpReduce && tpReduce.getAxes().size() != 1)
-        return op.emitError() << "the runtime all-reduces over one mesh axis";
+      std::optional<AxisRef> tpGroup =
+          tpReduce && tpReduce.getAxes().size() == 1
+              ? parseGroupAxis(
+                    tpReduce.getAxes()[0].cast<StringAttr>().getValue())
+              : std::nullopt;
+      if (tpReduce && !tpGroup)
+        return op.emitError() << "the runtime all-reduces over one mesh axis "
+                                 "or sub-axis";
       Value input = op.getOperand(0), result = op.getResult(0);
       auto id =
           addTensor(result.getType(), offsets[0], pb::ACTIVATIONS, name, &op);
       if (failed(id))
         return failure();
-      FailureOr<int> group = groupIndex(
-          reduce ? reduce.getGroup()
-                 : tpReduce.getAxes()[0].cast<StringAttr>().getValue(),
-          std::nullopt, &op);
+      FailureOr<int> group =
+          reduce ? groupIndex(reduce.getGroup(), std::nullopt, &op)
+                 : subAxisGroup(*tpGroup, &op);
       if (failed(group))
         return failure();
       StringRef how = reduce ? reduce.getReduce() : "sum";

@@ -129,20 +129,52 @@ struct Optimizer : mlir::cleave::impl::OptimizerBase<Optimizer> {
       SmallVector<Value> counted, split;
       // Tensor parallelism: a split parameter's slices are summed over
       // the tensor ranks; a replicated one, the same on every tensor
-      // rank, is counted once.
-      bool tensor = mesh && mesh.getAxisSize(kTensorAxis).value_or(1) > 1;
-      for (auto [param, grad] : llvm::zip(params, grads))
-        if (!pipelined || firstStage(param) == stageAttr.getInt())
-          (tensor && param->hasAttr(kFullTypeAttr) ? split : counted)
-              .push_back(grad);
+      // rank, is counted once. A slice held by several ranks (a key/value
+      // head replicated over a sub-axis, more tensor ranks than key/value
+      // heads) is summed once per holder: scaled by 1/holders first.
+      int64_t tensorRanks =
+          mesh ? mesh.getAxisSize(kTensorAxis).value_or(1) : 1;
+      bool tensor = tensorRanks > 1;
+      llvm::MapVector<int64_t, SmallVector<Value>> replicatedSlices;
+      for (auto [param, grad] : llvm::zip(params, grads)) {
+        if (pipelined && firstStage(param) != stageAttr.getInt())
+          continue;
+        if (!tensor || !param->hasAttr(kFullTypeAttr)) {
+          counted.push_back(grad);
+          continue;
+        }
+        auto full = param->getAttrOfType<TypeAttr>(kFullTypeAttr)
+                        .getValue()
+                        .cast<RankedTensorType>();
+        int64_t pieces = full.getNumElements() /
+                         param.getType().cast<RankedTensorType>()
+                             .getNumElements();
+        if (pieces >= tensorRanks)
+          split.push_back(grad);
+        else
+          replicatedSlices[tensorRanks / pieces].push_back(grad);
+      }
       sumSquares =
           counted.empty()
               ? b.create<ConstantOp>(loc, DenseElementsAttr::get(
                                               scalar, b.getF32FloatAttr(0)))
                     .getResult()
               : b.create<SumSquaresOp>(loc, scalar, counted).getResult();
-      if (!split.empty()) {
-        Value slices = b.create<SumSquaresOp>(loc, scalar, split);
+      if (!split.empty() || !replicatedSlices.empty()) {
+        Value slices =
+            split.empty()
+                ? b.create<ConstantOp>(loc, DenseElementsAttr::get(
+                                                scalar, b.getF32FloatAttr(0)))
+                      .getResult()
+                : b.create<SumSquaresOp>(loc, scalar, split).getResult();
+        for (auto &[holders, grads] : replicatedSlices) {
+          Value once = b.create<MulOp>(
+              loc, b.create<SumSquaresOp>(loc, scalar, grads),
+              b.create<ConstantOp>(
+                  loc, DenseElementsAttr::get(
+                           scalar, b.getF32FloatAttr(1.0f / float(holders)))));
+          slices = b.create<AddOp>(loc, slices, once);
+        }
         slices = b.create<AllReduceOp>(loc, slices,
                                        b.getStringAttr(kTensorAxis),
                                        b.getStringAttr("sum"));

@@ -15,6 +15,7 @@
 #include "ir/AttrNames.h"
 #include "ir/CleaveOps.h"
 #include "ir/DistributionOps.h"
+#include "ir/TensorGroups.h"
 #include "passes/NodeName.h"
 #include "passes/Passes.h"
 
@@ -57,8 +58,10 @@ struct PartitionTensor
     : mlir::cleave::impl::PartitionTensorBase<PartitionTensor> {
   MeshAttr mesh;
   llvm::StringMap<ParameterOp> params;
-  // The f of a replicated value and the g of a partial one, made once.
-  llvm::DenseMap<Value, Value> copyOf, reduceOf;
+  // The f of a replicated value (per group) and the g of a partial one,
+  // made once.
+  llvm::DenseMap<std::pair<Value, Attribute>, Value> copyOf;
+  llvm::DenseMap<Value, Value> reduceOf;
 
   /// The number of pieces dimension `dim` of a value sharded `s` is cut in.
   int64_t splitOf(ShardingAttr s, unsigned dim) {
@@ -122,15 +125,74 @@ struct PartitionTensor
     return it->second;
   }
 
-  /// f on `v`: the entry of a split region, once, right after `v`.
-  Value copied(Value v) {
-    auto [it, inserted] = copyOf.try_emplace(v, Value());
+  /// f on `v` over `axes`: the entry of a split region, once per group,
+  /// right after `v`.
+  Value copied(Value v, ArrayAttr axes) {
+    auto [it, inserted] = copyOf.try_emplace({v, axes}, Value());
     if (!inserted)
       return it->second;
     OpBuilder b(&getContext());
     b.setInsertionPointAfterValue(v);
-    it->second = b.create<TpCopyOp>(v.getLoc(), v, tensorAxes());
+    it->second = b.create<TpCopyOp>(v.getLoc(), v, axes);
     return it->second;
+  }
+
+  /// The digits of the tensor axis (its T = 2^n ranks' coordinate in
+  /// binary, bit 0 the minor) that `s` splits a dimension over or is
+  /// partial on: a whole axis is every digit, the sub-axis
+  /// `"tensor":(pre)size` the log2(size) digits above log2(T / (pre *
+  /// size)). Failure (after an error on `where`) when the axis is not a
+  /// power of two and a sub-axis is used.
+  FailureOr<uint64_t> tensorDigits(ShardingAttr s, Operation *where) {
+    int64_t t = mesh.getAxisSize(kTensorAxis).value_or(1);
+    uint64_t all = llvm::isPowerOf2_64(t) ? t - 1 : 1;
+    uint64_t digits = 0;
+    if (!s)
+      return digits;
+    for (StringAttr axis : s.getPartial())
+      if (axis.getValue() == kTensorAxis)
+        digits |= all;
+    for (unsigned d = 0; d < s.getDims().size(); ++d)
+      for (const AxisRef &ref : s.getDimAxisRefs(d)) {
+        if (ref.name != kTensorAxis)
+          continue;
+        if (ref.isWhole()) {
+          digits |= all;
+          continue;
+        }
+        if (!llvm::isPowerOf2_64(t)) {
+          where->emitError() << describe(where) << " is split over a sub-axis "
+                             << "of a \"tensor\" axis of " << t
+                             << " ranks; spec key 'tensor_parallel_degree' "
+                                "must be a power of two";
+          return failure();
+        }
+        int64_t stride = t / (ref.preSize * ref.size);
+        digits |= uint64_t(stride) * (ref.size - 1); // size-1 ones, shifted
+      }
+    return digits;
+  }
+
+  /// f's group for the tensor digits `digits` (a contiguous run): the
+  /// whole axis, or the sub-axis they make.
+  FailureOr<ArrayAttr> groupOfDigits(uint64_t digits, Operation *where) {
+    int64_t t = mesh.getAxisSize(kTensorAxis).value_or(1);
+    uint64_t all = llvm::isPowerOf2_64(t) ? t - 1 : 1;
+    if (digits == all)
+      return tensorAxes();
+    uint64_t stride = digits & -digits;
+    uint64_t run = digits / stride;
+    if ((run & (run + 1)) != 0)
+      return where->emitError()
+             << describe(where)
+             << ": its input enters a region split over two separate "
+                "sub-axes of \"tensor\", which no single group sums",
+             failure();
+    int64_t size = int64_t(run + 1), pre = t / (int64_t(stride) * size);
+    return ArrayAttr::get(
+        &getContext(),
+        {StringAttr::get(&getContext(),
+                         groupAxisName(AxisRef{kTensorAxis, pre, size}))});
   }
 
   /// A slice's start and limit along its split dimensions, divided by the
@@ -344,20 +406,6 @@ struct PartitionTensor
              << "); spec key 'tensor_parallel_degree' must divide the "
                 "model's attention heads and MLP width: give a smaller "
                 "power of two, or 1";
-    // Grouped-query attention with more tensor ranks than key/value heads:
-    // its key/value heads are replicated over a sub-axis, whose f is not
-    // built yet.
-    for (Value v : op->getResults())
-      if (ShardingAttr s = v == op->getResult(0) ? result : ShardingAttr())
-        for (unsigned d = 0; d < s.getDims().size(); ++d)
-          for (const AxisRef &ref : s.getDimAxisRefs(d))
-            if (!ref.isWhole())
-              return op->emitError()
-                     << describe(op) << " is split over a sub-axis of "
-                     << "\"tensor\" (more tensor ranks than key/value "
-                        "heads), which the partition does not build yet; "
-                        "give spec key 'tensor_parallel_degree' at most the "
-                        "number of key/value heads";
     if (auto constant = dyn_cast<ConstantOp>(op)) {
       if (splitResult)
         return op->emitError() << describe(op)
@@ -393,13 +441,28 @@ struct PartitionTensor
         s = ShardingAttr();
       }
       auto type = v.getType().dyn_cast<RankedTensorType>();
-      if (splitResult && !isSplit(s) && !isPartial(s) && type &&
+      if (splitResult && !isPartial(s) && type &&
           type.getElementType().isa<FloatType>() &&
           !v.getDefiningOp<ConstantOp>()) {
-        // A replicated input of a split region: f, so that its gradient
-        // sums every rank's part.
-        use.set(copied(v));
-        continue;
+        // An input replicated over (a sub-axis of) the tensor axis the
+        // result is split over: f over what the result splits and the
+        // input does not, so that its gradient sums those ranks' parts.
+        // Usually the whole axis (the input of a column-parallel region);
+        // with more tensor ranks than key/value heads also the key/value
+        // projections' input over the major sub-axis, and the key/value
+        // heads before grouped-query attention's repeat over the minor one.
+        FailureOr<uint64_t> in = tensorDigits(s, op);
+        FailureOr<uint64_t> out = tensorDigits(result, op);
+        if (failed(in) || failed(out))
+          return failure();
+        if (uint64_t missing = *out & ~*in) {
+          FailureOr<ArrayAttr> axes = groupOfDigits(missing, op);
+          if (failed(axes))
+            return failure();
+          use.set(copied(v, *axes));
+        }
+        if (!isSplit(s))
+          continue;
       }
       if (isa<SliceOp>(op) && use.getOperandNumber() == 0)
         sliced = s;

@@ -605,10 +605,17 @@ struct PropagateShardings
       seed(attention.getResult(), split);
     }
     propagate(ops);
-    // (3) Column-parallel: products of a norm's output with a weight.
+    // (3) Column-parallel: products of a norm's output with a weight,
+    // but for key/value projections with fewer heads than ranks that (2)
+    // left undecided: one key/value head (multi-query attention) is held
+    // whole by every rank, not split inside the head.
+    llvm::DenseSet<Value> fewHeads = fewKeyValueHeadWeights(ops);
     if (vocab)
       seedMatmuls(
-        ops, readsNorm,
+        ops,
+        [&](MatmulOp mm) {
+          return readsNorm(mm) && !fewHeads.contains(mm.getRhs());
+        },
         [](const ShardingRule &r) { return rhsFactor(r, false); },
         "column-parallel");
     propagate(ops);
@@ -645,12 +652,88 @@ struct PropagateShardings
   /// naming the spec key (cleave-compile), instead of a stop or a
   /// conflict: query heads divisible by the degree, key/value heads
   /// divisible by it or dividing it (grouped-query attention).
+  /// The weights of the key/value projections of attentions with fewer
+  /// key/value heads than tensor ranks: found from the attention's k and
+  /// v back through reshapes, transposes, casts, rotary and the repeat to
+  /// the product with a parameter.
+  llvm::DenseSet<Value> fewKeyValueHeadWeights(ArrayRef<Operation *> ops) {
+    llvm::DenseSet<Value> out;
+    for (Operation *op : ops) {
+      auto attention = dyn_cast<AttentionOp>(op);
+      if (!attention)
+        continue;
+      int64_t kv = unrepeatedHeads(
+          attention,
+          attention.getK().getType().cast<RankedTensorType>().getDimSize(1));
+      if (kv >= axisSize)
+        continue;
+      for (Value v : {attention.getK(), attention.getV()}) {
+        while (Operation *def = v.getDefiningOp()) {
+          if (auto mm = dyn_cast<MatmulOp>(def)) {
+            if (isParameter(mm.getRhs()))
+              out.insert(mm.getRhs());
+            break;
+          }
+          if (auto add = dyn_cast<AddOp>(def)) { // a bias
+            v = isParameter(add.getRhs()) ? add.getLhs() : add.getRhs();
+            continue;
+          }
+          if (!isa<ReshapeOp, TransposeOp, CastOp, BroadcastToOp, RotaryOp>(
+                  def))
+            break;
+          v = def->getOperand(0);
+        }
+      }
+    }
+    return out;
+  }
+
+  /// The key/value heads of `op` before grouped-query attention's repeat:
+  /// an export that repeats them itself (Llama's repeat_kv: a broadcast_to
+  /// along a new dimension, reshaped into the heads) gives the attention
+  /// `kv` repeated heads; the repeat's stretched dimensions divide them.
+  static int64_t unrepeatedHeads(AttentionOp op, int64_t kv) {
+    Value v = op.getK();
+    while (Operation *def = v.getDefiningOp()) {
+      if (auto repeat = dyn_cast<BroadcastToOp>(def)) {
+        auto in = repeat.getX().getType().cast<RankedTensorType>();
+        auto out = repeat.getType().cast<RankedTensorType>();
+        int64_t lead = out.getRank() - in.getRank(), copies = 1;
+        for (int64_t d = 0; d < out.getRank(); ++d)
+          if ((d < lead || in.getDimSize(d - lead) == 1) &&
+              out.getDimSize(d) > 1)
+            copies *= out.getDimSize(d);
+        return kv % copies == 0 ? kv / copies : kv;
+      }
+      if (!isa<ReshapeOp, TransposeOp, CastOp>(def))
+        break;
+      v = def->getOperand(0);
+    }
+    return kv;
+  }
+
   LogicalResult checkHeads(ModuleOp module) {
     WalkResult walk = module.walk([&](AttentionOp op) {
       int64_t q = op.getQ().getType().cast<RankedTensorType>().getDimSize(1);
-      int64_t kv = op.getK().getType().cast<RankedTensorType>().getDimSize(1);
+      int64_t kv = unrepeatedHeads(
+          op, op.getK().getType().cast<RankedTensorType>().getDimSize(1));
       if (q % axisSize == 0 && (kv % axisSize == 0 || axisSize % kv == 0))
         return WalkResult::advance();
+      if (q % axisSize == 0) {
+        // Grouped-query attention: a rank holds whole key/value heads, or
+        // one replicated over the ranks whose query heads read it.
+        op.emitError() << describe(op) << " has " << q << " query and " << kv
+                       << " key/value heads; spec key "
+                          "'tensor_parallel_degree' = "
+                       << axisSize
+                       << " neither divides the key/value heads nor is "
+                          "divided by them, so no rank holds whole key/value "
+                          "heads: give a power of two that divides "
+                       << kv
+                       << (llvm::isPowerOf2_64(kv) ? " or is a multiple of it"
+                                                    : "");
+        return WalkResult::interrupt();
+      }
       op.emitError() << describe(op) << " has " << q << " query and " << kv
                      << " key/value heads, which spec key "
                         "'tensor_parallel_degree' = "

@@ -156,6 +156,15 @@ LogicalResult RankProgram::addParameters(ModuleOp module) {
     if (failed(addSlice(param, p)))
       return failure();
     p->set_seed(seed);
+    // tensor_parallel_seed (cleave-compile's attribute on the top module)
+    // seeds the generated initialization of the tensor-split parameters.
+    if (param->hasAttr(kFullTypeAttr))
+      for (Operation *up = param->getParentOp(); up; up = up->getParentOp())
+        if (auto tpSeed =
+                up->getAttrOfType<IntegerAttr>(kTensorParallelSeedAttr)) {
+          p->set_seed(tpSeed.getInt());
+          break;
+        }
     if (failed(addSplitViews(param, offset.getInt(), p)))
       return failure();
     if (auto it = paramFile.find(param.getSymName()); it != paramFile.end()) {
@@ -292,6 +301,35 @@ LogicalResult RankProgram::addSplitViews(ParameterOp param, int64_t offset,
 /// other coordinates.
 int RankProgram::peerRank(StringRef axis, int64_t peer) const {
   return int(mesh ? mesh.withCoordinate(rank, axis, peer) : peer);
+}
+
+/// The program's group for a collective over `ref`: a whole mesh axis's
+/// group, or (a sub-axis `"tensor":(pre)size`) the ranks whose coordinate
+/// on the axis differs from this rank's in that sub-axis's digit only,
+/// made on first use and named `tensor:(pre)size`.
+FailureOr<int> RankProgram::subAxisGroup(const AxisRef &ref,
+                                         Operation *where) {
+  if (ref.isWhole())
+    return groupIndex(ref.name, std::nullopt, where);
+  std::optional<int64_t> axisSize =
+      mesh ? mesh.getAxisSize(ref.name) : std::nullopt;
+  if (!axisSize || *axisSize % (ref.preSize * ref.size) != 0)
+    return where->emitError() << "sub-axis \"" << ref.name << "\":("
+                              << ref.preSize << ")" << ref.size
+                              << " is not inside an axis of the mesh";
+  std::string name = groupAxisName(ref);
+  pb::Mesh *programMesh = program.mutable_mesh();
+  for (int g = 0; g < programMesh->groups_size(); ++g)
+    if (programMesh->groups(g).name() == name)
+      return g;
+  int64_t stride = *axisSize / (ref.preSize * ref.size);
+  int64_t c = mesh.getCoordinate(rank, ref.name);
+  int64_t base = c - ((c / stride) % ref.size) * stride;
+  pb::Group *group = programMesh->add_groups();
+  group->set_name(name);
+  for (int64_t k = 0; k < ref.size; ++k)
+    group->add_ranks(mesh.withCoordinate(rank, ref.name, base + k * stride));
+  return programMesh->groups_size() - 1;
 }
 
 /// The program's group for a collective over mesh axis `axis`, among the

@@ -16,6 +16,7 @@
 
 #include "ir/CleaveOps.h"
 #include "ir/DistributionOps.h"
+#include "ir/TensorGroups.h"
 #include "passes/ProgramEncoding.h"
 
 #include "llvm/ADT/DenseMap.h"
@@ -104,6 +105,8 @@ private:
   FailureOr<int> groupIndex(StringRef axis,
                             std::optional<ArrayRef<int64_t>> members,
                             Operation *where, StringRef label = "tied");
+  /// The group of a whole axis or of a sub-axis (made on first use).
+  FailureOr<int> subAxisGroup(const AxisRef &ref, Operation *where);
 
   // EmitFunction.cpp: the instructions of a function body.
   LogicalResult bindInput(func::FuncOp func, BlockArgument arg);

@@ -10,6 +10,7 @@
 #include "frontend/InitFrom.h"
 #include "frontend/OnnxImporter.h"
 #include "frontend/Spec.h"
+#include "ir/AttrNames.h"
 #include "ir/CleaveOps.h"
 #include "passes/Passes.h"
 #include "passes/Pipeline.h"
@@ -318,6 +319,11 @@ int main(int argc, char **argv) {
          builder.getNamedAttr("why", builder.getStringAttr(note.why))}));
   if (!notes.empty())
     (**module)->setAttr("cleave.spec_notes", builder.getArrayAttr(notes));
+  // tensor_parallel_seed: the emitter seeds the split parameters' generated
+  // initialization with it.
+  if (spec.tensorParallelSeed)
+    (**module)->setAttr(mlir::cleave::kTensorParallelSeedAttr,
+                        builder.getI64IntegerAttr(*spec.tensorParallelSeed));
 
   mlir::PassManager pm(&context);
   mlir::applyPassManagerCLOptions(pm);
