@@ -49,6 +49,9 @@ struct Action {
   int32_t function = -1, body = -1, microbatch = -1;
   int32_t group = -1; // canonical group of a Collective
   int32_t peer = -1, tag = 0, event = 0, tensor = -1;
+  // As the program writes them: its group index and its peer, which
+  // retarget() makes the rank's (several ranks may share a program).
+  int32_t programGroup = -1, programPeer = -1;
   const char *label = nullptr;
 };
 
@@ -76,20 +79,29 @@ struct RankState {
 
 class Checker {
 public:
-  Checker(const std::vector<const pb::Program *> &programs,
+  Checker(const std::vector<CheckedRank> &programs,
           const CommunicationCheckOptions &options)
       : programs_(programs), options_(options) {}
 
   Status run() {
     CLEAVE_CHECK(validateMesh());
     ranks_.resize(programs_.size());
-    for (size_t r = 0; r < programs_.size(); ++r)
-      CLEAVE_CHECK(flatten(int(r)));
+    // A program shared by ranks is flattened once, then its copy given
+    // each rank's groups and peers.
+    std::map<const pb::Program *, int> flattenedBy;
+    for (size_t r = 0; r < programs_.size(); ++r) {
+      auto [it, fresh] = flattenedBy.emplace(programs_[r].program, int(r));
+      if (fresh)
+        CLEAVE_CHECK(flatten(int(r)));
+      else
+        ranks_[r].actions = ranks_[it->second].actions;
+      CLEAVE_CHECK(retarget(int(r)));
+    }
     return play();
   }
 
 private:
-  const std::vector<const pb::Program *> &programs_;
+  const std::vector<CheckedRank> &programs_;
   CommunicationCheckOptions options_;
   std::vector<RankState> ranks_;
   // Canonical groups: their world ranks; world-wide reductions use -1.
@@ -104,7 +116,21 @@ private:
   std::deque<SendRecord> sendStore_;
   std::vector<int> worldRanks_;
 
-  const pb::Program &program(int rank) const { return *programs_[rank]; }
+  const pb::Program &program(int rank) const {
+    return *programs_[rank].program;
+  }
+  const pb::Mesh &meshOf(int rank) const {
+    const CheckedRank &r = programs_[rank];
+    return r.mesh ? *r.mesh : r.program->mesh();
+  }
+  /// The rank's peer for a send or receive of its program to `peer`.
+  int peerOf(int rank, int peer) const {
+    const std::map<int, int> &peers = programs_[rank].peers;
+    if (peers.empty())
+      return peer;
+    auto it = peers.find(peer);
+    return it == peers.end() ? -1 : it->second;
+  }
 
   Status validateMesh() {
     int world = int(programs_.size());
@@ -114,7 +140,7 @@ private:
     for (int r = 0; r < world; ++r)
       worldRanks_.push_back(r);
     for (int r = 0; r < world; ++r) {
-      const pb::Mesh &mesh = program(r).mesh();
+      const pb::Mesh &mesh = meshOf(r);
       if (mesh.rank() != r || mesh.world_size() != world)
         return Status::error(
             "rank " + str(r) + "'s program says it is rank " +
@@ -162,16 +188,72 @@ private:
 
   // --- Flattening -------------------------------------------------------
 
-  Status checkTensor(int rank, int id, const std::string &where) const {
+  template <typename Where>
+  Status checkTensor(int rank, int id, const Where &where) const {
     if (id < 0 || id >= program(rank).tensors_size())
-      return Status::error("rank " + str(rank) + ", " + where +
+      return Status::error("rank " + str(rank) + ", " + where() +
                            ": tensor " + str(id) + " does not exist");
+    return Status::ok();
+  }
+
+  /// Per tensor of rank's program, whether it shares bytes with a tensor
+  /// some send reads: only an overwrite of such a tensor can wait on a
+  /// peer. A program without sends (tensor x data parallelism) then plays
+  /// its collectives alone, which keeps the check of 1,024 ranks short.
+  std::vector<bool> sendOverlaps(int rank) const {
+    const pb::Program &p = program(rank);
+    std::vector<bool> result(p.tensors_size(), false);
+    std::set<int> sent;
+    for (const pb::Function &fn : p.functions())
+      for (const pb::Instruction &inst : fn.body())
+        if (inst.has_send_recv() && inst.send_recv().send() &&
+            inst.send_recv().tensor() >= 0 &&
+            inst.send_recv().tensor() < p.tensors_size())
+          sent.insert(inst.send_recv().tensor());
+    if (sent.empty())
+      return result;
+    for (int t = 0; t < p.tensors_size(); ++t)
+      for (int s : sent)
+        if (overlaps(rank, s, t)) {
+          result[t] = true;
+          break;
+        }
+    return result;
+  }
+
+  /// Gives rank's actions (flattened from its program, maybe by another
+  /// rank) its canonical groups and its peers.
+  Status retarget(int rank) {
+    for (Action &a : ranks_[rank].actions) {
+      auto where = [&] {
+        return "rank " + str(rank) + ", functions[" + str(a.function) +
+               "].body[" + str(a.body) + "]";
+      };
+      if (a.kind == Action::Kind::Collective) {
+        if (a.programGroup < 0 ||
+            a.programGroup >= int(groupOf_[rank].size()))
+          return Status::error(where() + ": group " + str(a.programGroup) +
+                               " does not exist");
+        a.group = groupOf_[rank][a.programGroup];
+      } else if (a.kind == Action::Kind::Send ||
+                 a.kind == Action::Kind::Recv) {
+        int peer = peerOf(rank, a.programPeer);
+        if (peer < 0 || peer >= int(programs_.size()) || peer == rank)
+          return Status::error(
+              where() + ": " +
+              (a.kind == Action::Kind::Send ? "a send to" : "a receive from") +
+              " rank " + str(peer) + " in a world of " +
+              str(programs_.size()));
+        a.peer = peer;
+      }
+    }
     return Status::ok();
   }
 
   Status flatten(int rank) {
     const pb::Program &p = program(rank);
     std::vector<Action> &out = ranks_[rank].actions;
+    std::vector<bool> overwritesSent = sendOverlaps(rank);
     bool scaling = p.loss_scaling().enabled(), checked = false;
     auto at = [](int f, int i, int mb) {
       Action a{Action::Kind::Write};
@@ -199,10 +281,14 @@ private:
       }
       for (int i = 0; i < fn.body_size(); ++i) {
         const pb::Instruction &inst = fn.body(i);
-        std::string where = "functions[" + str(f) + "].body[" + str(i) + "]";
+        // Made only for a message: the check of 1,024 ranks visits
+        // hundreds of millions of instructions.
+        auto where = [&] {
+          return "functions[" + str(f) + "].body[" + str(i) + "]";
+        };
         auto write = [&](int tensor) -> Status {
           CLEAVE_CHECK(checkTensor(rank, tensor, where));
-          if (options_.stagedSends)
+          if (options_.stagedSends || !overwritesSent[tensor])
             return Status::ok();
           Action a = at(f, i, step.microbatch());
           a.tensor = tensor;
@@ -220,11 +306,11 @@ private:
         case pb::Instruction::kCollective: {
           const pb::Collective &c = inst.collective();
           if (c.group() < 0 || c.group() >= int(groupOf_[rank].size()))
-            return Status::error("rank " + str(rank) + ", " + where +
+            return Status::error("rank " + str(rank) + ", " + where() +
                                  ": group " + str(c.group()) +
                                  " does not exist");
           if (c.inputs_size() != c.outputs_size())
-            return Status::error("rank " + str(rank) + ", " + where +
+            return Status::error("rank " + str(rank) + ", " + where() +
                                  ": a collective with " +
                                  str(c.inputs_size()) + " inputs and " +
                                  str(c.outputs_size()) + " outputs");
@@ -234,7 +320,7 @@ private:
             CLEAVE_CHECK(write(id));
           Action a = at(f, i, step.microbatch());
           a.kind = Action::Kind::Collective;
-          a.group = groupOf_[rank][c.group()];
+          a.programGroup = c.group();
           a.started = c.event() > 0 &&
                       (((c.kind() == pb::REDUCE_SCATTER ||
                          c.kind() == pb::ALL_GATHER) &&
@@ -249,17 +335,12 @@ private:
         case pb::Instruction::kSendRecv: {
           const pb::SendRecv &sr = inst.send_recv();
           CLEAVE_CHECK(checkTensor(rank, sr.tensor(), where));
-          if (sr.peer() < 0 || sr.peer() >= int(programs_.size()) ||
-              sr.peer() == rank)
-            return Status::error("rank " + str(rank) + ", " + where + ": " +
-                                 (sr.send() ? "a send to" : "a receive from") +
-                                 " rank " + str(sr.peer()) + " in a world of " +
-                                 str(programs_.size()));
+
           if (!sr.send())
             CLEAVE_CHECK(write(sr.tensor()));
           Action a = at(f, i, step.microbatch());
           a.kind = sr.send() ? Action::Kind::Send : Action::Kind::Recv;
-          a.peer = sr.peer();
+          a.programPeer = sr.peer();
           a.tag = sr.tag();
           a.tensor = sr.tensor();
           out.push_back(a);
@@ -352,7 +433,7 @@ private:
              " elements; the first " + tensorText(rank, c.inputs(0)) + ")";
       }
       s += " on group '" +
-           program(rank).mesh().groups(c.group()).name() + "' " +
+           meshOf(rank).groups(c.group()).name() + "' " +
            describeRanks(groupRanks_[a.group]);
       if (a.started)
         s += " (started, event " + str(a.event) + ")";
@@ -648,19 +729,26 @@ private:
 
 } // namespace
 
-Status checkCommunication(const std::vector<const program::Program *> &programs,
+Status checkCommunication(const std::vector<CheckedRank> &ranks,
                           const CommunicationCheckOptions &options) {
-  return Checker(programs, options).run();
+  return Checker(ranks, options).run();
 }
 
-Status checkCommunicationAllModes(
-    const std::vector<const program::Program *> &programs) {
+Status checkCommunication(const std::vector<const program::Program *> &programs,
+                          const CommunicationCheckOptions &options) {
+  std::vector<CheckedRank> ranks;
+  for (const program::Program *p : programs)
+    ranks.push_back({p, nullptr, {}});
+  return checkCommunication(ranks, options);
+}
+
+Status checkCommunicationAllModes(const std::vector<CheckedRank> &ranks) {
   for (bool forwardOnly : {false, true})
     for (bool staged : {false, true}) {
       CommunicationCheckOptions options;
       options.forwardOnly = forwardOnly;
       options.stagedSends = staged;
-      Status status = checkCommunication(programs, options);
+      Status status = checkCommunication(ranks, options);
       if (!status)
         return Status::error(
             status.message() + "\n  (checked as a " +
@@ -668,6 +756,178 @@ Status checkCommunicationAllModes(
             (staged ? ", sends staged through host copies" : "") + ")");
     }
   return Status::ok();
+}
+
+Status checkCommunicationAllModes(
+    const std::vector<const program::Program *> &programs) {
+  std::vector<CheckedRank> ranks;
+  for (const program::Program *p : programs)
+    ranks.push_back({p, nullptr, {}});
+  return checkCommunicationAllModes(ranks);
+}
+
+} // namespace cleave::runtime
+
+//===----------------------------------------------------------------------===//
+// A job's program files
+//===----------------------------------------------------------------------===//
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/wire_format_lite.h>
+
+#include <deque>
+#include <fstream>
+#include <sstream>
+
+namespace cleave::runtime {
+namespace {
+
+namespace pb = cleave::program;
+using google::protobuf::internal::WireFormatLite;
+
+/// The mesh and batch of a serialized Program, every other field skipped.
+bool parseHeader(const std::string &bytes, pb::Mesh &mesh, pb::Batch &batch) {
+  google::protobuf::io::CodedInputStream in(
+      reinterpret_cast<const uint8_t *>(bytes.data()), int(bytes.size()));
+  in.SetTotalBytesLimit(INT32_MAX);
+  while (uint32_t tag = in.ReadTag()) {
+    int field = WireFormatLite::GetTagFieldNumber(tag);
+    if ((field == pb::Program::kMeshFieldNumber ||
+         field == pb::Program::kBatchFieldNumber) &&
+        WireFormatLite::GetTagWireType(tag) ==
+            WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
+      google::protobuf::MessageLite &message =
+          field == pb::Program::kMeshFieldNumber
+              ? static_cast<google::protobuf::MessageLite &>(mesh)
+              : batch;
+      uint32_t size;
+      if (!in.ReadVarint32(&size))
+        return false;
+      auto limit = in.PushLimit(int(size));
+      if (!message.MergeFromCodedStream(&in) || !in.ConsumedEntireMessage())
+        return false;
+      in.PopLimit(limit);
+    } else if (!WireFormatLite::SkipField(&in, tag)) {
+      return false;
+    }
+  }
+  return in.ConsumedEntireMessage();
+}
+
+/// The first program read of a (pipeline, tensor) coordinate, and a copy
+/// of it that is rewritten into another rank's (its mesh, batch and
+/// send/receive peers) to compare with that rank's file.
+struct Role {
+  const pb::Program *program = nullptr;
+  pb::Program scratch;
+  std::vector<std::pair<pb::SendRecv *, int>> peers; // in scratch; as read
+};
+
+} // namespace
+
+Status checkCommunicationOfFiles(const std::vector<std::string> &paths,
+                                 size_t *programsRead) {
+  std::deque<pb::Program> programs;
+  std::deque<pb::Mesh> meshes;
+  std::vector<CheckedRank> ranks(paths.size());
+  std::map<std::pair<int, int>, Role> roles;
+  std::string bytes, shifted;
+  for (size_t r = 0; r < paths.size(); ++r) {
+    std::ifstream in(paths[r], std::ios::binary);
+    std::stringstream content;
+    content << in.rdbuf();
+    bytes = content.str();
+    pb::Mesh mesh;
+    pb::Batch batch;
+    if (!in || !parseHeader(bytes, mesh, batch))
+      return Status::error("cannot read back " + paths[r]);
+    Role &role = roles[{mesh.pipeline_rank(), mesh.tensor_rank()}];
+    if (role.program) {
+      // Another rank of the role: its file must be the role's program with
+      // its own mesh, batch and peers, found by the place of each of the
+      // role's group members in this rank's group of that name (of the
+      // groups that differ; one world rank taken to two is no such rank).
+      std::map<int, int> peerOf;
+      const pb::Mesh &first = role.program->mesh();
+      bool same = first.groups_size() == mesh.groups_size();
+      for (int g = 0; same && g < mesh.groups_size(); ++g) {
+        const pb::Group &a = first.groups(g), &b = mesh.groups(g);
+        same = a.name() == b.name() && a.ranks_size() == b.ranks_size();
+        // A group both ranks hold (the data-parallel group) moves nobody.
+        if (same && std::equal(a.ranks().begin(), a.ranks().end(),
+                               b.ranks().begin()))
+          continue;
+        for (int i = 0; same && i < a.ranks_size(); ++i) {
+          auto [it, fresh] = peerOf.emplace(a.ranks(i), b.ranks(i));
+          same = fresh || it->second == b.ranks(i);
+        }
+      }
+      for (auto &[sendRecv, peer] : role.peers) {
+        auto it = peerOf.find(peer);
+        same = same && it != peerOf.end();
+        if (same)
+          sendRecv->set_peer(it->second);
+      }
+      if (same) {
+        *role.scratch.mutable_mesh() = mesh;
+        *role.scratch.mutable_batch() = batch;
+        shifted.clear();
+        google::protobuf::io::StringOutputStream stream(&shifted);
+        google::protobuf::io::CodedOutputStream coded(&stream);
+        coded.SetSerializationDeterministic(true);
+        same = role.scratch.SerializeToCodedStream(&coded);
+        coded.Trim();
+      }
+      // After the shared bytes, only the seal (a fingerprint, a checksum).
+      pb::Program seal;
+      same = same && bytes.size() > shifted.size() &&
+             bytes.compare(0, shifted.size(), shifted) == 0 &&
+             seal.ParseFromArray(bytes.data() + shifted.size(),
+                                 int(bytes.size() - shifted.size())) &&
+             seal.ByteSizeLong() == bytes.size() - shifted.size() &&
+             seal.ByteSizeLong() ==
+                 size_t(seal.compile_fingerprint().size() +
+                        seal.sha256().size() + 6);
+      if (same) {
+        meshes.push_back(std::move(mesh));
+        ranks[r] = {role.program, &meshes.back(), std::move(peerOf)};
+        continue;
+      }
+    }
+    programs.emplace_back();
+    pb::Program &program = programs.back();
+    if (!program.ParseFromString(bytes))
+      return Status::error("cannot read back " + paths[r]);
+    ranks[r] = {&program, nullptr, {}};
+    if (!role.program) {
+      role.program = &program;
+      role.scratch = program;
+      role.scratch.clear_compile_fingerprint();
+      role.scratch.clear_sha256();
+      for (pb::Function &fn : *role.scratch.mutable_functions())
+        for (pb::Instruction &inst : *fn.mutable_body())
+          if (inst.has_send_recv())
+            role.peers.emplace_back(inst.mutable_send_recv(),
+                                    inst.send_recv().peer());
+    }
+    // What the check does not read: many programs kept whole would not
+    // fit this memory.
+    program.clear_parameters();
+    for (pb::Function &fn : *program.mutable_functions())
+      for (pb::Instruction &inst : *fn.mutable_body())
+        if (inst.has_kernel()) {
+          pb::Kernel *kernel = inst.mutable_kernel();
+          kernel->clear_inputs();
+          kernel->clear_attributes();
+          kernel->clear_location();
+        }
+  }
+  if (programsRead)
+    *programsRead = programs.size();
+  if (programsRead)
+    *programsRead = programs.size();
+  return checkCommunicationAllModes(ranks);
 }
 
 } // namespace cleave::runtime
