@@ -786,8 +786,11 @@ namespace {
 namespace pb = cleave::program;
 using google::protobuf::internal::WireFormatLite;
 
-/// The mesh and batch of a serialized Program, every other field skipped.
-bool parseHeader(const std::string &bytes, pb::Mesh &mesh, pb::Batch &batch) {
+/// The mesh and batch of a serialized Program, every other field skipped;
+/// `hasBatch`: whether it has a batch.
+bool parseHeader(const std::string &bytes, pb::Mesh &mesh, pb::Batch &batch,
+                 bool &hasBatch) {
+  hasBatch = false;
   google::protobuf::io::CodedInputStream in(
       reinterpret_cast<const uint8_t *>(bytes.data()), int(bytes.size()));
   in.SetTotalBytesLimit(INT32_MAX);
@@ -801,6 +804,7 @@ bool parseHeader(const std::string &bytes, pb::Mesh &mesh, pb::Batch &batch) {
           field == pb::Program::kMeshFieldNumber
               ? static_cast<google::protobuf::MessageLite &>(mesh)
               : batch;
+      hasBatch |= field == pb::Program::kBatchFieldNumber;
       uint32_t size;
       if (!in.ReadVarint32(&size))
         return false;
@@ -840,7 +844,8 @@ Status checkCommunicationOfFiles(const std::vector<std::string> &paths,
     bytes = content.str();
     pb::Mesh mesh;
     pb::Batch batch;
-    if (!in || !parseHeader(bytes, mesh, batch))
+    bool hasBatch = false;
+    if (!in || !parseHeader(bytes, mesh, batch, hasBatch))
       return Status::error("cannot read back " + paths[r]);
     Role &role = roles[{mesh.pipeline_rank(), mesh.tensor_rank()}];
     if (role.program) {
@@ -871,7 +876,10 @@ Status checkCommunicationOfFiles(const std::vector<std::string> &paths,
       }
       if (same) {
         *role.scratch.mutable_mesh() = mesh;
-        *role.scratch.mutable_batch() = batch;
+        if (hasBatch)
+          *role.scratch.mutable_batch() = batch;
+        else
+          role.scratch.clear_batch();
         shifted.clear();
         google::protobuf::io::StringOutputStream stream(&shifted);
         google::protobuf::io::CodedOutputStream coded(&stream);
