@@ -20,6 +20,7 @@
 #include "passes/RankProgram.h"
 #include "passes/Report.h"
 #include "runtime/ProgramSeal.h"
+#include "runtime/ProgramSplice.h"
 
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/Support/FileSystem.h"
@@ -30,6 +31,7 @@
 
 #include <fstream>
 #include <map>
+#include <memory>
 #include <set>
 #include <tuple>
 
@@ -64,12 +66,17 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
 
   /// Writes `program` as rank `rank`'s file, unsealed.
   LogicalResult writeProgram(int64_t rank, const pb::Program &program) {
-    SmallString<256> path(outputDir);
-    llvm::sys::path::append(path, "rank-" + std::to_string(rank) + ".pb");
     std::string bytes;
     if (!serializeProgram(program, bytes))
       return mlir::emitError(getOperation().getLoc())
              << "cannot serialize the program of rank " << rank;
+    return writeBytes(rank, bytes);
+  }
+
+  /// Writes a serialized program as rank `rank`'s file, unsealed.
+  LogicalResult writeBytes(int64_t rank, const std::string &bytes) {
+    SmallString<256> path(outputDir);
+    llvm::sys::path::append(path, "rank-" + std::to_string(rank) + ".pb");
     ::cleave::runtime::Sha256 hasher;
     hasher.update(bytes.data(), bytes.size());
     programDigests.push_back(::cleave::runtime::Sha256(hasher).hexDigest());
@@ -113,13 +120,18 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
   /// data rank).
   struct DataShift {
     pb::Program program;
+    // Data rank 0's program in pieces: a shifted rank's bytes are joined,
+    // not serialized (runtime/ProgramSplice.h).
+    std::unique_ptr<::cleave::runtime::ProgramSplice> splice;
     // Groups not along the data axis and the ranks of each at data 0.
     std::vector<std::pair<pb::Group *, std::vector<int64_t>>> groups;
     std::vector<std::pair<pb::SendRecv *, int64_t>> peers;
     bool usable = true;
 
-    /// Rewrites `program` into that of data rank `d`.
-    void shiftTo(const MeshAttr &mesh, int64_t d, int64_t samplesPerRank) {
+    /// Rewrites `program` into that of data rank `d`, and `bytes` into its
+    /// serialization.
+    bool shiftTo(const MeshAttr &mesh, int64_t d, int64_t samplesPerRank,
+                 std::string &bytes) {
       auto move = [&](int64_t r) {
         return mesh.withCoordinate(r, kDataAxis, d);
       };
@@ -132,6 +144,10 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
       for (auto &[sendRecv, peer] : peers)
         sendRecv->set_peer(int(move(peer)));
       program.mutable_batch()->set_first_sample(d * samplesPerRank);
+      return splice->write(
+          program.mesh(),
+          program.has_batch() ? &program.batch() : nullptr,
+          [&](int peer) { return int(move(peer)); }, bytes);
     }
   };
 
@@ -162,6 +178,9 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
             shift.usable = false;
           shift.peers.emplace_back(sr, sr->peer());
         }
+    shift.splice =
+        std::make_unique<::cleave::runtime::ProgramSplice>(shift.program);
+    shift.usable = shift.usable && shift.splice->ok();
   }
 
   // The module is not split: its one stage is the module itself, and the
@@ -326,9 +345,12 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
         for (tensorRank = 0; tensorRank < tensorRanks; ++tensorRank) {
           DataShift &role = roles[p * tensorRanks + tensorRank];
           int64_t rank = rankAt(d, p);
+          std::string shifted;
           if (d > 0 && d != 1 && role.usable) {
-            role.shiftTo(mesh, d, samplesPerRank);
-            if (failed(writeProgram(rank, role.program)))
+            if (!role.shiftTo(mesh, d, samplesPerRank, shifted))
+              return mlir::emitError(top.getLoc())
+                     << "cannot serialize the program of rank " << rank;
+            if (failed(writeBytes(rank, shifted)))
               return failure();
             continue;
           }
@@ -344,9 +366,8 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
             continue;
           }
           if (d == 1 && role.usable && dataRanks > 2) {
-            role.shiftTo(mesh, d, samplesPerRank);
-            std::string shifted, emitted;
-            if (!serializeProgram(role.program, shifted) ||
+            std::string emitted;
+            if (!role.shiftTo(mesh, d, samplesPerRank, shifted) ||
                 !serializeProgram(program, emitted) || shifted != emitted)
               role.usable = false;
           }

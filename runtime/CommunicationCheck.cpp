@@ -772,13 +772,15 @@ Status checkCommunicationAllModes(
 // A job's program files
 //===----------------------------------------------------------------------===//
 
+#include "ProgramSplice.h"
+
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/wire_format_lite.h>
 
 #include <deque>
 #include <fstream>
-#include <sstream>
+#include <memory>
 
 namespace cleave::runtime {
 namespace {
@@ -819,13 +821,12 @@ bool parseHeader(const std::string &bytes, pb::Mesh &mesh, pb::Batch &batch,
   return in.ConsumedEntireMessage();
 }
 
-/// The first program read of a (pipeline, tensor) coordinate, and a copy
-/// of it that is rewritten into another rank's (its mesh, batch and
-/// send/receive peers) to compare with that rank's file.
+/// The first program read of a (pipeline, tensor) coordinate, and its
+/// unsealed bytes in pieces, joined into another rank's (its mesh, batch
+/// and send/receive peers) to compare with that rank's file.
 struct Role {
   const pb::Program *program = nullptr;
-  pb::Program scratch;
-  std::vector<std::pair<pb::SendRecv *, int>> peers; // in scratch; as read
+  std::unique_ptr<ProgramSplice> splice;
 };
 
 } // namespace
@@ -838,10 +839,10 @@ Status checkCommunicationOfFiles(const std::vector<std::string> &paths,
   std::map<std::pair<int, int>, Role> roles;
   std::string bytes, shifted;
   for (size_t r = 0; r < paths.size(); ++r) {
-    std::ifstream in(paths[r], std::ios::binary);
-    std::stringstream content;
-    content << in.rdbuf();
-    bytes = content.str();
+    std::ifstream in(paths[r], std::ios::binary | std::ios::ate);
+    bytes.resize(in ? size_t(in.tellg()) : 0);
+    in.seekg(0);
+    in.read(bytes.data(), std::streamsize(bytes.size()));
     pb::Mesh mesh;
     pb::Batch batch;
     bool hasBatch = false;
@@ -868,25 +869,17 @@ Status checkCommunicationOfFiles(const std::vector<std::string> &paths,
           same = fresh || it->second == b.ranks(i);
         }
       }
-      for (auto &[sendRecv, peer] : role.peers) {
-        auto it = peerOf.find(peer);
-        same = same && it != peerOf.end();
-        if (same)
-          sendRecv->set_peer(it->second);
-      }
-      if (same) {
-        *role.scratch.mutable_mesh() = mesh;
-        if (hasBatch)
-          *role.scratch.mutable_batch() = batch;
-        else
-          role.scratch.clear_batch();
-        shifted.clear();
-        google::protobuf::io::StringOutputStream stream(&shifted);
-        google::protobuf::io::CodedOutputStream coded(&stream);
-        coded.SetSerializationDeterministic(true);
-        same = role.scratch.SerializeToCodedStream(&coded);
-        coded.Trim();
-      }
+      bool unmapped = false;
+      same = same && role.splice->ok() &&
+             role.splice->write(
+                 mesh, hasBatch ? &batch : nullptr,
+                 [&](int peer) {
+                   auto it = peerOf.find(peer);
+                   unmapped |= it == peerOf.end();
+                   return it == peerOf.end() ? -1 : it->second;
+                 },
+                 shifted) &&
+             !unmapped;
       // After the shared bytes, only the seal (a fingerprint, a checksum).
       pb::Program seal;
       same = same && bytes.size() > shifted.size() &&
@@ -910,14 +903,10 @@ Status checkCommunicationOfFiles(const std::vector<std::string> &paths,
     ranks[r] = {&program, nullptr, {}};
     if (!role.program) {
       role.program = &program;
-      role.scratch = program;
-      role.scratch.clear_compile_fingerprint();
-      role.scratch.clear_sha256();
-      for (pb::Function &fn : *role.scratch.mutable_functions())
-        for (pb::Instruction &inst : *fn.mutable_body())
-          if (inst.has_send_recv())
-            role.peers.emplace_back(inst.mutable_send_recv(),
-                                    inst.send_recv().peer());
+      pb::Program unsealed = program;
+      unsealed.clear_compile_fingerprint();
+      unsealed.clear_sha256();
+      role.splice = std::make_unique<ProgramSplice>(unsealed);
     }
     // What the check does not read: many programs kept whole would not
     // fit this memory.
