@@ -104,6 +104,8 @@ private:
   const std::vector<CheckedRank> &programs_;
   CommunicationCheckOptions options_;
   std::vector<RankState> ranks_;
+  // Whether step() says why a rank cannot go on (RankState::waiting).
+  bool describe_ = false;
   // Canonical groups: their world ranks; world-wide reductions use -1.
   std::map<std::vector<int>, int> groupIds_;
   std::vector<std::vector<int>> groupRanks_;
@@ -112,6 +114,16 @@ private:
   // Per canonical group (index + 1; 0 is the world), per member, what it
   // posted in order: (rank, action).
   std::vector<std::map<int, std::vector<const Action *>>> posted_;
+  // The same, per canonical group and sequence number: how many members
+  // posted it, and the lowest rank that did with its action (what a later
+  // member is compared with) — kept so that a group of 128 ranks is not
+  // scanned at every post.
+  struct PostedSeq {
+    size_t count = 0;
+    int lowest = -1;
+    const Action *action = nullptr;
+  };
+  std::vector<std::vector<PostedSeq>> postedSeqs_;
   std::map<std::tuple<int, int, int>, std::deque<SendRecord *>> channels_;
   std::deque<SendRecord> sendStore_;
   std::vector<int> worldRanks_;
@@ -176,6 +188,7 @@ private:
                                  ", which rank " + str(m) +
                                  "'s program does not have");
     posted_.resize(groupRanks_.size() + 1);
+    postedSeqs_.resize(groupRanks_.size() + 1);
     return Status::ok();
   }
 
@@ -512,13 +525,8 @@ private:
   bool complete(int group, size_t seq) const {
     const std::vector<int> &members =
         group < 0 ? worldRanks() : groupRanks_[group];
-    const auto &posted = posted_[group + 1];
-    for (int m : members) {
-      auto it = posted.find(m);
-      if (it == posted.end() || it->second.size() <= seq)
-        return false;
-    }
-    return true;
+    const std::vector<PostedSeq> &seqs = postedSeqs_[group + 1];
+    return seq < seqs.size() && seqs[seq].count == members.size();
   }
 
   /// The members of `group` that have not posted collective `seq` on it.
@@ -547,18 +555,26 @@ private:
     std::vector<const Action *> &mine = posted[rank];
     seq = mine.size();
     mine.push_back(&a);
-    for (const auto &[other, list] : posted) {
-      if (other == rank || list.size() <= seq)
-        continue;
-      std::string why = disagreement(other, *list[seq], rank, a);
+    std::vector<PostedSeq> &seqs = postedSeqs_[group + 1];
+    if (seqs.size() <= seq)
+      seqs.resize(seq + 1);
+    PostedSeq &first = seqs[seq];
+    ++first.count;
+    // Compared with the lowest-ranked member that posted it before.
+    if (first.action) {
+      std::string why = disagreement(first.lowest, *first.action, rank, a);
       if (!why.empty())
         return Status::error(
-            "ranks " + str(other) + " and " + str(rank) +
+            "ranks " + str(first.lowest) + " and " + str(rank) +
             " disagree on collective #" + str(seq + 1) + " of " +
             (group < 0 ? std::string("the world")
                        : "group " + describeRanks(groupRanks_[group])) +
-            " (" + why + "): " + at(other, *list[seq]) + "; " + at(rank, a));
-      break;
+            " (" + why + "): " + at(first.lowest, *first.action) + "; " +
+            at(rank, a));
+    }
+    if (!first.action || rank < first.lowest) {
+      first.lowest = rank;
+      first.action = &a;
     }
     return Status::ok();
   }
@@ -593,9 +609,10 @@ private:
         return overlaps(rank, s.action->tensor, a.tensor);
       });
       if (s) {
-        st.waiting = "its " + what(rank, *s->action) + " at " +
-                     where(rank, *s->action) +
-                     " must be received before it can " + what(rank, a);
+        if (describe_)
+          st.waiting = "its " + what(rank, *s->action) + " at " +
+                       where(rank, *s->action) +
+                       " must be received before it can " + what(rank, a);
         return Status::ok();
       }
       advance();
@@ -607,8 +624,9 @@ private:
           return s.action->function == a.function && s.action->body == a.body;
         });
         if (s) {
-          st.waiting = "the previous run of this send (" +
-                       where(rank, *s->action) + ") must be received first";
+          if (describe_)
+            st.waiting = "the previous run of this send (" +
+                         where(rank, *s->action) + ") must be received first";
           return Status::ok();
         }
       }
@@ -622,7 +640,8 @@ private:
     case Action::Kind::Recv: {
       std::deque<SendRecord *> &channel = channels_[{a.peer, rank, a.tag}];
       if (channel.empty()) {
-        st.waiting = "waits for rank " + str(a.peer) + " to send it";
+        if (describe_)
+          st.waiting = "waits for rank " + str(a.peer) + " to send it";
         return Status::ok();
       }
       SendRecord *s = channel.front();
@@ -631,10 +650,10 @@ private:
       const pb::Tensor &sent = program(a.peer).tensors(s->action->tensor);
       const pb::Tensor &into = program(rank).tensors(a.tensor);
       if (sent.dtype() != into.dtype() || elements(sent) != elements(into))
-        return Status::error(
-            "ranks " + str(a.peer) + " and " + str(rank) +
-            " disagree on a message (tag " + str(a.tag) + "): " +
-            at(a.peer, *s->action) + "; " + at(rank, a));
+        return Status::error("ranks " + str(a.peer) + " and " + str(rank) +
+                             " disagree on a message (tag " + str(a.tag) +
+                             "): " + at(a.peer, *s->action) + "; " +
+                             at(rank, a));
       advance();
       return Status::ok();
     }
@@ -651,8 +670,9 @@ private:
         }
       }
       if (!complete(group, st.postedSeq)) {
-        st.waiting = "waits for " + missing(group, st.postedSeq) +
-                     " to reach it";
+        if (describe_)
+          st.waiting =
+              "waits for " + missing(group, st.postedSeq) + " to reach it";
         return Status::ok();
       }
       advance();
@@ -663,19 +683,20 @@ private:
       for (const Started &s : st.started)
         if ((a.kind == Action::Kind::WaitAll || s.event == a.event) &&
             !complete(s.group, s.seq)) {
-          st.waiting = "its started all-reduce #" + str(s.seq + 1) +
-                       " of group " + describeRanks(groupRanks_[s.group]) +
-                       " waits for " + missing(s.group, s.seq) +
-                       " to start it";
+          if (describe_)
+            st.waiting = "its started all-reduce #" + str(s.seq + 1) +
+                         " of group " + describeRanks(groupRanks_[s.group]) +
+                         " waits for " + missing(s.group, s.seq) +
+                         " to start it";
           return Status::ok();
         }
-      st.started.erase(
-          std::remove_if(st.started.begin(), st.started.end(),
-                         [&](const Started &s) {
-                           return a.kind == Action::Kind::WaitAll ||
-                                  s.event == a.event;
-                         }),
-          st.started.end());
+      st.started.erase(std::remove_if(st.started.begin(), st.started.end(),
+                                      [&](const Started &s) {
+                                        return a.kind ==
+                                                   Action::Kind::WaitAll ||
+                                               s.event == a.event;
+                                      }),
+                       st.started.end());
       advance();
       return Status::ok();
     }
@@ -683,8 +704,9 @@ private:
       pruneSends();
       if (!st.sends.empty()) {
         const Action &s = *st.sends.front()->action;
-        st.waiting = "its " + what(rank, s) + " at " + where(rank, s) +
-                     " is not received";
+        if (describe_)
+          st.waiting = "its " + what(rank, s) + " at " + where(rank, s) +
+                       " is not received";
         return Status::ok();
       }
       advance();
@@ -704,6 +726,14 @@ private:
           any |= moved;
         }
     }
+    // Stuck: once more, saying why each waits (the words are not built
+    // while ranks still move: a 1,024-rank job waits millions of times).
+    describe_ = true;
+    for (int r = 0; r < world; ++r)
+      if (ranks_[r].pc < ranks_[r].actions.size()) {
+        bool moved = false;
+        CLEAVE_CHECK(step(r, moved));
+      }
     std::string stuck;
     int shown = 0;
     for (int r = 0; r < world; ++r) {
