@@ -49,8 +49,12 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
   using EmitProgramBase::EmitProgramBase;
 
   void runOnOperation() override {
-    if (failed(emit()) || failed(writeProgramFiles()))
-      signalPassFailure();
+    if (succeeded(emit()) && succeeded(writeProgramFiles()))
+      return;
+    // Files are written as they are made: none of a failed emission stays.
+    for (const ProgramFile &file : programFiles)
+      llvm::sys::fs::remove(file.path);
+    signalPassFailure();
   }
 
   // The ranks' programs, written as they are made and sealed once all are
