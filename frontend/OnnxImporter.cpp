@@ -39,6 +39,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <map>
 #include <memory>
 
 using namespace mlir;
@@ -113,6 +114,37 @@ private:
   ModuleOp module;
   llvm::StringMap<Tensor> values;
   llvm::DenseMap<Attribute, Value> constantCache; // materialize()'s ops
+  // valueOf()'s constants by the value they were folded into: a traced
+  // model's every block reads the one causal mask (4M elements for GPT-3),
+  // converted to an attribute once, not once per block. The pointer is
+  // kept alive with it, so no later value reuses its address.
+  llvm::DenseMap<const ::cleave::HostTensor *,
+                 std::pair<std::shared_ptr<::cleave::HostTensor>, Value>>
+      materialized;
+  // Folded nodes' results by op, attributes and input values (kept alive,
+  // so their addresses stay theirs).
+  std::map<std::string, std::pair<std::vector<std::shared_ptr<HostTensor>>,
+                                  std::vector<std::shared_ptr<HostTensor>>>>
+      folded;
+  // The same for a constant converted to another element type (a binary
+  // op's constant operand): by the value and the type.
+  llvm::DenseMap<std::pair<const ::cleave::HostTensor *, int>,
+                 std::pair<std::shared_ptr<::cleave::HostTensor>, Value>>
+      materializedAs;
+
+public:
+  /// `t` converted to `dtype`, as a constant op: once per value and type.
+  Value materializeAs(const std::shared_ptr<::cleave::HostTensor> &t,
+                      ::cleave::DType dtype, Location loc) {
+    auto &[kept, value] = materializedAs[{t.get(), int(dtype)}];
+    if (!value) {
+      kept = t;
+      value = materialize(t->castTo(dtype), loc);
+    }
+    return value;
+  }
+
+private:
   llvm::StringMap<const onnx::TensorProto *> paramInitializers;
   llvm::StringSet<> declaredParams;
   /// Parameters that match ImportOptions::frozen: declared `cleave.frozen`.
@@ -324,8 +356,14 @@ LogicalResult GraphImporter::defineConstant(const std::string &name, HostTensor 
 FailureOr<Value> GraphImporter::valueOf(const Tensor &t, Location loc) {
   if (t.value)
     return t.value;
-  if (t.constant)
-    return materialize(*t.constant, loc);
+  if (t.constant) {
+    auto &[kept, value] = materialized[t.constant.get()];
+    if (!value) {
+      kept = t.constant;
+      value = materialize(*t.constant, loc);
+    }
+    return value;
+  }
   // A parameter: declare it on first use, read it where it is used (so a
   // later pipeline split finds each use next to its consumer).
   if (!declaredParams.contains(t.param)) {
@@ -864,10 +902,12 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node, int index) 
 
   // Gather inputs; every one must be known already (graphs are sorted).
   SmallVector<const HostTensor *> constants;
+  std::vector<std::shared_ptr<HostTensor>> held;
   bool allConstant = true;
   for (const auto &input : node.input()) {
     if (input.empty()) {
       constants.push_back(nullptr);
+      held.push_back(nullptr);
       continue;
     }
     auto it = values.find(input);
@@ -875,21 +915,49 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node, int index) 
       return error(loc) << "node '" << name << "' (" << op << ") reads '"
                         << input << "', which no earlier node produces";
     constants.push_back(it->second.constant.get());
+    held.push_back(it->second.constant);
     allConstant &= it->second.constant != nullptr;
   }
 
   if (op == "Constant" || (allConstant && ::cleave::isFoldable(op))) {
+    // A node folded before on the same values with the same attributes
+    // (every block of a traced model casts and slices the one causal
+    // mask) shares that result.
+    std::string key;
+    if (op != "Constant" && !node.input().empty()) {
+      key = op;
+      for (const onnx::AttributeProto &a : node.attribute())
+        key += "\n" + a.SerializeAsString();
+      for (const HostTensor *c : constants)
+        key += "\n" + std::to_string(reinterpret_cast<uintptr_t>(c));
+      if (auto it = folded.find(key); it != folded.end()) {
+        for (auto [i, out] : llvm::enumerate(it->second.second))
+          if ((int)i < node.output_size() && !node.output(i).empty())
+            values[node.output(i)] = Tensor{Value(), out, "",
+                                            RankedTensorType::get(
+                                                out->shape(),
+                                                *elementType(out->dtype(), loc,
+                                                             "constant"))};
+        return success();
+      }
+    }
     auto outs = ::cleave::foldNode(node, constants, opset, modelDir,
                                    options.foldLimitBytes);
     if (!outs)
       return foldError(loc, "node '" + name + "' (" + op + ")",
                        outs.takeError());
+    std::vector<std::shared_ptr<HostTensor>> results;
     for (auto [i, out] : llvm::enumerate(*outs)) {
       if ((int)i >= node.output_size())
         break;
       if (failed(defineConstant(node.output(i), std::move(out), loc)))
         return failure();
+      results.push_back(node.output(i).empty()
+                            ? nullptr
+                            : values[node.output(i)].constant);
     }
+    if (!key.empty() && llvm::all_of(results, [](const auto &r) { return r; }))
+      folded[key] = {std::move(held), std::move(results)};
     return success();
   }
 
@@ -1021,7 +1089,7 @@ FailureOr<std::pair<Value, Value>> NodeImport::binaryOperands(int a, int b) {
     const HostTensor *c = constant(i);
     if (c && type(i).getElementType() != want &&
         dtypeOf(want) != DType::Undefined)
-      return materialize(c->castTo(dtypeOf(want)), loc);
+      return graph.materializeAs(tensor(i).constant, dtypeOf(want), loc);
     return value(i);
   };
   bool aConst = constant(a), bConst = constant(b);

@@ -20,6 +20,7 @@
 #include "passes/RankProgram.h"
 #include "passes/Report.h"
 #include "runtime/ProgramSeal.h"
+#include "runtime/ProgramSplice.h"
 
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/Support/FileSystem.h"
@@ -30,6 +31,7 @@
 
 #include <fstream>
 #include <map>
+#include <memory>
 #include <set>
 #include <tuple>
 
@@ -47,31 +49,142 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
   using EmitProgramBase::EmitProgramBase;
 
   void runOnOperation() override {
-    if (failed(emit()) || failed(writeProgramFiles()))
-      signalPassFailure();
+    if (succeeded(emit()) && succeeded(writeProgramFiles()))
+      return;
+    // Files are written as they are made: none of a failed emission stays.
+    for (const ProgramFile &file : programFiles)
+      llvm::sys::fs::remove(file.path);
+    signalPassFailure();
   }
 
-  // The ranks' programs, kept until all are known: each carries the
-  // fingerprint of them all (runtime/ProgramSeal.h).
-  std::vector<std::pair<std::string, std::string>> programFiles;
+  // The ranks' programs, written as they are made and sealed once all are
+  // known: each carries the fingerprint of them all (runtime/ProgramSeal.h),
+  // the hash of their SHA-256s in emission order. Only a hasher per file is
+  // kept, not its bytes.
+  struct ProgramFile {
+    std::string path;
+    ::cleave::runtime::Sha256 hasher;
+  };
+  std::vector<ProgramFile> programFiles;
+  std::vector<std::string> programDigests;
 
-  /// Writes every rank's program, sealed with the compile's fingerprint and
-  /// its own checksum.
+  /// Writes `program` as rank `rank`'s file, unsealed.
+  LogicalResult writeProgram(int64_t rank, const pb::Program &program) {
+    std::string bytes;
+    if (!serializeProgram(program, bytes))
+      return mlir::emitError(getOperation().getLoc())
+             << "cannot serialize the program of rank " << rank;
+    return writeBytes(rank, bytes);
+  }
+
+  /// Writes a serialized program as rank `rank`'s file, unsealed.
+  LogicalResult writeBytes(int64_t rank, const std::string &bytes) {
+    SmallString<256> path(outputDir);
+    llvm::sys::path::append(path, "rank-" + std::to_string(rank) + ".pb");
+    ::cleave::runtime::Sha256 hasher;
+    hasher.update(bytes.data(), bytes.size());
+    programDigests.push_back(::cleave::runtime::Sha256(hasher).hexDigest());
+    std::ofstream out(path.c_str(), std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), bytes.size());
+    if (!out)
+      return mlir::emitError(getOperation().getLoc())
+             << "cannot write '" << path << "'";
+    programFiles.push_back({path.str().str(), hasher});
+    return success();
+  }
+
+  /// Seals every rank's program with the compile's fingerprint and its own
+  /// checksum.
   LogicalResult writeProgramFiles() {
-    std::vector<std::string> all;
-    for (const auto &file : programFiles)
-      all.push_back(file.second);
-    std::string fingerprint = ::cleave::runtime::compileFingerprint(all);
-    for (const auto &[path, bytes] : programFiles) {
-      std::string sealed = ::cleave::runtime::sealProgram(bytes, fingerprint);
-      std::ofstream out(path, std::ios::binary);
-      out.write(sealed.data(), sealed.size());
+    std::string fingerprint =
+        ::cleave::runtime::compileFingerprintOfDigests(programDigests);
+    for (const ProgramFile &file : programFiles) {
+      std::string trailer =
+          ::cleave::runtime::sealTrailer(file.hasher, fingerprint);
+      std::ofstream out(file.path, std::ios::binary | std::ios::app);
+      out.write(trailer.data(), trailer.size());
       if (!out)
         return mlir::emitError(getOperation().getLoc())
-               << "cannot write '" << path << "'";
+               << "cannot write '" << file.path << "'";
     }
     programFiles.clear();
+    programDigests.clear();
     return success();
+  }
+
+  /// The program of data rank 0 at some pipeline and tensor coordinates,
+  /// and what differs in the program of another data rank there: its rank,
+  /// data coordinate and first sample, the members of its groups along the
+  /// other axes (tensor, pipeline, tied) and its send/receive peers. The
+  /// data-parallel ranks of a role run the same functions on other samples,
+  /// so a 1,024-rank job of 8 roles is translated from MLIR 8 times (twice
+  /// that: data rank 1 is emitted in full once and must equal its shift,
+  /// which catches whatever else depends on the data coordinate, such as
+  /// ZeRO's chunk of each rank; such a role is emitted in full for every
+  /// data rank).
+  struct DataShift {
+    pb::Program program;
+    // Data rank 0's program in pieces: a shifted rank's bytes are joined,
+    // not serialized (runtime/ProgramSplice.h).
+    std::unique_ptr<::cleave::runtime::ProgramSplice> splice;
+    // Groups not along the data axis and the ranks of each at data 0.
+    std::vector<std::pair<pb::Group *, std::vector<int64_t>>> groups;
+    std::vector<std::pair<pb::SendRecv *, int64_t>> peers;
+    bool usable = true;
+
+    /// Rewrites `program` into that of data rank `d`, and `bytes` into its
+    /// serialization.
+    bool shiftTo(const MeshAttr &mesh, int64_t d, int64_t samplesPerRank,
+                 std::string &bytes) {
+      auto move = [&](int64_t r) {
+        return mesh.withCoordinate(r, kDataAxis, d);
+      };
+      pb::Mesh *place = program.mutable_mesh();
+      place->set_rank(int(move(place->rank())));
+      place->set_data_rank(int(d));
+      for (auto &[group, ranks] : groups)
+        for (auto [i, r] : llvm::enumerate(ranks))
+          group->set_ranks(int(i), int(move(r)));
+      for (auto &[sendRecv, peer] : peers)
+        sendRecv->set_peer(int(move(peer)));
+      program.mutable_batch()->set_first_sample(d * samplesPerRank);
+      return splice->write(
+          program.mesh(),
+          program.has_batch() ? &program.batch() : nullptr,
+          [&](int peer) { return int(move(peer)); }, bytes);
+    }
+  };
+
+  /// Makes `shift` that of data rank 0's program `program` (moved in; the
+  /// shift keeps pointers into it, so it is built in place).
+  void makeDataShift(DataShift &shift, pb::Program &&program) const {
+    shift.program = std::move(program);
+    auto dataOf = [&](int64_t r) {
+      return mesh.getCoordinate(r, kDataAxis);
+    };
+    for (pb::Group &group : *shift.program.mutable_mesh()->mutable_groups()) {
+      std::set<int64_t> coordinates;
+      std::vector<int64_t> ranks(group.ranks().begin(), group.ranks().end());
+      for (int64_t r : ranks)
+        coordinates.insert(dataOf(r));
+      if (coordinates == std::set<int64_t>{0})
+        shift.groups.emplace_back(&group, std::move(ranks));
+      else if ((int64_t)coordinates.size() != dataRanks ||
+               ranks.size() % dataRanks != 0)
+        // Part of the data axis (MiCS): no shift gives the others'.
+        shift.usable = false;
+    }
+    for (pb::Function &fn : *shift.program.mutable_functions())
+      for (pb::Instruction &inst : *fn.mutable_body())
+        if (inst.has_send_recv()) {
+          pb::SendRecv *sr = inst.mutable_send_recv();
+          if (dataOf(sr->peer()) != 0)
+            shift.usable = false;
+          shift.peers.emplace_back(sr, sr->peer());
+        }
+    shift.splice =
+        std::make_unique<::cleave::runtime::ProgramSplice>(shift.program);
+    shift.usable = shift.usable && shift.splice->ok();
   }
 
   // The module is not split: its one stage is the module itself, and the
@@ -227,11 +340,46 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
     if (failed(writeParamsFile(stages)))
       return failure();
 
+    // Files are written (and their digests taken) rank by rank in this
+    // order: data, then pipeline, then tensor coordinate.
+    int64_t samplesPerRank = (*plan)->microbatchSize * microbatches;
+    std::vector<DataShift> roles(pipelineRanks * tensorRanks);
     for (int64_t d = 0; d < dataRanks; ++d)
       for (int64_t p = 0; p < pipelineRanks; ++p)
-        for (tensorRank = 0; tensorRank < tensorRanks; ++tensorRank)
-          if (failed(emitPipelineRank(top, stages, schedule, d, p, **plan)))
+        for (tensorRank = 0; tensorRank < tensorRanks; ++tensorRank) {
+          DataShift &role = roles[p * tensorRanks + tensorRank];
+          int64_t rank = rankAt(d, p);
+          std::string shifted;
+          if (d > 0 && d != 1 && role.usable) {
+            if (!role.shiftTo(mesh, d, samplesPerRank, shifted))
+              return mlir::emitError(top.getLoc())
+                     << "cannot serialize the program of rank " << rank;
+            if (failed(writeBytes(rank, shifted)))
+              return failure();
+            continue;
+          }
+          pb::Program program;
+          if (failed(emitPipelineRank(top, stages, schedule, d, p, **plan,
+                                      program)))
             return failure();
+          if (d == 0) {
+            if (failed(writeProgram(rank, program)))
+              return failure();
+            if (dataRanks > 2)
+              makeDataShift(role, std::move(program));
+            continue;
+          }
+          if (d == 1 && role.usable && dataRanks > 2) {
+            std::string emitted;
+            if (!role.shiftTo(mesh, d, samplesPerRank, shifted) ||
+                !serializeProgram(program, emitted) || shifted != emitted)
+              role.usable = false;
+          }
+          if (!role.usable)
+            role.program.Clear();
+          if (failed(writeProgram(rank, program)))
+            return failure();
+        }
     return writePlanFiles(top, **plan);
   }
 
@@ -247,7 +395,7 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
 
   LogicalResult emitPipelineRank(ModuleOp top, ArrayRef<ModuleOp> stages,
                                  ArrayAttr schedule, int64_t d, int64_t p,
-                                 const Plan &planned) {
+                                 const Plan &planned, pb::Program &result) {
     int64_t s = stages.size();
     int rank = int(rankAt(d, p));
     RankProgram out(mesh, rank, paramFile, seed);
@@ -449,14 +597,7 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
     batch->set_first_sample(d * planned.microbatchSize * microbatches);
     batch->set_global_batch(planned.globalBatch);
 
-    SmallString<256> programPath(outputDir);
-    llvm::sys::path::append(programPath,
-                            "rank-" + std::to_string(rank) + ".pb");
-    std::string bytes;
-    if (!serializeProgram(program, bytes))
-      return mlir::emitError(top.getLoc())
-             << "cannot serialize the program of rank " << rank;
-    programFiles.emplace_back(programPath.str().str(), std::move(bytes));
+    result = std::move(program);
     return success();
   }
 

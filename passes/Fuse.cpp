@@ -20,6 +20,7 @@
 #include "llvm/ADT/DenseSet.h"
 
 #include <cmath>
+#include <mutex>
 
 namespace mlir::cleave {
 #define GEN_PASS_DEF_FUSE
@@ -373,6 +374,27 @@ bool dependsOnTrainedParameter(Value v) {
 struct FuseAttention : OpRewritePattern<MatmulOp> {
   using OpRewritePattern::OpRewritePattern;
 
+  /// isCausalMask, once per constant: every block of a traced model reads
+  /// the same (uniqued) mask attribute, of seq^2 elements. Patterns of
+  /// stage modules may run on several threads.
+  bool isCausal(Value v, bool additive) const {
+    auto constant = def<ConstantOp>(v);
+    if (!constant)
+      return false;
+    std::pair<Attribute, unsigned> key{constant.getValue(), additive};
+    {
+      std::lock_guard<std::mutex> lock(causalMutex);
+      if (auto it = causalCache.find(key); it != causalCache.end())
+        return it->second;
+    }
+    bool causal = isCausalMask(v, additive);
+    std::lock_guard<std::mutex> lock(causalMutex);
+    causalCache[key] = causal;
+    return causal;
+  }
+  mutable std::mutex causalMutex;
+  mutable llvm::DenseMap<std::pair<Attribute, unsigned>, bool> causalCache;
+
   LogicalResult matchAndRewrite(MatmulOp root,
                                 PatternRewriter &rewriter) const override {
     auto type = root.getType().dyn_cast<RankedTensorType>();
@@ -390,7 +412,7 @@ struct FuseAttention : OpRewritePattern<MatmulOp> {
       if (!fill || !(std::isinf(*fill) && *fill < 0) ||
           !hasOneUse(select.getResult()))
         return failure();
-      causal = isCausalMask(select.getOperand(0), /*additive=*/false);
+      causal = isCausal(select.getOperand(0), /*additive=*/false);
       if (!causal)
         boolMask = select.getOperand(0);
       scores = select.getOperand(2);
@@ -406,7 +428,7 @@ struct FuseAttention : OpRewritePattern<MatmulOp> {
         std::swap(lhs, rhs);
       if (!fromProduct(lhs))
         return failure();
-      causal = isCausalMask(rhs, /*additive=*/true);
+      causal = isCausal(rhs, /*additive=*/true);
       if (!causal)
         mask = rhs;
       // cleave.attention has no gradient for its mask: one computed from a

@@ -89,6 +89,76 @@ void add(PlanMemory &into, const PlanMemory &m) {
   into.gatheredParameters += m.gatheredParameters;
 }
 
+/// Tensor parallelism: each parameter's split over mesh axes, or why it is
+/// whole (the sharding_stop of an op that reads it, as propagation's remark
+/// said).
+void planTensorSplits(ModuleOp m, StagePlan &s) {
+  // The reason propagation gave at an op reading each parameter.
+  llvm::StringMap<std::string> stops;
+  m.walk([&](GetParamOp get) {
+    for (Operation *user : get->getUsers())
+      if (auto why = user->getAttrOfType<StringAttr>(kShardingStopAttr))
+        stops.try_emplace(get.getName(), why.str());
+  });
+  for (auto param : m.getOps<ParameterOp>()) {
+    TensorSplitPlan split;
+    split.name = param.getSymName().str();
+    auto local = param.getType().cast<RankedTensorType>();
+    split.localShape.assign(local.getShape().begin(), local.getShape().end());
+    split.localBytes = tensorBytes(local);
+    auto full = param->getAttrOfType<TypeAttr>(kFullTypeAttr);
+    auto sharding = param->getAttrOfType<ShardingAttr>(kShardingAttr);
+    split.fullShape = split.localShape;
+    if (full)
+      if (auto type = full.getValue().dyn_cast<RankedTensorType>())
+        split.fullShape.assign(type.getShape().begin(), type.getShape().end());
+    if (sharding)
+      for (unsigned d = 0; d < sharding.getDims().size(); ++d)
+        for (const AxisRef &ref : sharding.getDimAxisRefs(d))
+          split.splitDims.push_back({int64_t(d), ref.name.str()});
+    if (sharding && full && !split.splitDims.empty()) {
+      for (unsigned d = 0; d < split.fullShape.size(); ++d)
+        if (sharding.getDimBlocks(d) > 1)
+          split.blocks = sharding.getDimBlocks(d);
+    } else {
+      split.splitDims.clear();
+      auto it = stops.find(split.name);
+      split.replicatedWhy =
+          it != stops.end()
+              ? it->second
+              : "no split reaches it: every op that reads it runs whole on "
+                "each tensor rank (norms, biases added after a row-parallel "
+                "product's all-reduce, position embeddings)";
+    }
+    s.tensorSplits.push_back(std::move(split));
+  }
+  for (auto func : m.getOps<func::FuncOp>()) {
+    if (func->hasAttr(kLastMicrobatchOfAttr))
+      continue;
+    FunctionKind kind = kindOf(func);
+    const char *name = kind == FunctionKind::Forward    ? "forward"
+                       : kind == FunctionKind::Backward ? "backward"
+                                                        : "optimizer";
+    auto add = [&](StringRef op, StringRef reduce, Value input) {
+      for (TensorCollectivePlan &c : s.tensorCollectives)
+        if (c.function == name && c.op == op && c.reduce == reduce) {
+          ++c.count;
+          c.bytes += tensorBytes(input.getType());
+          return;
+        }
+      s.tensorCollectives.push_back(
+          {name, op.str(), reduce.str(), 1, tensorBytes(input.getType())});
+    };
+    func.walk([&](Operation *op) {
+      if (auto reduce = dyn_cast<TpReduceOp>(op))
+        add("tp_reduce", "sum", reduce.getOperand());
+      else if (auto all = dyn_cast<AllReduceOp>(op);
+               all && all.getGroup() == kTensorAxis)
+        add("all_reduce", all.getReduce(), all.getInput());
+    });
+  }
+}
+
 /// A stage's sizes and costs. `rates` cost what the schedule pass did not
 /// record (a one-stage module, every optimizer).
 StagePlan planStage(ModuleOp m, int64_t index, int64_t pipelineRanks,
@@ -389,6 +459,8 @@ LogicalResult computePlan(ModuleOp top, const PlanLayout &layout, Plan &plan) {
   double maxSent = 0;
   for (int64_t st = 0; st < s; ++st) {
     plan.stages.push_back(planStage(stages[st], st, pipelineRanks, *rates));
+    if (plan.tensor > 1)
+      planTensorSplits(stages[st], plan.stages.back());
     maxSent = std::max(maxSent, plan.stages.back().sentBytes);
   }
   bool trains = llvm::any_of(plan.stages, [](const StagePlan &st) {
@@ -579,6 +651,74 @@ mlir::cleave::microbatchShape(ArrayRef<ModuleOp> stages) {
   return {0, 0};
 }
 
+/// plan.json's "tensor_parallel": which parameters the tensor axis splits
+/// (and along which dimension), which it leaves whole and why, and the
+/// collectives over it per step with their bytes.
+static llvm::json::Object tensorParallelJSON(const Plan &plan) {
+  llvm::json::Array params, collectives;
+  int64_t split = 0, whole = 0;
+  double splitBytes = 0, wholeBytes = 0;
+  std::vector<double> bytesByPipelineRank(plan.pipeline, 0);
+  auto shape = [](const std::vector<int64_t> &dims) {
+    llvm::json::Array a;
+    for (int64_t d : dims)
+      a.push_back(d);
+    return a;
+  };
+  for (const StagePlan &st : plan.stages) {
+    for (const TensorSplitPlan &t : st.tensorSplits) {
+      llvm::json::Object o{{"stage", st.stage},
+                           {"name", t.name},
+                           {"full_shape", shape(t.fullShape)},
+                           {"local_shape", shape(t.localShape)}};
+      if (t.replicatedWhy.empty()) {
+        ++split;
+        splitBytes += t.localBytes;
+        llvm::json::Array dims;
+        for (const auto &[dim, axis] : t.splitDims)
+          dims.push_back(llvm::json::Object{{"dim", dim}, {"axis", axis}});
+        o["split"] = std::move(dims);
+        if (t.blocks > 1)
+          o["blocks"] = t.blocks;
+      } else {
+        ++whole;
+        wholeBytes += t.localBytes;
+        o["split"] = llvm::json::Array();
+        o["replicated_why"] = t.replicatedWhy;
+      }
+      params.push_back(std::move(o));
+    }
+    for (const TensorCollectivePlan &c : st.tensorCollectives) {
+      int64_t runs = c.function == "optimizer" ? 1 : plan.microbatches;
+      bytesByPipelineRank[st.pipelineRank] += c.bytes * double(runs);
+      collectives.push_back(llvm::json::Object{
+          {"stage", st.stage},
+          {"function", c.function},
+          {"op", c.op},
+          {"kind", "all_reduce"},
+          {"reduce", c.reduce},
+          {"axis", "tensor"},
+          {"per_run", c.count},
+          {"runs_per_step", runs},
+          {"per_step", c.count * runs},
+          {"bytes_per_step", c.bytes * double(runs)}});
+    }
+  }
+  llvm::json::Array byRank;
+  for (double b : bytesByPipelineRank)
+    byRank.push_back(b);
+  return llvm::json::Object{
+      {"axis", "tensor"},
+      {"degree", plan.tensor},
+      {"split_parameters", split},
+      {"replicated_parameters", whole},
+      {"split_parameter_bytes_per_rank", splitBytes},
+      {"replicated_parameter_bytes_per_rank", wholeBytes},
+      {"parameters", std::move(params)},
+      {"collectives", std::move(collectives)},
+      {"collective_bytes_per_step_by_pipeline_rank", std::move(byRank)}};
+}
+
 llvm::json::Value mlir::cleave::toJSON(const Plan &plan) {
   double step = plan.stepSeconds();
   llvm::json::Array axes;
@@ -660,7 +800,7 @@ llvm::json::Value mlir::cleave::toJSON(const Plan &plan) {
         {"value", value ? std::move(*value) : llvm::json::Value(note.value)},
         {"why", note.why}});
   }
-  return llvm::json::Object{
+  llvm::json::Object result{
       {"model", plan.model},
       {"world_size", plan.worldSize()},
       {"mesh", llvm::json::Object{{"data", plan.data},
@@ -689,6 +829,9 @@ llvm::json::Value mlir::cleave::toJSON(const Plan &plan) {
       {"ranks", std::move(ranks)},
       {"timeline", std::move(spans)},
       {"notes", std::move(notes)}};
+  if (plan.tensor > 1)
+    result["tensor_parallel"] = tensorParallelJSON(plan);
+  return result;
 }
 
 PlanAnalysis::PlanAnalysis(Operation *op) : module(dyn_cast<ModuleOp>(op)) {}

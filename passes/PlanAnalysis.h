@@ -73,6 +73,28 @@ struct PlanMemoryCategory {
 };
 extern const std::array<PlanMemoryCategory, 7> kPlanMemoryCategories;
 
+/// Tensor parallelism: a parameter of a stage, split over mesh axes (the
+/// full tensor's dimension `dim` over `axis`, in `blocks` blocks: a fused
+/// QKV weight is 3) or whole on every rank of the tensor axis, with why.
+struct TensorSplitPlan {
+  std::string name;
+  std::vector<int64_t> fullShape, localShape;
+  std::vector<std::pair<int64_t, std::string>> splitDims; // (dim, axis)
+  int64_t blocks = 1;
+  std::string replicatedWhy; // empty when split
+  double localBytes = 0;
+};
+
+/// Tensor parallelism: the collectives over the tensor axis that one run of
+/// a stage's function makes, by kind (`tp_reduce`: Megatron's g, a sum;
+/// `all_reduce`: e.g. the vocabulary-parallel softmax's max).
+struct TensorCollectivePlan {
+  std::string function; // "forward", "backward", "optimizer"
+  std::string op, reduce;
+  int64_t count = 0; // per run of the function
+  double bytes = 0;  // per run, the all-reduced tensors' bytes
+};
+
 struct StagePlan {
   int64_t stage = 0, pipelineRank = 0;
   std::string firstNode, lastNode; // the ONNX nodes it starts and ends with
@@ -103,6 +125,9 @@ struct StagePlan {
   /// for a stage that neither recomputes nor offloads.
   std::vector<std::vector<int64_t>> memoryTimelineWithoutRemat;
   int64_t peakBytesWithoutRemat = 0; // 0: as peakBytes
+  /// With a tensor axis: its parameters' splits and its collectives.
+  std::vector<TensorSplitPlan> tensorSplits;
+  std::vector<TensorCollectivePlan> tensorCollectives;
 };
 
 struct RankPlan {

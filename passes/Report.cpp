@@ -1107,6 +1107,86 @@ void writeMemoryTimeline(raw_ostream &os, const json::Object &planObject) {
   }
 }
 
+/// Tensor parallelism (plan.json's "tensor_parallel"): the mesh's axes, each
+/// parameter split along which dimension over which axis or whole and why,
+/// and the collectives over the tensor axis per step with their bytes.
+void writeTensorParallel(raw_ostream &os, const json::Object &planObject) {
+  const json::Object *tp = planObject.getObject("tensor_parallel");
+  if (!tp)
+    return;
+  os << "<h2>Tensor parallelism</h2>\n<p class=\"note\">Mesh:";
+  if (const json::Array *axes = planObject.getArray("mesh_axes"))
+    for (const json::Value &v : *axes)
+      if (const json::Object *axis = v.getAsObject())
+        os << " " << escape(axis->getString("name").value_or("?")) << " "
+           << axis->getInteger("size").value_or(0);
+  os << ". " << tp->getInteger("split_parameters").value_or(0)
+     << " parameters split over the tensor axis ("
+     << formatBytes(
+            tp->getNumber("split_parameter_bytes_per_rank").value_or(0))
+     << " per rank), " << tp->getInteger("replicated_parameters").value_or(0)
+     << " whole on every tensor rank ("
+     << formatBytes(
+            tp->getNumber("replicated_parameter_bytes_per_rank").value_or(0))
+     << ").</p>\n";
+  auto shape = [](const json::Array *dims) {
+    std::string text;
+    if (dims)
+      for (const json::Value &d : *dims)
+        text += (text.empty() ? "" : "×") +
+                std::to_string(d.getAsInteger().value_or(0));
+    return text;
+  };
+  os << "<table>\n<tr><th>stage</th><th>parameter</th><th>full</th>"
+        "<th>per rank</th><th>split</th></tr>\n";
+  if (const json::Array *params = tp->getArray("parameters"))
+    for (const json::Value &v : *params) {
+      const json::Object *p = v.getAsObject();
+      if (!p)
+        continue;
+      std::string split;
+      if (std::optional<StringRef> why = p->getString("replicated_why")) {
+        split = "whole: " + escape(*why);
+      } else if (const json::Array *dims = p->getArray("split")) {
+        for (const json::Value &d : *dims)
+          if (const json::Object *dim = d.getAsObject())
+            split += (split.empty() ? "" : ", ") +
+                     formatv("dimension {0} over {1}",
+                             dim->getInteger("dim").value_or(0),
+                             escape(dim->getString("axis").value_or("?")))
+                         .str();
+        if (int64_t blocks = p->getInteger("blocks").value_or(1); blocks > 1)
+          split += formatv(" ({0} blocks, each split)", blocks).str();
+      }
+      os << "<tr><td class=\"num\">" << p->getInteger("stage").value_or(0)
+         << "</td><td class=\"node\">"
+         << escape(p->getString("name").value_or("")) << "</td><td>"
+         << shape(p->getArray("full_shape")) << "</td><td>"
+         << shape(p->getArray("local_shape")) << "</td><td>" << split
+         << "</td></tr>\n";
+    }
+  os << "</table>\n<table>\n<tr><th>stage</th><th>function</th>"
+        "<th>collective</th><th>axis</th><th class=\"num\">per step</th>"
+        "<th class=\"num\">bytes per step</th></tr>\n";
+  if (const json::Array *collectives = tp->getArray("collectives"))
+    for (const json::Value &v : *collectives) {
+      const json::Object *c = v.getAsObject();
+      if (!c)
+        continue;
+      os << "<tr><td class=\"num\">" << c->getInteger("stage").value_or(0)
+         << "</td><td>" << escape(c->getString("function").value_or(""))
+         << "</td><td>" << escape(c->getString("kind").value_or("")) << " "
+         << escape(c->getString("reduce").value_or("")) << " <small>("
+         << escape(c->getString("op").value_or("")) << ")</small></td><td>"
+         << escape(c->getString("axis").value_or("")) << "</td><td "
+         << "class=\"num\">" << c->getInteger("per_step").value_or(0)
+         << "</td><td class=\"num\">"
+         << formatBytes(c->getNumber("bytes_per_step").value_or(0))
+         << "</td></tr>\n";
+    }
+  os << "</table>\n";
+}
+
 Expected<std::string> renderReport(const json::Object &planObject) {
   Expected<Plan> plan = readPlan(planObject);
   if (!plan)
@@ -1122,6 +1202,7 @@ Expected<std::string> renderReport(const json::Object &planObject) {
   writePartition(os, *plan, chunks);
   writeMemory(os, *plan);
   writeMemoryTimeline(os, planObject);
+  writeTensorParallel(os, planObject);
   writeTimeline(os, *plan, chunks);
   os << "</body>\n</html>\n";
   return std::move(os.str());

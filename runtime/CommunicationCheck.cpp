@@ -49,6 +49,9 @@ struct Action {
   int32_t function = -1, body = -1, microbatch = -1;
   int32_t group = -1; // canonical group of a Collective
   int32_t peer = -1, tag = 0, event = 0, tensor = -1;
+  // As the program writes them: its group index and its peer, which
+  // retarget() makes the rank's (several ranks may share a program).
+  int32_t programGroup = -1, programPeer = -1;
   const char *label = nullptr;
 };
 
@@ -76,22 +79,33 @@ struct RankState {
 
 class Checker {
 public:
-  Checker(const std::vector<const pb::Program *> &programs,
+  Checker(const std::vector<CheckedRank> &programs,
           const CommunicationCheckOptions &options)
       : programs_(programs), options_(options) {}
 
   Status run() {
     CLEAVE_CHECK(validateMesh());
     ranks_.resize(programs_.size());
-    for (size_t r = 0; r < programs_.size(); ++r)
-      CLEAVE_CHECK(flatten(int(r)));
+    // A program shared by ranks is flattened once, then its copy given
+    // each rank's groups and peers.
+    std::map<const pb::Program *, int> flattenedBy;
+    for (size_t r = 0; r < programs_.size(); ++r) {
+      auto [it, fresh] = flattenedBy.emplace(programs_[r].program, int(r));
+      if (fresh)
+        CLEAVE_CHECK(flatten(int(r)));
+      else
+        ranks_[r].actions = ranks_[it->second].actions;
+      CLEAVE_CHECK(retarget(int(r)));
+    }
     return play();
   }
 
 private:
-  const std::vector<const pb::Program *> &programs_;
+  const std::vector<CheckedRank> &programs_;
   CommunicationCheckOptions options_;
   std::vector<RankState> ranks_;
+  // Whether step() says why a rank cannot go on (RankState::waiting).
+  bool describe_ = false;
   // Canonical groups: their world ranks; world-wide reductions use -1.
   std::map<std::vector<int>, int> groupIds_;
   std::vector<std::vector<int>> groupRanks_;
@@ -100,11 +114,35 @@ private:
   // Per canonical group (index + 1; 0 is the world), per member, what it
   // posted in order: (rank, action).
   std::vector<std::map<int, std::vector<const Action *>>> posted_;
+  // The same, per canonical group and sequence number: how many members
+  // posted it, and the lowest rank that did with its action (what a later
+  // member is compared with) — kept so that a group of 128 ranks is not
+  // scanned at every post.
+  struct PostedSeq {
+    size_t count = 0;
+    int lowest = -1;
+    const Action *action = nullptr;
+  };
+  std::vector<std::vector<PostedSeq>> postedSeqs_;
   std::map<std::tuple<int, int, int>, std::deque<SendRecord *>> channels_;
   std::deque<SendRecord> sendStore_;
   std::vector<int> worldRanks_;
 
-  const pb::Program &program(int rank) const { return *programs_[rank]; }
+  const pb::Program &program(int rank) const {
+    return *programs_[rank].program;
+  }
+  const pb::Mesh &meshOf(int rank) const {
+    const CheckedRank &r = programs_[rank];
+    return r.mesh ? *r.mesh : r.program->mesh();
+  }
+  /// The rank's peer for a send or receive of its program to `peer`.
+  int peerOf(int rank, int peer) const {
+    const std::map<int, int> &peers = programs_[rank].peers;
+    if (peers.empty())
+      return peer;
+    auto it = peers.find(peer);
+    return it == peers.end() ? -1 : it->second;
+  }
 
   Status validateMesh() {
     int world = int(programs_.size());
@@ -114,7 +152,7 @@ private:
     for (int r = 0; r < world; ++r)
       worldRanks_.push_back(r);
     for (int r = 0; r < world; ++r) {
-      const pb::Mesh &mesh = program(r).mesh();
+      const pb::Mesh &mesh = meshOf(r);
       if (mesh.rank() != r || mesh.world_size() != world)
         return Status::error(
             "rank " + str(r) + "'s program says it is rank " +
@@ -150,6 +188,7 @@ private:
                                  ", which rank " + str(m) +
                                  "'s program does not have");
     posted_.resize(groupRanks_.size() + 1);
+    postedSeqs_.resize(groupRanks_.size() + 1);
     return Status::ok();
   }
 
@@ -162,16 +201,72 @@ private:
 
   // --- Flattening -------------------------------------------------------
 
-  Status checkTensor(int rank, int id, const std::string &where) const {
+  template <typename Where>
+  Status checkTensor(int rank, int id, const Where &where) const {
     if (id < 0 || id >= program(rank).tensors_size())
-      return Status::error("rank " + str(rank) + ", " + where +
+      return Status::error("rank " + str(rank) + ", " + where() +
                            ": tensor " + str(id) + " does not exist");
+    return Status::ok();
+  }
+
+  /// Per tensor of rank's program, whether it shares bytes with a tensor
+  /// some send reads: only an overwrite of such a tensor can wait on a
+  /// peer. A program without sends (tensor x data parallelism) then plays
+  /// its collectives alone, which keeps the check of 1,024 ranks short.
+  std::vector<bool> sendOverlaps(int rank) const {
+    const pb::Program &p = program(rank);
+    std::vector<bool> result(p.tensors_size(), false);
+    std::set<int> sent;
+    for (const pb::Function &fn : p.functions())
+      for (const pb::Instruction &inst : fn.body())
+        if (inst.has_send_recv() && inst.send_recv().send() &&
+            inst.send_recv().tensor() >= 0 &&
+            inst.send_recv().tensor() < p.tensors_size())
+          sent.insert(inst.send_recv().tensor());
+    if (sent.empty())
+      return result;
+    for (int t = 0; t < p.tensors_size(); ++t)
+      for (int s : sent)
+        if (overlaps(rank, s, t)) {
+          result[t] = true;
+          break;
+        }
+    return result;
+  }
+
+  /// Gives rank's actions (flattened from its program, maybe by another
+  /// rank) its canonical groups and its peers.
+  Status retarget(int rank) {
+    for (Action &a : ranks_[rank].actions) {
+      auto where = [&] {
+        return "rank " + str(rank) + ", functions[" + str(a.function) +
+               "].body[" + str(a.body) + "]";
+      };
+      if (a.kind == Action::Kind::Collective) {
+        if (a.programGroup < 0 ||
+            a.programGroup >= int(groupOf_[rank].size()))
+          return Status::error(where() + ": group " + str(a.programGroup) +
+                               " does not exist");
+        a.group = groupOf_[rank][a.programGroup];
+      } else if (a.kind == Action::Kind::Send ||
+                 a.kind == Action::Kind::Recv) {
+        int peer = peerOf(rank, a.programPeer);
+        if (peer < 0 || peer >= int(programs_.size()) || peer == rank)
+          return Status::error(
+              where() + ": " +
+              (a.kind == Action::Kind::Send ? "a send to" : "a receive from") +
+              " rank " + str(peer) + " in a world of " +
+              str(programs_.size()));
+        a.peer = peer;
+      }
+    }
     return Status::ok();
   }
 
   Status flatten(int rank) {
     const pb::Program &p = program(rank);
     std::vector<Action> &out = ranks_[rank].actions;
+    std::vector<bool> overwritesSent = sendOverlaps(rank);
     bool scaling = p.loss_scaling().enabled(), checked = false;
     auto at = [](int f, int i, int mb) {
       Action a{Action::Kind::Write};
@@ -199,10 +294,14 @@ private:
       }
       for (int i = 0; i < fn.body_size(); ++i) {
         const pb::Instruction &inst = fn.body(i);
-        std::string where = "functions[" + str(f) + "].body[" + str(i) + "]";
+        // Made only for a message: the check of 1,024 ranks visits
+        // hundreds of millions of instructions.
+        auto where = [&] {
+          return "functions[" + str(f) + "].body[" + str(i) + "]";
+        };
         auto write = [&](int tensor) -> Status {
           CLEAVE_CHECK(checkTensor(rank, tensor, where));
-          if (options_.stagedSends)
+          if (options_.stagedSends || !overwritesSent[tensor])
             return Status::ok();
           Action a = at(f, i, step.microbatch());
           a.tensor = tensor;
@@ -220,11 +319,11 @@ private:
         case pb::Instruction::kCollective: {
           const pb::Collective &c = inst.collective();
           if (c.group() < 0 || c.group() >= int(groupOf_[rank].size()))
-            return Status::error("rank " + str(rank) + ", " + where +
+            return Status::error("rank " + str(rank) + ", " + where() +
                                  ": group " + str(c.group()) +
                                  " does not exist");
           if (c.inputs_size() != c.outputs_size())
-            return Status::error("rank " + str(rank) + ", " + where +
+            return Status::error("rank " + str(rank) + ", " + where() +
                                  ": a collective with " +
                                  str(c.inputs_size()) + " inputs and " +
                                  str(c.outputs_size()) + " outputs");
@@ -234,7 +333,7 @@ private:
             CLEAVE_CHECK(write(id));
           Action a = at(f, i, step.microbatch());
           a.kind = Action::Kind::Collective;
-          a.group = groupOf_[rank][c.group()];
+          a.programGroup = c.group();
           a.started = c.event() > 0 &&
                       (((c.kind() == pb::REDUCE_SCATTER ||
                          c.kind() == pb::ALL_GATHER) &&
@@ -249,17 +348,12 @@ private:
         case pb::Instruction::kSendRecv: {
           const pb::SendRecv &sr = inst.send_recv();
           CLEAVE_CHECK(checkTensor(rank, sr.tensor(), where));
-          if (sr.peer() < 0 || sr.peer() >= int(programs_.size()) ||
-              sr.peer() == rank)
-            return Status::error("rank " + str(rank) + ", " + where + ": " +
-                                 (sr.send() ? "a send to" : "a receive from") +
-                                 " rank " + str(sr.peer()) + " in a world of " +
-                                 str(programs_.size()));
+
           if (!sr.send())
             CLEAVE_CHECK(write(sr.tensor()));
           Action a = at(f, i, step.microbatch());
           a.kind = sr.send() ? Action::Kind::Send : Action::Kind::Recv;
-          a.peer = sr.peer();
+          a.programPeer = sr.peer();
           a.tag = sr.tag();
           a.tensor = sr.tensor();
           out.push_back(a);
@@ -352,7 +446,7 @@ private:
              " elements; the first " + tensorText(rank, c.inputs(0)) + ")";
       }
       s += " on group '" +
-           program(rank).mesh().groups(c.group()).name() + "' " +
+           meshOf(rank).groups(c.group()).name() + "' " +
            describeRanks(groupRanks_[a.group]);
       if (a.started)
         s += " (started, event " + str(a.event) + ")";
@@ -431,13 +525,8 @@ private:
   bool complete(int group, size_t seq) const {
     const std::vector<int> &members =
         group < 0 ? worldRanks() : groupRanks_[group];
-    const auto &posted = posted_[group + 1];
-    for (int m : members) {
-      auto it = posted.find(m);
-      if (it == posted.end() || it->second.size() <= seq)
-        return false;
-    }
-    return true;
+    const std::vector<PostedSeq> &seqs = postedSeqs_[group + 1];
+    return seq < seqs.size() && seqs[seq].count == members.size();
   }
 
   /// The members of `group` that have not posted collective `seq` on it.
@@ -466,18 +555,26 @@ private:
     std::vector<const Action *> &mine = posted[rank];
     seq = mine.size();
     mine.push_back(&a);
-    for (const auto &[other, list] : posted) {
-      if (other == rank || list.size() <= seq)
-        continue;
-      std::string why = disagreement(other, *list[seq], rank, a);
+    std::vector<PostedSeq> &seqs = postedSeqs_[group + 1];
+    if (seqs.size() <= seq)
+      seqs.resize(seq + 1);
+    PostedSeq &first = seqs[seq];
+    ++first.count;
+    // Compared with the lowest-ranked member that posted it before.
+    if (first.action) {
+      std::string why = disagreement(first.lowest, *first.action, rank, a);
       if (!why.empty())
         return Status::error(
-            "ranks " + str(other) + " and " + str(rank) +
+            "ranks " + str(first.lowest) + " and " + str(rank) +
             " disagree on collective #" + str(seq + 1) + " of " +
             (group < 0 ? std::string("the world")
                        : "group " + describeRanks(groupRanks_[group])) +
-            " (" + why + "): " + at(other, *list[seq]) + "; " + at(rank, a));
-      break;
+            " (" + why + "): " + at(first.lowest, *first.action) + "; " +
+            at(rank, a));
+    }
+    if (!first.action || rank < first.lowest) {
+      first.lowest = rank;
+      first.action = &a;
     }
     return Status::ok();
   }
@@ -512,9 +609,10 @@ private:
         return overlaps(rank, s.action->tensor, a.tensor);
       });
       if (s) {
-        st.waiting = "its " + what(rank, *s->action) + " at " +
-                     where(rank, *s->action) +
-                     " must be received before it can " + what(rank, a);
+        if (describe_)
+          st.waiting = "its " + what(rank, *s->action) + " at " +
+                       where(rank, *s->action) +
+                       " must be received before it can " + what(rank, a);
         return Status::ok();
       }
       advance();
@@ -526,8 +624,9 @@ private:
           return s.action->function == a.function && s.action->body == a.body;
         });
         if (s) {
-          st.waiting = "the previous run of this send (" +
-                       where(rank, *s->action) + ") must be received first";
+          if (describe_)
+            st.waiting = "the previous run of this send (" +
+                         where(rank, *s->action) + ") must be received first";
           return Status::ok();
         }
       }
@@ -541,7 +640,8 @@ private:
     case Action::Kind::Recv: {
       std::deque<SendRecord *> &channel = channels_[{a.peer, rank, a.tag}];
       if (channel.empty()) {
-        st.waiting = "waits for rank " + str(a.peer) + " to send it";
+        if (describe_)
+          st.waiting = "waits for rank " + str(a.peer) + " to send it";
         return Status::ok();
       }
       SendRecord *s = channel.front();
@@ -550,10 +650,10 @@ private:
       const pb::Tensor &sent = program(a.peer).tensors(s->action->tensor);
       const pb::Tensor &into = program(rank).tensors(a.tensor);
       if (sent.dtype() != into.dtype() || elements(sent) != elements(into))
-        return Status::error(
-            "ranks " + str(a.peer) + " and " + str(rank) +
-            " disagree on a message (tag " + str(a.tag) + "): " +
-            at(a.peer, *s->action) + "; " + at(rank, a));
+        return Status::error("ranks " + str(a.peer) + " and " + str(rank) +
+                             " disagree on a message (tag " + str(a.tag) +
+                             "): " + at(a.peer, *s->action) + "; " +
+                             at(rank, a));
       advance();
       return Status::ok();
     }
@@ -570,8 +670,9 @@ private:
         }
       }
       if (!complete(group, st.postedSeq)) {
-        st.waiting = "waits for " + missing(group, st.postedSeq) +
-                     " to reach it";
+        if (describe_)
+          st.waiting =
+              "waits for " + missing(group, st.postedSeq) + " to reach it";
         return Status::ok();
       }
       advance();
@@ -582,19 +683,20 @@ private:
       for (const Started &s : st.started)
         if ((a.kind == Action::Kind::WaitAll || s.event == a.event) &&
             !complete(s.group, s.seq)) {
-          st.waiting = "its started all-reduce #" + str(s.seq + 1) +
-                       " of group " + describeRanks(groupRanks_[s.group]) +
-                       " waits for " + missing(s.group, s.seq) +
-                       " to start it";
+          if (describe_)
+            st.waiting = "its started all-reduce #" + str(s.seq + 1) +
+                         " of group " + describeRanks(groupRanks_[s.group]) +
+                         " waits for " + missing(s.group, s.seq) +
+                         " to start it";
           return Status::ok();
         }
-      st.started.erase(
-          std::remove_if(st.started.begin(), st.started.end(),
-                         [&](const Started &s) {
-                           return a.kind == Action::Kind::WaitAll ||
-                                  s.event == a.event;
-                         }),
-          st.started.end());
+      st.started.erase(std::remove_if(st.started.begin(), st.started.end(),
+                                      [&](const Started &s) {
+                                        return a.kind ==
+                                                   Action::Kind::WaitAll ||
+                                               s.event == a.event;
+                                      }),
+                       st.started.end());
       advance();
       return Status::ok();
     }
@@ -602,8 +704,9 @@ private:
       pruneSends();
       if (!st.sends.empty()) {
         const Action &s = *st.sends.front()->action;
-        st.waiting = "its " + what(rank, s) + " at " + where(rank, s) +
-                     " is not received";
+        if (describe_)
+          st.waiting = "its " + what(rank, s) + " at " + where(rank, s) +
+                       " is not received";
         return Status::ok();
       }
       advance();
@@ -623,6 +726,14 @@ private:
           any |= moved;
         }
     }
+    // Stuck: once more, saying why each waits (the words are not built
+    // while ranks still move: a 1,024-rank job waits millions of times).
+    describe_ = true;
+    for (int r = 0; r < world; ++r)
+      if (ranks_[r].pc < ranks_[r].actions.size()) {
+        bool moved = false;
+        CLEAVE_CHECK(step(r, moved));
+      }
     std::string stuck;
     int shown = 0;
     for (int r = 0; r < world; ++r) {
@@ -648,19 +759,26 @@ private:
 
 } // namespace
 
-Status checkCommunication(const std::vector<const program::Program *> &programs,
+Status checkCommunication(const std::vector<CheckedRank> &ranks,
                           const CommunicationCheckOptions &options) {
-  return Checker(programs, options).run();
+  return Checker(ranks, options).run();
 }
 
-Status checkCommunicationAllModes(
-    const std::vector<const program::Program *> &programs) {
+Status checkCommunication(const std::vector<const program::Program *> &programs,
+                          const CommunicationCheckOptions &options) {
+  std::vector<CheckedRank> ranks;
+  for (const program::Program *p : programs)
+    ranks.push_back({p, nullptr, {}});
+  return checkCommunication(ranks, options);
+}
+
+Status checkCommunicationAllModes(const std::vector<CheckedRank> &ranks) {
   for (bool forwardOnly : {false, true})
     for (bool staged : {false, true}) {
       CommunicationCheckOptions options;
       options.forwardOnly = forwardOnly;
       options.stagedSends = staged;
-      Status status = checkCommunication(programs, options);
+      Status status = checkCommunication(ranks, options);
       if (!status)
         return Status::error(
             status.message() + "\n  (checked as a " +
@@ -668,6 +786,175 @@ Status checkCommunicationAllModes(
             (staged ? ", sends staged through host copies" : "") + ")");
     }
   return Status::ok();
+}
+
+Status checkCommunicationAllModes(
+    const std::vector<const program::Program *> &programs) {
+  std::vector<CheckedRank> ranks;
+  for (const program::Program *p : programs)
+    ranks.push_back({p, nullptr, {}});
+  return checkCommunicationAllModes(ranks);
+}
+
+} // namespace cleave::runtime
+
+//===----------------------------------------------------------------------===//
+// A job's program files
+//===----------------------------------------------------------------------===//
+
+#include "ProgramSplice.h"
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/wire_format_lite.h>
+
+#include <deque>
+#include <fstream>
+#include <memory>
+
+namespace cleave::runtime {
+namespace {
+
+namespace pb = cleave::program;
+using google::protobuf::internal::WireFormatLite;
+
+/// The mesh and batch of a serialized Program, every other field skipped;
+/// `hasBatch`: whether it has a batch.
+bool parseHeader(const std::string &bytes, pb::Mesh &mesh, pb::Batch &batch,
+                 bool &hasBatch) {
+  hasBatch = false;
+  google::protobuf::io::CodedInputStream in(
+      reinterpret_cast<const uint8_t *>(bytes.data()), int(bytes.size()));
+  in.SetTotalBytesLimit(INT32_MAX);
+  while (uint32_t tag = in.ReadTag()) {
+    int field = WireFormatLite::GetTagFieldNumber(tag);
+    if ((field == pb::Program::kMeshFieldNumber ||
+         field == pb::Program::kBatchFieldNumber) &&
+        WireFormatLite::GetTagWireType(tag) ==
+            WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
+      google::protobuf::MessageLite &message =
+          field == pb::Program::kMeshFieldNumber
+              ? static_cast<google::protobuf::MessageLite &>(mesh)
+              : batch;
+      hasBatch |= field == pb::Program::kBatchFieldNumber;
+      uint32_t size;
+      if (!in.ReadVarint32(&size))
+        return false;
+      auto limit = in.PushLimit(int(size));
+      if (!message.MergeFromCodedStream(&in) || !in.ConsumedEntireMessage())
+        return false;
+      in.PopLimit(limit);
+    } else if (!WireFormatLite::SkipField(&in, tag)) {
+      return false;
+    }
+  }
+  return in.ConsumedEntireMessage();
+}
+
+/// The first program read of a (pipeline, tensor) coordinate, and its
+/// unsealed bytes in pieces, joined into another rank's (its mesh, batch
+/// and send/receive peers) to compare with that rank's file.
+struct Role {
+  const pb::Program *program = nullptr;
+  std::unique_ptr<ProgramSplice> splice;
+};
+
+} // namespace
+
+Status checkCommunicationOfFiles(const std::vector<std::string> &paths,
+                                 size_t *programsRead) {
+  std::deque<pb::Program> programs;
+  std::deque<pb::Mesh> meshes;
+  std::vector<CheckedRank> ranks(paths.size());
+  std::map<std::pair<int, int>, Role> roles;
+  std::string bytes, shifted;
+  for (size_t r = 0; r < paths.size(); ++r) {
+    std::ifstream in(paths[r], std::ios::binary | std::ios::ate);
+    bytes.resize(in ? size_t(in.tellg()) : 0);
+    in.seekg(0);
+    in.read(bytes.data(), std::streamsize(bytes.size()));
+    pb::Mesh mesh;
+    pb::Batch batch;
+    bool hasBatch = false;
+    if (!in || !parseHeader(bytes, mesh, batch, hasBatch))
+      return Status::error("cannot read back " + paths[r]);
+    Role &role = roles[{mesh.pipeline_rank(), mesh.tensor_rank()}];
+    if (role.program) {
+      // Another rank of the role: its file must be the role's program with
+      // its own mesh, batch and peers, found by the place of each of the
+      // role's group members in this rank's group of that name (of the
+      // groups that differ; one world rank taken to two is no such rank).
+      std::map<int, int> peerOf;
+      const pb::Mesh &first = role.program->mesh();
+      bool same = first.groups_size() == mesh.groups_size();
+      for (int g = 0; same && g < mesh.groups_size(); ++g) {
+        const pb::Group &a = first.groups(g), &b = mesh.groups(g);
+        same = a.name() == b.name() && a.ranks_size() == b.ranks_size();
+        // A group both ranks hold (the data-parallel group) moves nobody.
+        if (same && std::equal(a.ranks().begin(), a.ranks().end(),
+                               b.ranks().begin()))
+          continue;
+        for (int i = 0; same && i < a.ranks_size(); ++i) {
+          auto [it, fresh] = peerOf.emplace(a.ranks(i), b.ranks(i));
+          same = fresh || it->second == b.ranks(i);
+        }
+      }
+      bool unmapped = false;
+      same = same && role.splice->ok() &&
+             role.splice->write(
+                 mesh, hasBatch ? &batch : nullptr,
+                 [&](int peer) {
+                   auto it = peerOf.find(peer);
+                   unmapped |= it == peerOf.end();
+                   return it == peerOf.end() ? -1 : it->second;
+                 },
+                 shifted) &&
+             !unmapped;
+      // After the shared bytes, only the seal (a fingerprint, a checksum).
+      pb::Program seal;
+      same = same && bytes.size() > shifted.size() &&
+             bytes.compare(0, shifted.size(), shifted) == 0 &&
+             seal.ParseFromArray(bytes.data() + shifted.size(),
+                                 int(bytes.size() - shifted.size())) &&
+             seal.ByteSizeLong() == bytes.size() - shifted.size() &&
+             seal.ByteSizeLong() ==
+                 size_t(seal.compile_fingerprint().size() +
+                        seal.sha256().size() + 6);
+      if (same) {
+        meshes.push_back(std::move(mesh));
+        ranks[r] = {role.program, &meshes.back(), std::move(peerOf)};
+        continue;
+      }
+    }
+    programs.emplace_back();
+    pb::Program &program = programs.back();
+    if (!program.ParseFromString(bytes))
+      return Status::error("cannot read back " + paths[r]);
+    ranks[r] = {&program, nullptr, {}};
+    if (!role.program) {
+      role.program = &program;
+      pb::Program unsealed = program;
+      unsealed.clear_compile_fingerprint();
+      unsealed.clear_sha256();
+      role.splice = std::make_unique<ProgramSplice>(unsealed);
+    }
+    // What the check does not read: many programs kept whole would not
+    // fit this memory.
+    program.clear_parameters();
+    for (pb::Function &fn : *program.mutable_functions())
+      for (pb::Instruction &inst : *fn.mutable_body())
+        if (inst.has_kernel()) {
+          pb::Kernel *kernel = inst.mutable_kernel();
+          kernel->clear_inputs();
+          kernel->clear_attributes();
+          kernel->clear_location();
+        }
+  }
+  if (programsRead)
+    *programsRead = programs.size();
+  if (programsRead)
+    *programsRead = programs.size();
+  return checkCommunicationAllModes(ranks);
 }
 
 } // namespace cleave::runtime

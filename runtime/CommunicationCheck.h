@@ -32,6 +32,8 @@
 #include "Status.h"
 #include "program.pb.h"
 
+#include <map>
+#include <string>
 #include <vector>
 
 namespace cleave::runtime {
@@ -44,8 +46,24 @@ struct CommunicationCheckOptions {
   bool stagedSends = false;
 };
 
+/// One rank as the check plays it: the functions, tensors and schedule of
+/// `program`, which several ranks may share (the data-parallel ranks of a
+/// 1,024-rank job run one program up to their rank), with this rank's own
+/// `mesh` (null: the program's) and, where the program is another rank's,
+/// `peers`: each send/receive peer of the program -> this rank's (empty: as
+/// written).
+struct CheckedRank {
+  const program::Program *program = nullptr;
+  const program::Mesh *mesh = nullptr;
+  std::map<int, int> peers;
+};
+
 /// Checks that the programs of one job (programs[r] is rank r's) cannot
 /// disagree or deadlock; the error names both ranks and the operation.
+Status checkCommunication(const std::vector<CheckedRank> &ranks,
+                          const CommunicationCheckOptions &options = {});
+Status checkCommunicationAllModes(const std::vector<CheckedRank> &ranks);
+
 Status checkCommunication(const std::vector<const program::Program *> &programs,
                           const CommunicationCheckOptions &options = {});
 
@@ -53,6 +71,16 @@ Status checkCommunication(const std::vector<const program::Program *> &programs,
 /// device memory and from host copies.
 Status checkCommunicationAllModes(
     const std::vector<const program::Program *> &programs);
+
+/// checkCommunicationAllModes of the program files of a job (paths[r] is
+/// rank r's). A file that is the first of its pipeline and tensor
+/// coordinates' with another mesh, batch and send/receive peers (the
+/// emitter's data-parallel ranks) is compared byte for byte with that
+/// rewrite of it, and shares its program: a 1,024-rank job of 8 such
+/// roles holds 8 programs, not 1,024. `programsRead`: how many files were
+/// read as programs of their own.
+Status checkCommunicationOfFiles(const std::vector<std::string> &paths,
+                                 size_t *programsRead = nullptr);
 
 } // namespace cleave::runtime
 

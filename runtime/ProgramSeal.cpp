@@ -44,20 +44,34 @@ std::string cleave::runtime::sha256Hex(const std::string &bytes) {
 
 std::string
 cleave::runtime::compileFingerprint(const std::vector<std::string> &programs) {
+  std::vector<std::string> digests;
+  for (const std::string &p : programs)
+    digests.push_back(sha256Hex(p));
+  return compileFingerprintOfDigests(digests);
+}
+
+std::string cleave::runtime::compileFingerprintOfDigests(
+    const std::vector<std::string> &digests) {
   Sha256 hash;
-  for (const std::string &p : programs) {
-    std::string digest = sha256Hex(p);
+  for (const std::string &digest : digests)
     hash.update(digest.data(), digest.size());
-  }
   return hash.hexDigest();
+}
+
+std::string cleave::runtime::sealTrailer(Sha256 hasher,
+                                         const std::string &fingerprint) {
+  std::string trailer;
+  appendField(trailer, kFingerprintField, fingerprint);
+  hasher.update(trailer.data(), trailer.size());
+  appendField(trailer, kSha256Field, hasher.hexDigest());
+  return trailer;
 }
 
 std::string cleave::runtime::sealProgram(const std::string &program,
                                          const std::string &fingerprint) {
-  std::string sealed = program;
-  appendField(sealed, kFingerprintField, fingerprint);
-  appendField(sealed, kSha256Field, sha256Hex(sealed));
-  return sealed;
+  Sha256 hasher;
+  hasher.update(program.data(), program.size());
+  return program + sealTrailer(hasher, fingerprint);
 }
 
 Status cleave::runtime::checkProgramSeal(const std::string &bytes,

@@ -19,6 +19,7 @@
 #ifndef CLEAVE_RUNTIME_PROGRAMSEAL_H
 #define CLEAVE_RUNTIME_PROGRAMSEAL_H
 
+#include "runtime/Sha256.h"
 #include "runtime/Status.h"
 
 #include <string>
@@ -37,6 +38,17 @@ std::string compileFingerprint(const std::vector<std::string> &programs);
 /// compile_fingerprint = `fingerprint` and sha256.
 std::string sealProgram(const std::string &program,
                         const std::string &fingerprint);
+
+/// What sealProgram appends to a program, from a hasher that has read the
+/// program's bytes and nothing else: sealProgram(p, f) is p followed by
+/// sealTrailer(hasher of p, f). Lets the emitter write a program as soon as
+/// it is made and seal it once the fingerprint of all is known, hashing its
+/// bytes once and keeping none of them.
+std::string sealTrailer(Sha256 hasher, const std::string &fingerprint);
+
+/// The fingerprint of a compile from its ranks' programs' SHA-256s (hex, in
+/// rank order): compileFingerprint(programs) without the programs.
+std::string compileFingerprintOfDigests(const std::vector<std::string> &digests);
 
 /// Checks the seal of a program file's bytes (`name` for messages): the
 /// file must end with its sha256 field, which must hold the SHA-256 of the

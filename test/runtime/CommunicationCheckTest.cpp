@@ -8,9 +8,13 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/CommunicationCheck.h"
+#include "runtime/ProgramSeal.h"
 #include "test/runtime/TestPrograms.h"
 
 #include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
 
 using namespace cleave::runtime;
 using cleave::test::ProgramBuilder;
@@ -291,3 +295,79 @@ TEST(CommunicationCheck, AGroupAMemberDoesNotHoldIsRefused) {
 }
 
 } // namespace
+
+namespace {
+
+/// Writes the ranks' programs, sealed as the emitter does, to files of a
+/// fresh folder; their paths in rank order.
+std::vector<std::string> writeFiles(const std::vector<ProgramBuilder> &ranks,
+                                    const std::string &name) {
+  std::string dir = ::testing::TempDir() + "/" + name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::vector<std::string> programs, paths;
+  for (const ProgramBuilder &b : ranks)
+    programs.push_back(b.p.SerializeAsString());
+  std::string fingerprint = compileFingerprint(programs);
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    paths.push_back(dir + "/rank-" + std::to_string(r) + ".pb");
+    std::ofstream(paths.back(), std::ios::binary)
+        << sealProgram(programs[r], fingerprint);
+  }
+  return paths;
+}
+
+} // namespace
+
+TEST(CommunicationCheck, FilesEqualUpToTheirRankShareOneProgram) {
+  size_t read = 0;
+  Status s = checkCommunicationOfFiles(
+      writeFiles(dataParallel({64, 64, 64, 64}), "shared"), &read);
+  EXPECT_TRUE(s) << s.message();
+  EXPECT_EQ(read, 1u);
+}
+
+TEST(CommunicationCheck, AFileThatDiffersFromItsRoleIsCheckedInFull) {
+  size_t read = 0;
+  Status s = checkCommunicationOfFiles(
+      writeFiles(dataParallel({64, 64, 32, 64}), "differs"), &read);
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.message().find("ranks 0 and 2 disagree on collective #1"),
+            std::string::npos)
+      << s.message();
+}
+
+TEST(CommunicationCheck, PipelineFilesMapTheirPeersThroughTheirGroups) {
+  // Two data replicas of a two-stage pipeline: ranks 2 and 3 are ranks 0
+  // and 1 with their peers and pipeline group moved by two.
+  std::vector<ProgramBuilder> ranks;
+  for (int r = 0; r < 4; ++r) {
+    int stage = r % 2, replica = r / 2, peer = replica * 2 + 1 - stage;
+    ProgramBuilder b(r, 4);
+    b.p.mutable_mesh()->set_pipeline_rank(stage);
+    b.group("data", {stage, stage + 2});
+    b.group("pipeline", {replica * 2, replica * 2 + 1});
+    int act = b.f32({4, 8}, "act");
+    int fw = b.function("forward", pb::FORWARD);
+    if (stage == 0) {
+      b.kernel(fw, "matmul", {}, {act});
+      sendRecv(b, fw, true, peer, act, 1);
+    } else {
+      sendRecv(b, fw, false, peer, act, 1);
+    }
+    b.step(fw, 0);
+    ranks.push_back(std::move(b));
+  }
+  size_t read = 0;
+  Status s = checkCommunicationOfFiles(writeFiles(ranks, "pipeline"), &read);
+  EXPECT_TRUE(s) << s.message();
+  EXPECT_EQ(read, 2u);
+  // Rank 3 receiving with another tag is no shift of rank 1: read in full,
+  // and the check finds the receive that waits forever.
+  ranks[3].p.mutable_functions(0)->mutable_body(0)->mutable_send_recv()->set_tag(
+      7);
+  s = checkCommunicationOfFiles(writeFiles(ranks, "pipeline-tag"), &read);
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.message().find("can deadlock"), std::string::npos) << s.message();
+  EXPECT_EQ(read, 3u);
+}

@@ -6,7 +6,9 @@ match or can deadlock. A compile refused for that reason fails this test.
     /usr/bin/python3 test/runtime/random_specs.py MODEL.onnx --bin BUILD/bin \
         --out DIR --count N [--seed S] [--layers L]
 
-Specs draw pipeline degree, data degree, schedule (simple, interleaved,
+Specs draw pipeline degree, tensor degree (1, 2 or 4: the toy's 8 heads,
+FFN and 256-token vocabulary divide both; with and without data
+parallelism), data degree, schedule (simple, interleaved,
 interleaved_virtual with 2-3 chunks), microbatches, active microbatches,
 placement strategy, precision (fp32, bf16, fp16 with loss scaling) and the
 global batch. A spec the compiler refuses as a user error (for example more
@@ -27,7 +29,10 @@ import time
 
 def draw(rng, layers):
     p = rng.choice([1, 1, 2, 2, 3, 4])
-    d = rng.choice([1, 2, 2, 3, 4])
+    t = rng.choice([1, 2, 4])
+    # With a tensor axis at most 3 data ranks (3: the emitter's shifted
+    # data ranks), so that a draw stays as cheap as the others.
+    d = rng.choice([1, 2, 2, 3, 4] if t == 1 else [1, 2, 3])
     kind, v = "interleaved", 1
     if p > 1:
         kind = rng.choice(["simple", "interleaved", "interleaved_virtual"])
@@ -39,8 +44,9 @@ def draw(rng, layers):
     if kind == "interleaved_virtual":
         m = p * rng.choice([1, 2, 3])
     spec = {
-        "world_size": p * d,
+        "world_size": p * t * d,
         "pipeline_parallel_degree": p,
+        "tensor_parallel_degree": t,
         "microbatches": m,
         "batch_size": d * m * rng.choice([1, 2]),
         "pipeline": kind,
@@ -117,8 +123,14 @@ def main():
         compiled += 1
         ranks_checked += spec["world_size"]
         features["pipeline %d" % spec["pipeline_parallel_degree"]] += 1
+        t = spec["tensor_parallel_degree"]
+        features["tensor %d" % t] += 1
         features["data %d" % (spec["world_size"] //
-                              spec["pipeline_parallel_degree"])] += 1
+                              (spec["pipeline_parallel_degree"] * t))] += 1
+        if t > 1:
+            features["tensor %d x data %d" % (
+                t, spec["world_size"] //
+                (spec["pipeline_parallel_degree"] * t))] += 1
         features[spec["pipeline"]] += 1
         features["active_microbatches" if "active_microbatches" in spec
                  else "all microbatches active"] += 1

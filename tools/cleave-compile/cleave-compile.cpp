@@ -116,26 +116,23 @@ static void removePrograms(StringRef folder) {
 /// point-to-point operations match and cannot deadlock
 /// (runtime/CommunicationCheck.h); a job that would hang is not written.
 static int checkCommunication(StringRef folder, int64_t worldSize) {
-  std::vector<cleave::program::Program> programs(worldSize);
+  std::vector<std::string> paths;
   for (int64_t r = 0; r < worldSize; ++r) {
     SmallString<256> path(folder);
     llvm::sys::path::append(path, "rank-" + std::to_string(r) + ".pb");
-    std::ifstream in(path.c_str(), std::ios::binary);
-    if (!in || !programs[r].ParseFromIstream(&in)) {
-      errs() << "cleave-compile: cannot read back " << path << "\n";
-      removePrograms(folder);
-      return 1;
-    }
+    paths.push_back(path.str().str());
   }
-  std::vector<const cleave::program::Program *> pointers;
-  for (const cleave::program::Program &p : programs)
-    pointers.push_back(&p);
+  size_t programsRead = 0;
   cleave::runtime::Status status =
-      cleave::runtime::checkCommunicationAllModes(pointers);
+      cleave::runtime::checkCommunicationOfFiles(paths, &programsRead);
   if (status) {
     outs() << "checked: the communication of " << worldSize << " rank"
-           << (worldSize == 1 ? "" : "s")
-           << " matches and cannot deadlock\n";
+           << (worldSize == 1 ? "" : "s") << " matches and cannot deadlock";
+    if (programsRead < paths.size())
+      outs() << " (" << programsRead << " distinct programs, the other "
+             << paths.size() - programsRead
+             << " ranks' files equal to one of them up to rank and groups)";
+    outs() << "\n";
     return 0;
   }
   errs() << "cleave-compile: internal error: the compiled programs would not "
