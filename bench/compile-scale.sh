@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Benchmark (issue 13 item 6): how long cleave-compile takes, and its peak
 # memory, to compile GPT-3 175B (shapes only) for many ranks: each layout
-# is "pipeline tensor data" (the issue's 1,024-rank layout is "16 8 8";
-# the defaults are tensor 8 x data 128, pipeline 16 x data 64 and a small
-# one). Prints one line per layout: time and peak resident memory
+# is "pipeline tensor data". Tensor x pipeline is refused by the spec
+# today, so the 1,024-rank layouts are tensor 8 x data 128 and pipeline 16
+# x data 64. Prints one line per layout: time and peak resident memory
 # (/usr/bin/time), and how many of the rank programs the communication
 # check read as programs of their own (the emitter translates each
 # pipeline x tensor role once; the other data ranks' files are shifts of
