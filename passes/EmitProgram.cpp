@@ -21,6 +21,7 @@
 #include "passes/Report.h"
 #include "runtime/ProgramSeal.h"
 #include "runtime/ProgramSplice.h"
+#include "runtime/SharedProgram.h"
 
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/Support/FileSystem.h"
@@ -54,6 +55,8 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
     // Files are written as they are made: none of a failed emission stays.
     for (const ProgramFile &file : programFiles)
       llvm::sys::fs::remove(file.path);
+    for (const std::string &path : sharedFiles)
+      llvm::sys::fs::remove(path);
     signalPassFailure();
   }
 
@@ -67,6 +70,8 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
   };
   std::vector<ProgramFile> programFiles;
   std::vector<std::string> programDigests;
+  // The roles' shared programs (role-<k>.pb), sealed when written.
+  std::vector<std::string> sharedFiles;
 
   /// Writes `program` as rank `rank`'s file, unsealed.
   LogicalResult writeProgram(int64_t rank, const pb::Program &program) {
@@ -112,79 +117,276 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
     return success();
   }
 
-  /// The program of data rank 0 at some pipeline and tensor coordinates,
-  /// and what differs in the program of another data rank there: its rank,
-  /// data coordinate and first sample, the members of its groups along the
-  /// other axes (tensor, pipeline, tied) and its send/receive peers. The
-  /// data-parallel ranks of a role run the same functions on other samples,
-  /// so a 1,024-rank job of 8 roles is translated from MLIR 8 times (twice
-  /// that: data rank 1 is emitted in full once and must equal its shift,
-  /// which catches whatever else depends on the data coordinate, such as
-  /// ZeRO's chunk of each rank; such a role is emitted in full for every
-  /// data rank).
-  struct DataShift {
+  /// A program that ranks share (role-<k>.pb, k in the order made): a
+  /// pipeline stage's at data rank 0 and tensor rank 0, or a tensor rank's
+  /// own where it differs from that in more than a header holds.
+  struct SharedBase {
     pb::Program program;
-    // Data rank 0's program in pieces: a shifted rank's bytes are joined,
-    // not serialized (runtime/ProgramSplice.h).
-    std::unique_ptr<::cleave::runtime::ProgramSplice> splice;
-    // Groups not along the data axis and the ranks of each at data 0.
-    std::vector<std::pair<pb::Group *, std::vector<int64_t>>> groups;
-    std::vector<std::pair<pb::SendRecv *, int64_t>> peers;
-    bool usable = true;
-
-    /// Rewrites `program` into that of data rank `d`, and `bytes` into its
-    /// serialization.
-    bool shiftTo(const MeshAttr &mesh, int64_t d, int64_t samplesPerRank,
-                 std::string &bytes) {
-      auto move = [&](int64_t r) {
-        return mesh.withCoordinate(r, kDataAxis, d);
-      };
-      pb::Mesh *place = program.mutable_mesh();
-      place->set_rank(int(move(place->rank())));
-      place->set_data_rank(int(d));
-      for (auto &[group, ranks] : groups)
-        for (auto [i, r] : llvm::enumerate(ranks))
-          group->set_ranks(int(i), int(move(r)));
-      for (auto &[sendRecv, peer] : peers)
-        sendRecv->set_peer(int(move(peer)));
-      program.mutable_batch()->set_first_sample(d * samplesPerRank);
-      return splice->write(
-          program.mesh(),
-          program.has_batch() ? &program.batch() : nullptr,
-          [&](int peer) { return int(move(peer)); }, bytes);
-    }
+    std::string bytes; // serialized, unsealed
+    std::set<int> peers;
+    std::string file, sha256; // once written
   };
 
-  /// Makes `shift` that of data rank 0's program `program` (moved in; the
-  /// shift keeps pointers into it, so it is built in place).
-  void makeDataShift(DataShift &shift, pb::Program &&program) const {
-    shift.program = std::move(program);
+  /// How the ranks at one pipeline and tensor coordinate share a base:
+  /// data rank 0's header (what differs from the base: mesh, batch, peers,
+  /// parameters' slices, coordinate constants), and what moves with the
+  /// data coordinate: the rank, its first sample, the members of its
+  /// groups along the other axes (tensor, pipeline, tied) and its peers.
+  /// The data-parallel ranks run the same functions on other samples, and
+  /// the tensor ranks of a stage on other slices: where there are more
+  /// than two data ranks, a stage's program is written once and every rank
+  /// file is a header (runtime/SharedProgram.h). Each tensor rank's
+  /// program is translated at data rank 0 (the header is its difference
+  /// from the base, checked byte for byte) and at data rank 1, whose
+  /// difference must be data rank 0's shifted: that catches whatever else
+  /// depends on the data coordinate (ZeRO's chunk of each rank, MiCS
+  /// groups), and such ranks are written in full for every data rank.
+  struct Share {
+    int base = -1;
+    pb::Program header; // at data rank 0; no shared.path nor sha256 yet
+    // Groups not along the data axis: their index in the mesh and their
+    // ranks at data 0.
+    std::vector<std::pair<int, std::vector<int64_t>>> groups;
+    bool usable = true;
+  };
+  std::vector<SharedBase> bases;
+
+  /// Makes `program` (moved in) a base; returns its index.
+  FailureOr<int> addBase(pb::Program &&program) {
+    bases.emplace_back();
+    SharedBase &base = bases.back();
+    base.program = std::move(program);
+    base.peers = ::cleave::runtime::sendRecvPeers(base.program);
+    if (!serializeProgram(base.program, base.bytes))
+      return mlir::emitError(getOperation().getLoc())
+             << "cannot serialize a shared program";
+    return int(bases.size() - 1);
+  }
+
+  /// The header of the base's own rank: its mesh and batch, each peer its
+  /// own.
+  static pb::Program ownHeader(const SharedBase &base) {
+    pb::Program header;
+    header.set_magic(base.program.magic());
+    header.set_version(pb::VERSION_SHARED);
+    header.set_model(base.program.model());
+    *header.mutable_mesh() = base.program.mesh();
+    if (base.program.has_batch())
+      *header.mutable_batch() = base.program.batch();
+    for (int peer : base.peers) {
+      pb::PeerMap *entry = header.mutable_shared()->add_peers();
+      entry->set_from(peer);
+      entry->set_to(peer);
+    }
+    return header;
+  }
+
+  /// Whether `program` is the base's up to a header; if so, `header` is
+  /// that header and `program` is spent, else `program` is as it was.
+  static bool diffAgainst(const SharedBase &base, pb::Program &program,
+                          pb::Program &header) {
+    const pb::Program &b = base.program;
+    if (program.functions_size() != b.functions_size() ||
+        program.tensors_size() != b.tensors_size() ||
+        program.parameters_size() != b.parameters_size() ||
+        program.has_batch() != b.has_batch())
+      return false;
+    // The peer the base has where this program has each of its own.
+    std::map<int, int> peerOf;
+    std::vector<std::pair<pb::SendRecv *, int>> peers;
+    for (int f = 0; f < b.functions_size(); ++f) {
+      const pb::Function &bf = b.functions(f);
+      pb::Function *pf = program.mutable_functions(f);
+      if (pf->body_size() != bf.body_size())
+        return false;
+      for (int i = 0; i < bf.body_size(); ++i) {
+        if (pf->body(i).has_send_recv() != bf.body(i).has_send_recv())
+          return false;
+        if (!bf.body(i).has_send_recv())
+          continue;
+        int from = bf.body(i).send_recv().peer();
+        int to = pf->body(i).send_recv().peer();
+        if (peerOf.emplace(from, to).first->second != to)
+          return false;
+        peers.emplace_back(pf->mutable_body(i)->mutable_send_recv(), from);
+      }
+    }
+    std::vector<int> constants;
+    for (int t = 0; t < b.tensors_size(); ++t)
+      if (b.tensors(t).category() == pb::CONSTANTS &&
+          program.tensors(t).category() == pb::CONSTANTS &&
+          program.tensors(t).data() != b.tensors(t).data())
+        constants.push_back(t);
+    // Parameters whose slices start elsewhere (in as many axes and pieces:
+    // anything else differing is found by the comparison below).
+    std::vector<int> slices;
+    for (int i = 0; i < b.parameters_size(); ++i) {
+      const pb::Parameter &bp = b.parameters(i), &pp = program.parameters(i);
+      if (pp.slice_start_size() != bp.slice_start_size() ||
+          pp.pieces_size() != bp.pieces_size())
+        return false;
+      bool moved = !std::equal(pp.slice_start().begin(),
+                               pp.slice_start().end(),
+                               bp.slice_start().begin());
+      for (int k = 0; k < bp.pieces_size(); ++k) {
+        if (pp.pieces(k).start_size() != bp.pieces(k).start_size())
+          return false;
+        moved |= !std::equal(pp.pieces(k).start().begin(),
+                             pp.pieces(k).start().end(),
+                             bp.pieces(k).start().begin());
+      }
+      if (moved)
+        slices.push_back(i);
+    }
+
+    // Move what differs into the header, the base's in its place.
+    header.Clear();
+    header.set_magic(program.magic());
+    header.set_version(pb::VERSION_SHARED);
+    header.set_model(program.model());
+    pb::SharedProgram *shared = header.mutable_shared();
+    header.mutable_mesh()->Swap(program.mutable_mesh());
+    *program.mutable_mesh() = b.mesh();
+    if (b.has_batch()) {
+      header.mutable_batch()->Swap(program.mutable_batch());
+      *program.mutable_batch() = b.batch();
+    }
+    for (auto [from, to] : peerOf) {
+      pb::PeerMap *entry = shared->add_peers();
+      entry->set_from(from);
+      entry->set_to(to);
+    }
+    for (auto &[sendRecv, from] : peers) {
+      int to = sendRecv->peer();
+      sendRecv->set_peer(from);
+      from = to;
+    }
+    for (int t : constants) {
+      pb::ConstantData *constant = shared->add_constants();
+      constant->set_tensor(t);
+      constant->mutable_data()->swap(*program.mutable_tensors(t)->mutable_data());
+      program.mutable_tensors(t)->set_data(b.tensors(t).data());
+    }
+    for (int i : slices) {
+      pb::ParameterSlice *slice = shared->add_slices();
+      pb::Parameter *param = program.mutable_parameters(i);
+      slice->set_parameter(i);
+      slice->mutable_slice_start()->Swap(param->mutable_slice_start());
+      *param->mutable_slice_start() = b.parameters(i).slice_start();
+      for (int k = 0; k < param->pieces_size(); ++k)
+        for (int a = 0; a < param->pieces(k).start_size(); ++a) {
+          slice->add_pieces_start(param->pieces(k).start(a));
+          param->mutable_pieces(k)->set_start(
+              a, b.parameters(i).pieces(k).start(a));
+        }
+    }
+    std::string bytes;
+    if (serializeProgram(program, bytes) && bytes == base.bytes)
+      return true;
+    // Not the base's: put back what was moved.
+    header.mutable_mesh()->Swap(program.mutable_mesh());
+    if (b.has_batch())
+      header.mutable_batch()->Swap(program.mutable_batch());
+    for (auto &[sendRecv, to] : peers)
+      sendRecv->set_peer(to);
+    for (const pb::ConstantData &constant : shared->constants())
+      program.mutable_tensors(constant.tensor())->set_data(constant.data());
+    for (const pb::ParameterSlice &slice : shared->slices()) {
+      pb::Parameter *param = program.mutable_parameters(slice.parameter());
+      *param->mutable_slice_start() = slice.slice_start();
+      int at = 0;
+      for (pb::Box &box : *param->mutable_pieces())
+        for (int64_t &start : *box.mutable_start())
+          start = slice.pieces_start(at++);
+    }
+    header.Clear();
+    return false;
+  }
+
+  /// Finds what moves with the data coordinate in `share`'s header.
+  void makeShift(Share &share) const {
     auto dataOf = [&](int64_t r) {
       return mesh.getCoordinate(r, kDataAxis);
     };
-    for (pb::Group &group : *shift.program.mutable_mesh()->mutable_groups()) {
+    const pb::Mesh &place = share.header.mesh();
+    for (int g = 0; g < place.groups_size(); ++g) {
+      const pb::Group &group = place.groups(g);
       std::set<int64_t> coordinates;
       std::vector<int64_t> ranks(group.ranks().begin(), group.ranks().end());
       for (int64_t r : ranks)
         coordinates.insert(dataOf(r));
       if (coordinates == std::set<int64_t>{0})
-        shift.groups.emplace_back(&group, std::move(ranks));
+        share.groups.emplace_back(g, std::move(ranks));
       else if ((int64_t)coordinates.size() != dataRanks ||
                ranks.size() % dataRanks != 0)
         // Part of the data axis (MiCS): no shift gives the others'.
-        shift.usable = false;
+        share.usable = false;
     }
-    for (pb::Function &fn : *shift.program.mutable_functions())
-      for (pb::Instruction &inst : *fn.mutable_body())
-        if (inst.has_send_recv()) {
-          pb::SendRecv *sr = inst.mutable_send_recv();
-          if (dataOf(sr->peer()) != 0)
-            shift.usable = false;
-          shift.peers.emplace_back(sr, sr->peer());
-        }
-    shift.splice =
-        std::make_unique<::cleave::runtime::ProgramSplice>(shift.program);
-    shift.usable = shift.usable && shift.splice->ok();
+    for (const pb::PeerMap &entry : share.header.shared().peers())
+      if (dataOf(entry.to()) != 0)
+        share.usable = false;
+  }
+
+  /// `share`'s header moved to data rank `d`.
+  pb::Program shiftedHeader(const Share &share, int64_t d,
+                            int64_t samplesPerRank) const {
+    auto move = [&](int64_t r) {
+      return int(mesh.withCoordinate(r, kDataAxis, d));
+    };
+    pb::Program header = share.header;
+    pb::Mesh *place = header.mutable_mesh();
+    place->set_rank(move(place->rank()));
+    place->set_data_rank(int(d));
+    for (const auto &[g, ranks] : share.groups)
+      for (auto [i, r] : llvm::enumerate(ranks))
+        place->mutable_groups(g)->set_ranks(int(i), move(r));
+    if (header.has_batch())
+      header.mutable_batch()->set_first_sample(d * samplesPerRank);
+    for (pb::PeerMap &entry : *header.mutable_shared()->mutable_peers())
+      entry.set_to(move(entry.to()));
+    return header;
+  }
+
+  /// Writes rank `rank`'s file: `share`'s header at data rank `d`, and the
+  /// base's file if not yet written.
+  LogicalResult writeShared(int64_t rank, const Share &share, int64_t d,
+                            int64_t samplesPerRank) {
+    SharedBase &base = bases[share.base];
+    if (base.file.empty()) {
+      // The base's file is complete when written: its seal's fingerprint
+      // is empty, and the headers that name it carry its checksum (the
+      // seal's last 64 bytes), so the compile's fingerprint covers it.
+      std::string sealed = ::cleave::runtime::sealProgram(base.bytes, "");
+      base.file = ::cleave::runtime::sharedProgramFileName(share.base);
+      base.sha256 = sealed.substr(sealed.size() - 64);
+      SmallString<256> path(outputDir);
+      llvm::sys::path::append(path, base.file);
+      std::ofstream out(path.c_str(), std::ios::binary | std::ios::trunc);
+      out.write(sealed.data(), sealed.size());
+      sharedFiles.push_back(path.str().str());
+      if (!out)
+        return mlir::emitError(getOperation().getLoc())
+               << "cannot write '" << path << "'";
+    }
+    pb::Program header = shiftedHeader(share, d, samplesPerRank);
+    header.mutable_shared()->set_path(base.file);
+    header.mutable_shared()->set_sha256(base.sha256);
+    return writeProgram(rank, header);
+  }
+
+  /// Writes rank `rank`'s file in full: base `base` joined with its
+  /// `header` (a rank whose data rank 1 is not shared after all).
+  LogicalResult writeUnshared(int64_t rank, const pb::Program &header,
+                              int base) {
+    pb::Program program;
+    if (!::cleave::runtime::joinSharedProgram(
+            header, pb::Program(bases[base].program),
+            "rank " + std::to_string(rank), program))
+      return mlir::emitError(getOperation().getLoc())
+             << "cannot rebuild the program of rank " << rank;
+    program.clear_compile_fingerprint();
+    program.clear_sha256();
+    return writeProgram(rank, program);
   }
 
   // The module is not split: its one stage is the module itself, and the
@@ -341,20 +543,18 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
       return failure();
 
     // Files are written (and their digests taken) rank by rank in this
-    // order: data, then pipeline, then tensor coordinate.
+    // order: data, then pipeline, then tensor coordinate; with shared
+    // programs, data rank 0's once data rank 1's is known.
     int64_t samplesPerRank = (*plan)->microbatchSize * microbatches;
-    std::vector<DataShift> roles(pipelineRanks * tensorRanks);
+    bool sharing = dataRanks > 2;
+    std::vector<Share> shares(pipelineRanks * tensorRanks);
     for (int64_t d = 0; d < dataRanks; ++d)
       for (int64_t p = 0; p < pipelineRanks; ++p)
         for (tensorRank = 0; tensorRank < tensorRanks; ++tensorRank) {
-          DataShift &role = roles[p * tensorRanks + tensorRank];
+          Share &share = shares[p * tensorRanks + tensorRank];
           int64_t rank = rankAt(d, p);
-          std::string shifted;
-          if (d > 0 && d != 1 && role.usable) {
-            if (!role.shiftTo(mesh, d, samplesPerRank, shifted))
-              return mlir::emitError(top.getLoc())
-                     << "cannot serialize the program of rank " << rank;
-            if (failed(writeBytes(rank, shifted)))
+          if (sharing && d > 1 && share.usable) {
+            if (failed(writeShared(rank, share, d, samplesPerRank)))
               return failure();
             continue;
           }
@@ -362,21 +562,49 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
           if (failed(emitPipelineRank(top, stages, schedule, d, p, **plan,
                                       program)))
             return failure();
-          if (d == 0) {
-            if (failed(writeProgram(rank, program)))
+          if (sharing && d == 0) {
+            // The stage's base is tensor rank 0's program.
+            int stageBase = tensorRank ? shares[p * tensorRanks].base : -1;
+            if (stageBase < 0 ||
+                !diffAgainst(bases[stageBase], program, share.header)) {
+              FailureOr<int> base = addBase(std::move(program));
+              if (failed(base))
+                return failure();
+              share.base = *base;
+              share.header = ownHeader(bases[*base]);
+            } else {
+              share.base = stageBase;
+            }
+            makeShift(share);
+            if (!share.usable &&
+                failed(writeUnshared(rank, share.header, share.base)))
               return failure();
-            if (dataRanks > 2)
-              makeDataShift(role, std::move(program));
             continue;
           }
-          if (d == 1 && role.usable && dataRanks > 2) {
-            std::string emitted;
-            if (!role.shiftTo(mesh, d, samplesPerRank, shifted) ||
-                !serializeProgram(program, emitted) || shifted != emitted)
-              role.usable = false;
+          if (sharing && d == 1 && share.usable) {
+            pb::Program header;
+            std::string expected, emitted;
+            bool diffed = diffAgainst(bases[share.base], program, header);
+            if (diffed && serializeProgram(header, emitted) &&
+                serializeProgram(shiftedHeader(share, 1, samplesPerRank),
+                                 expected) &&
+                expected == emitted) {
+              if (failed(writeShared(rankAt(0, p), share, 0,
+                                     samplesPerRank)) ||
+                  failed(writeShared(rank, share, 1, samplesPerRank)))
+                return failure();
+              continue;
+            }
+            share.usable = false;
+            if (failed(writeUnshared(rankAt(0, p), share.header, share.base)))
+              return failure();
+            if (diffed) {
+              // `program` was taken apart into `header`.
+              if (failed(writeUnshared(rank, header, share.base)))
+                return failure();
+              continue;
+            }
           }
-          if (!role.usable)
-            role.program.Clear();
           if (failed(writeProgram(rank, program)))
             return failure();
         }
@@ -471,6 +699,13 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
     };
     SmallVector<Optimizer> optimizerOf;
     pb::MemoryPlan *plan = program.mutable_memory();
+    // The live peaks are the rank's (its stages along its schedule), not a
+    // sum over stages as the arenas are.
+    if (rank < (int)planned.ranks.size()) {
+      plan->set_live_peak_bytes(planned.ranks[rank].memory.livePeakBytes);
+      plan->set_host_live_peak_bytes(
+          planned.ranks[rank].memory.hostLivePeakBytes);
+    }
     for (int64_t st = p; st < s; st += pipelineRanks) {
       ModuleOp m = stages[st];
       auto memory = m->getAttrOfType<DictionaryAttr>("cleave.memory");

@@ -8,6 +8,7 @@
 #define CLEAVE_PASSES_NODENAME_H
 
 #include "mlir/IR/Location.h"
+#include "mlir/IR/Operation.h"
 
 #include <string>
 
@@ -22,6 +23,16 @@ inline std::string onnxNodeName(Location loc) {
       if (auto name = inner.dyn_cast<NameLoc>())
         return name.getName().str();
   return "";
+}
+
+/// `op` as a diagnostic names it: "cleave.matmul (ONNX node 'name')", or
+/// the op's name alone when it has no node.
+inline std::string describeOp(Operation *op) {
+  std::string out = op->getName().getStringRef().str();
+  std::string name = onnxNodeName(op->getLoc());
+  if (!name.empty())
+    out += " (ONNX node '" + name + "')";
+  return out;
 }
 
 } // namespace mlir::cleave

@@ -34,15 +34,6 @@ using namespace mlir::cleave;
 
 namespace {
 
-/// "cleave.matmul 'node'": how an error names an op to the user.
-std::string describe(Operation *op) {
-  std::string out = op->getName().getStringRef().str();
-  std::string name = onnxNodeName(op->getLoc());
-  if (!name.empty())
-    out += " (ONNX node '" + name + "')";
-  return out;
-}
-
 /// Whether `s` splits a dimension or is partial (null: replicated).
 bool isSplit(ShardingAttr s) {
   if (!s)
@@ -81,7 +72,7 @@ struct PartitionTensor
     for (unsigned d = 0; d < shape.size(); ++d) {
       int64_t n = splitOf(s, d);
       if (shape[d] % n != 0) {
-        where->emitError() << describe(where) << ": dimension " << d
+        where->emitError() << describeOp(where) << ": dimension " << d
                            << " of " << type << " is not divisible by its "
                            << n << " tensor-parallel pieces";
         return failure();
@@ -161,7 +152,7 @@ struct PartitionTensor
           continue;
         }
         if (!llvm::isPowerOf2_64(t)) {
-          where->emitError() << describe(where) << " is split over a sub-axis "
+          where->emitError() << describeOp(where) << " is split over a sub-axis "
                              << "of a \"tensor\" axis of " << t
                              << " ranks; spec key 'tensor_parallel_degree' "
                                 "must be a power of two";
@@ -184,7 +175,7 @@ struct PartitionTensor
     uint64_t run = digits / stride;
     if ((run & (run + 1)) != 0)
       return where->emitError()
-             << describe(where)
+             << describeOp(where)
              << ": its input enters a region split over two separate "
                 "sub-axes of \"tensor\", which no single group sums",
              failure();
@@ -206,7 +197,7 @@ struct PartitionTensor
         continue;
       if (step[d] != 1 || start[d] % n != 0 || limit[d] % n != 0)
         return slice.emitError()
-               << describe(slice) << ": the slice [" << start[d] << ", "
+               << describeOp(slice) << ": the slice [" << start[d] << ", "
                << limit[d] << ") step " << step[d] << " of dimension " << d
                << " does not fall on the " << n
                << " tensor-parallel pieces of its blocks";
@@ -251,13 +242,20 @@ struct PartitionTensor
   /// [rV/T, (r+1)V/T) of the table and contributes zeros for the others;
   /// the result is partial (its users get g). The local lookup's gradient
   /// is the local embedding_grad.
+  ///
+  /// With a padding_idx p (nn.Embedding's row that the lookup gives no
+  /// gradient: OPT, BERT, Gemma), row p is local row p mod V/T of rank
+  /// p / (V/T) only; on the other ranks that local row is another token's,
+  /// which needs its gradient. The program is the same on every rank, so
+  /// one local padding_idx cannot say this. The ids equal to p are looked
+  /// up apart instead, in a second lookup with the local padding_idx
+  /// p mod V/T: on the owner their local id is that row, so the lookup
+  /// gives its value and no gradient; elsewhere they are off the rank's
+  /// range and masked to zero like any other. Every other id takes the
+  /// lookup without padding_idx.
   LogicalResult lowerEmbedding(EmbeddingOp op, ShardingAttr result) {
-    if (op.getPaddingIdx())
-      return op.emitError() << describe(op)
-                            << ": a vocab-parallel embedding with a "
-                               "padding_idx is not partitioned yet";
     if (!isPartial(result))
-      return op.emitError() << describe(op)
+      return op.emitError() << describeOp(op)
                             << ": a vocab-parallel embedding's result is a "
                                "partial sum, but propagation decided "
                             << result;
@@ -268,11 +266,20 @@ struct PartitionTensor
         op.getTable().getType().cast<RankedTensorType>().getDimSize(0);
     auto [local, in] = localIndex(b, loc, ids, rows);
     Value safe = b.create<SelectOp>(loc, in, local, scalarI64(b, loc, 0));
-    Value looked = b.create<EmbeddingOp>(loc, op.getTable(), safe,
-                                         op.getPaddingIdxAttr());
+    Value looked = b.create<EmbeddingOp>(loc, op.getTable(), safe, IntegerAttr());
     auto type = op.getType().cast<RankedTensorType>();
     SmallVector<int64_t> maskShape(ids.getType().cast<RankedTensorType>().getShape());
     maskShape.push_back(1);
+    if (std::optional<uint64_t> padding = op.getPaddingIdx()) {
+      Value padded = b.create<EmbeddingOp>(
+          loc, op.getTable(), safe,
+          b.getI64IntegerAttr(int64_t(*padding) % rows));
+      Value isPadding = reshape(
+          b, loc,
+          b.create<EqualOp>(loc, ids, scalarI64(b, loc, int64_t(*padding))),
+          maskShape);
+      looked = b.create<SelectOp>(loc, isPadding, padded, looked);
+    }
     Value mask = reshape(b, loc, in, maskShape);
     auto out = b.create<SelectOp>(
         loc, mask, looked, scalarLike(b, loc, type.getElementType(), 0.0));
@@ -291,12 +298,12 @@ struct PartitionTensor
   LogicalResult lowerCrossEntropy(SoftmaxCrossEntropyOp op) {
     auto input = op.getInput().getType().cast<RankedTensorType>();
     if (input.getRank() != 2)
-      return op.emitError() << describe(op)
+      return op.emitError() << describeOp(op)
                             << ": a vocab-parallel cross-entropy of "
                             << input << " (classes not last of 2 dimensions) "
                                "is not partitioned yet";
     if (op.getReduction() == LossReduction::sum)
-      return op.emitError() << describe(op)
+      return op.emitError() << describeOp(op)
                             << ": a vocab-parallel cross-entropy with "
                                "reduction sum is not partitioned yet";
     OpBuilder b(op);
@@ -373,7 +380,7 @@ struct PartitionTensor
     if (op->getNumResults() > 1)
       for (Value v : op->getOperands())
         if (isSplit(shardingOf(v)) || isPartial(shardingOf(v)))
-          return op->emitError() << describe(op)
+          return op->emitError() << describeOp(op)
                                  << " has several results and a split "
                                     "operand: the partition has no rule "
                                     "for it";
@@ -384,7 +391,8 @@ struct PartitionTensor
     // Propagation stopped here: a degree that does not divide the heads
     // or a width, or a split value gathered before the op (an all-gather
     // the partition does not insert yet). The vocabulary's seeds (an
-    // embedding, the head's column-parallel product) are the exception: a
+    // embedding, the head's column-parallel product) and a row-parallel
+    // seed taken back (a lone product fed by a norm) are the exception: a
     // vocabulary the degree does not divide (GPT-2's 50257) leaves the
     // table and the head replicated, as propagation's remark says, and an
     // op whose operands and result are all whole runs as on one device,
@@ -395,20 +403,21 @@ struct PartitionTensor
     };
     auto vocabularyStop = [&](StringRef why) {
       return (why.startswith("vocab-parallel") ||
-              why.startswith("column-parallel")) &&
+              why.startswith("column-parallel") ||
+              why.startswith("row-parallel split not made")) &&
              !splitResult && llvm::all_of(op->getOperands(), whole);
     };
     if (auto why = op->getAttrOfType<StringAttr>(kShardingStopAttr);
         why && !vocabularyStop(why.getValue()))
       return op->emitError()
-             << describe(op) << ": the tensor-parallel split stops here ("
+             << describeOp(op) << ": the tensor-parallel split stops here ("
              << why.getValue()
              << "); spec key 'tensor_parallel_degree' must divide the "
                 "model's attention heads and MLP width: give a smaller "
                 "power of two, or 1";
     if (auto constant = dyn_cast<ConstantOp>(op)) {
       if (splitResult)
-        return op->emitError() << describe(op)
+        return op->emitError() << describeOp(op)
                                << ": a split constant is not partitioned yet";
       return success();
     }
@@ -481,7 +490,7 @@ struct PartitionTensor
         for (int64_t d = 0; d < in.getRank(); ++d)
           if (in.getDimSize(d) != 1 && splitOf(result, d + lead) > 1)
             return op->emitError()
-                   << describe(op) << ": operand "
+                   << describeOp(op) << ": operand "
                    << use.getOperandNumber()
                    << " is whole but the result is split along dimension "
                    << d + lead

@@ -194,7 +194,9 @@ def PartitionTensor : Pass<"cleave-partition-tensor", "ModuleOp"> {
     The vocabulary: an embedding whose table is split on its rows looks
     up the rank's rows (the ids shifted by the rank's offset, from
     `cleave.axis_index`; the others masked to zero) and its partial sum is
-    completed by g; a cross-entropy over split classes becomes Megatron's
+    completed by g (ids equal to a padding_idx take a second lookup with
+    the local padding_idx, so the row gets no gradient on the one rank
+    holding it); a cross-entropy over split classes becomes Megatron's
     vocab-parallel one (the max over the group, not differentiated; the
     group's sum of exp and the target's logit completed by g). The
     shardings of op results are removed (the types say them now). What is
@@ -203,7 +205,7 @@ def PartitionTensor : Pass<"cleave-partition-tensor", "ModuleOp"> {
     a width, or a split value to gather), a split over a sub-axis
     (grouped-query attention with more tensor ranks than key/value
     heads), an elementwise op that needs the rank's slice of a whole
-    operand, a row-split table with a padding_idx, a split constant, a
+    operand, a split constant, a
     split function argument or result. Without a `tensor` axis of more
     than one rank the module is unchanged.
 

@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
 
 using namespace mlir;
 using namespace mlir::cleave;
@@ -95,10 +96,17 @@ void add(PlanMemory &into, const PlanMemory &m) {
 void planTensorSplits(ModuleOp m, StagePlan &s) {
   // The reason propagation gave at an op reading each parameter.
   llvm::StringMap<std::string> stops;
+  // Through casts and f (sequence parallelism passes a whole weight read
+  // in its region through a tp_copy).
   m.walk([&](GetParamOp get) {
-    for (Operation *user : get->getUsers())
-      if (auto why = user->getAttrOfType<StringAttr>(kShardingStopAttr))
+    SmallVector<Operation *> users(get->getUsers());
+    while (!users.empty()) {
+      Operation *user = users.pop_back_val();
+      if (isa<CastOp, TpCopyOp>(user))
+        llvm::append_range(users, user->getUsers());
+      else if (auto why = user->getAttrOfType<StringAttr>(kShardingStopAttr))
         stops.try_emplace(get.getName(), why.str());
+    }
   });
   for (auto param : m.getOps<ParameterOp>()) {
     TensorSplitPlan split;
@@ -170,6 +178,7 @@ StagePlan planStage(ModuleOp m, int64_t index, int64_t pipelineRanks,
   s.memory = memoryOf(memory);
   s.slots = intIn(memory, "slots");
   s.peakBytesWithoutRemat = intIn(memory, "peak_bytes_without_remat");
+  s.live = liveProfileOf(m);
   for (auto param : m.getOps<ParameterOp>()) {
     ++s.parameters;
     s.parameterBytes += tensorBytes(param.getType());
@@ -576,6 +585,37 @@ LogicalResult computePlan(ModuleOp top, const PlanLayout &layout, Plan &plan) {
                         (stage.forwardFlops + stage.backwardFlops) +
                     stage.optimizerFlops;
     }
+    // The live peak: what the rank's stages always hold, then along its
+    // schedule each function's own on top of the microbatches in flight
+    // (forwards done, backwards not yet), the optimizers last.
+    std::array<int64_t, 2> base = {0, 0}, most = {0, 0};
+    std::map<int64_t, int64_t> inFlight;
+    auto point = [&](const std::array<int64_t, 2> &own) {
+      for (int space = 0; space < 2; ++space) {
+        int64_t bytes = own[space];
+        for (auto [st, n] : inFlight)
+          bytes += n * plan.stages[st].live.saved[space];
+        most[space] = std::max(most[space], bytes);
+      }
+    };
+    for (int64_t st : rank.stages)
+      for (int space = 0; space < 2; ++space)
+        base[space] += plan.stages[st].live.persistent[space];
+    if (p < (int64_t)order.perRank.size())
+      for (const pl::Action &action : order.perRank[p]) {
+        const LiveProfile &live = plan.stages[action.stage].live;
+        if (!action.backward) {
+          point(live.forwardPeak);
+          ++inFlight[action.stage];
+        } else {
+          --inFlight[action.stage];
+          point(live.backwardPeak);
+        }
+      }
+    for (int64_t st : rank.stages)
+      point(plan.stages[st].live.optimizerPeak);
+    rank.memory.livePeakBytes = base[0] + most[0];
+    rank.memory.hostLivePeakBytes = base[1] + most[1];
     rank.pipelineSeconds = lastEnd[p];
     rank.computeSeconds =
         p < (int64_t)timeline.busy.size() ? timeline.busy[p] : 0;
@@ -768,6 +808,9 @@ llvm::json::Value mlir::cleave::toJSON(const Plan &plan) {
         {"predicted_memory_by_space",
          llvm::json::Object{{"device", r.memory.deviceBytes},
                             {"host", r.memory.hostBytes}}},
+        {"predicted_live_peak_bytes",
+         llvm::json::Object{{"device", r.memory.livePeakBytes},
+                            {"host", r.memory.hostLivePeakBytes}}},
         {"predicted_activations_by_space",
          llvm::json::Object{{"device", r.memory.deviceActivations},
                             {"host", r.memory.hostActivations}}},

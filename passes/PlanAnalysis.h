@@ -14,6 +14,7 @@
 #ifndef CLEAVE_PASSES_PLANANALYSIS_H
 #define CLEAVE_PASSES_PLANANALYSIS_H
 
+#include "passes/LivePeak.h"
 #include "passes/PipelineSchedule.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -64,6 +65,11 @@ struct PlanMemory {
   /// Part of the activations: whole parameters gathered and live at once
   /// (sharded data parallelism's cleave.gather_param; 0 without it).
   int64_t gatheredParameters = 0;
+  /// The most bytes of live tensors at once over a step, per space, as the
+  /// runtime measures them (LivePeak.h): at most the arena's bytes, which
+  /// add alignment and first-fit holes. Of a rank only: its stages'
+  /// profiles along its schedule, not a sum.
+  int64_t livePeakBytes = 0, hostLivePeakBytes = 0;
 };
 
 /// The categories the memory-fit advice chooses among, with their keys.
@@ -128,6 +134,8 @@ struct StagePlan {
   /// With a tensor axis: its parameters' splits and its collectives.
   std::vector<TensorSplitPlan> tensorSplits;
   std::vector<TensorCollectivePlan> tensorCollectives;
+  /// Its live tensor bytes by function, for the ranks' live peaks.
+  LiveProfile live;
 };
 
 struct RankPlan {

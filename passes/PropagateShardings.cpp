@@ -162,6 +162,10 @@ struct PropagateShardings
   DenseMap<Value, unsigned> nodeOfValue;
   llvm::StringMap<unsigned> nodeOfParam;
   DenseMap<Operation *, std::string> stops;
+  /// Ops computed whole whose result their users split along a dimension
+  /// the op needs whole (a norm's normalized features): each rank would
+  /// slice the whole result, which the partition does not build.
+  DenseMap<Operation *, std::string> slicedWhole;
   bool failedConflict = false;
 
   std::optional<unsigned> nodeOf(Value v) {
@@ -321,6 +325,10 @@ struct PropagateShardings
         stop(op, nameOf(from[f]) + " is gathered: dimension " +
                      Twine(fromDim[f]) + " must stay whole in " +
                      rule->str());
+      else
+        slicedWhole.try_emplace(op, nameOf(from[f]) + " would be sliced: " +
+                                        "dimension " + Twine(fromDim[f]).str() +
+                                        " must stay whole in " + rule->str());
       factors[f] = FactorSplit();
     }
     bool reduced = false;
@@ -462,10 +470,20 @@ struct PropagateShardings
   }
 
   /// Seeds the rhs of each product `pick` accepts with the factor `which`
-  /// picks from its rule split.
+  /// picks from its rule split. With `trial` Slices, each seed is
+  /// propagated at once and taken back when a whole result would have to
+  /// be sliced for it (a lone row-parallel product whose input comes
+  /// straight from a norm: `x + fc(gelu(ln(x)))`, which has no
+  /// column-parallel partner). With Stops, taken back when that makes a
+  /// stop: a column-parallel product
+  /// whose split output would be gathered again (BERT's prediction head
+  /// transform, a product of the last norm's output whose features then
+  /// enter a layer norm, which needs them whole) is left whole, with a
+  /// remark naming where its split would have stopped.
+  enum class Trial { None, Stops, Slices };
   template <typename Pick, typename Which>
   void seedMatmuls(ArrayRef<Operation *> ops, Pick pick, Which which,
-                   StringRef kind) {
+                   StringRef kind, Trial trial = Trial::None) {
     for (Operation *op : ops) {
       auto mm = dyn_cast<MatmulOp>(op);
       if (!mm || !isParameter(mm.getRhs()) || !pick(mm))
@@ -487,7 +505,40 @@ struct PropagateShardings
                      "; the weight is replicated");
         continue;
       }
+      if (trial == Trial::None) {
+        seed(mm.getRhs(), *split);
+        continue;
+      }
+      SmallVector<Node> nodesBefore = nodes;
+      DenseMap<Operation *, std::string> stopsBefore = stops;
+      DenseMap<Operation *, std::string> slicedBefore = slicedWhole;
       seed(mm.getRhs(), *split);
+      propagate(ops);
+      // Column-parallel: taken back at a new stop; row-parallel: at a new
+      // whole result its users would slice.
+      const DenseMap<Operation *, std::string> &events =
+          trial == Trial::Stops ? stops : slicedWhole;
+      const DenseMap<Operation *, std::string> &eventsBefore =
+          trial == Trial::Stops ? stopsBefore : slicedBefore;
+      if (failedConflict || events.size() == eventsBefore.size())
+        continue;
+      // The first op (in program order) the split would stop at.
+      Operation *at = nullptr;
+      for (Operation *o : ops)
+        if (events.count(o) && !eventsBefore.count(o)) {
+          at = o;
+          break;
+        }
+      std::string why = events.lookup(at);
+      bool stopped = trial == Trial::Stops;
+      nodes = std::move(nodesBefore);
+      stops = std::move(stopsBefore);
+      slicedWhole = std::move(slicedBefore);
+      stop(op, Twine(kind) + " split not made: " +
+                   (stopped ? "its output would be gathered again at "
+                            : "its input would be a slice of the whole "
+                              "result of ") +
+                   describe(at) + " (" + why + "); the weight is replicated");
     }
   }
 
@@ -582,7 +633,7 @@ struct PropagateShardings
     seedMatmuls(
         ops, writesResidual,
         [](const ShardingRule &r) { return rhsFactor(r, true); },
-        "row-parallel");
+        "row-parallel", Trial::Slices);
     propagate(ops);
     // (2) Attention by heads, where (1) did not reach it.
     for (Operation *op : ops) {
@@ -610,6 +661,16 @@ struct PropagateShardings
     // left undecided: one key/value head (multi-query attention) is held
     // whole by every rank, not split inside the head.
     llvm::DenseSet<Value> fewHeads = fewKeyValueHeadWeights(ops);
+    for (Operation *op : ops)
+      if (auto mm = dyn_cast<MatmulOp>(op);
+          mm && fewHeads.contains(mm.getRhs()) && readsNorm(mm))
+        if (std::optional<unsigned> n = nodeOf(mm.getRhs());
+            n && !nodes[*n].split)
+          stop(op, "column-parallel split not made: it projects key/value "
+                   "heads fewer than tensor=" +
+                       Twine(axisSize) +
+                       " (grouped-query attention); each rank holds them "
+                       "whole");
     if (vocab)
       seedMatmuls(
         ops,
@@ -617,7 +678,7 @@ struct PropagateShardings
           return readsNorm(mm) && !fewHeads.contains(mm.getRhs());
         },
         [](const ShardingRule &r) { return rhsFactor(r, false); },
-        "column-parallel");
+        "column-parallel", Trial::Stops);
     propagate(ops);
     // (4) Vocab-parallel embeddings.
     for (Operation *op : vocab ? ArrayRef<Operation *>(ops)
@@ -628,6 +689,16 @@ struct PropagateShardings
       std::optional<unsigned> n = nodeOf(embedding.getTable());
       if (!n || nodes[*n].split)
         continue;
+      // The tokens' table: ids that are the model's input. A lookup of
+      // computed ids (OPT's learned positions, from a CumSum of the
+      // attention mask) is not split: its partial result would cost an
+      // all-reduce of its own, where a replicated table costs none.
+      if (!through(embedding.getIds()).isa<BlockArgument>()) {
+        stop(op, "vocab-parallel split not made: its ids are computed "
+                 "(positions), not the model's input; the table is "
+                 "replicated");
+        continue;
+      }
       auto table = embedding.getTable().getType().cast<RankedTensorType>();
       if (table.getDimSize(0) % axisSize != 0) {
         stop(op, "vocab-parallel split refused: a vocabulary of " +
@@ -667,22 +738,26 @@ struct PropagateShardings
           attention.getK().getType().cast<RankedTensorType>().getDimSize(1));
       if (kv >= axisSize)
         continue;
-      for (Value v : {attention.getK(), attention.getV()}) {
-        while (Operation *def = v.getDefiningOp()) {
-          if (auto mm = dyn_cast<MatmulOp>(def)) {
-            if (isParameter(mm.getRhs()))
-              out.insert(mm.getRhs());
-            break;
-          }
-          if (auto add = dyn_cast<AddOp>(def)) { // a bias
-            v = isParameter(add.getRhs()) ? add.getLhs() : add.getRhs();
-            continue;
-          }
-          if (!isa<ReshapeOp, TransposeOp, CastOp, BroadcastToOp, RotaryOp>(
-                  def))
-            break;
-          v = def->getOperand(0);
+      // Back along every path to the first product on it: rotary
+      // embeddings as the exporter wrote them (Hugging Face's
+      // q * cos + rotate_half(q) * sin: muls, an add, slices, a neg, a
+      // concat) have the key/value on more than one operand. Bounded: a
+      // projection is a few dozen ops away.
+      llvm::DenseSet<Value> seen;
+      SmallVector<Value> work = {attention.getK(), attention.getV()};
+      while (!work.empty() && seen.size() < 512) {
+        Value v = work.pop_back_val();
+        if (!seen.insert(v).second)
+          continue;
+        Operation *def = v.getDefiningOp();
+        if (!def || isa<GetParamOp, ConstantOp>(def))
+          continue;
+        if (auto mm = dyn_cast<MatmulOp>(def)) {
+          if (isParameter(mm.getRhs()))
+            out.insert(mm.getRhs());
+          continue;
         }
+        llvm::append_range(work, def->getOperands());
       }
     }
     return out;

@@ -64,6 +64,9 @@ struct Rank {
   int64_t rank = 0;
   std::optional<int64_t> dataRank, pipelineRank;
   double peakBytes = 0;
+  // The most bytes of live tensors at once (plan.json's
+  // predicted_live_peak_bytes.device): at most the arena's peak.
+  std::optional<double> livePeakBytes;
   double bytes[kNumMemoryCategories] = {};
   std::optional<double> stepSeconds;
 };
@@ -263,6 +266,10 @@ Expected<Plan> readPlan(const json::Object &object) {
       for (size_t i = 0; i < kNumMemoryCategories; ++i)
         r.bytes[i] = memory->number(kMemoryCategories[i].key);
     }
+    if (rank.has("predicted_live_peak_bytes"))
+      if (std::optional<FieldReader> live =
+              rank.nested("predicted_live_peak_bytes"))
+        r.livePeakBytes = live->optionalNumber("device");
     result.ranks.push_back(r);
   });
   if (plan.has("timeline")) {
@@ -698,12 +705,17 @@ std::string rankLabel(const Rank &rank) {
 }
 
 void writeMemory(raw_ostream &os, const Plan &plan) {
-  constexpr double labelWidth = 150, barWidth = 860, peakWidth = 150;
+  constexpr double labelWidth = 150, barWidth = 860, peakWidth = 250;
   constexpr double rowHeight = 24, barHeight = 17, axisHeight = 40;
   os << "<h2>Memory per rank</h2>\n<div class=\"legend\">\n";
   for (const MemoryCategory &category : kMemoryCategories)
     writeLegendItem(os, css(colourOf(category.colour)), category.label);
   writeLegendItem(os, "#1d2330", "peak (marker and figure)");
+  if (llvm::any_of(plan.ranks, [](const Rank &r) { return r.livePeakBytes; }))
+    writeLegendItem(os, "#8a93a3",
+                    "live peak (dashed): the most bytes of live tensors at "
+                    "once, what cleave-run measures; the arena's peak adds "
+                    "alignment and first-fit holes");
   os << "</div>\n";
 
   double largest = 0;
@@ -776,12 +788,27 @@ void writeMemory(raw_ostream &os, const Plan &plan) {
       x += w;
     }
     double peakX = labelWidth + rank.peakBytes * scale;
+    if (rank.livePeakBytes) {
+      double liveX = labelWidth + *rank.livePeakBytes * scale;
+      os << "<line class=\"live-peak\" x1=\"" << px(liveX) << "\" y1=\""
+         << px(y - 2) << "\" x2=\"" << px(liveX) << "\" y2=\""
+         << px(y + barHeight + 2)
+         << "\" stroke=\"#8a93a3\" stroke-width=\"2\" stroke-dasharray=\"3 2\">"
+         << "<title>"
+         << formatv("{0} · live peak {1}", rankLabel(rank),
+                    formatBytes(*rank.livePeakBytes))
+         << "</title></line>";
+    }
     os << "<line class=\"peak\" x1=\"" << px(peakX) << "\" y1=\"" << px(y - 2)
        << "\" x2=\"" << px(peakX) << "\" y2=\"" << px(y + barHeight + 2)
        << "\" stroke=\"#1d2330\" stroke-width=\"2\"/>";
     os << "<text x=\"" << px(std::max(x, peakX) + 8) << "\" y=\"" << px(textY)
        << "\" font-size=\"12\" font-weight=\"600\">peak "
-       << formatBytes(rank.peakBytes) << "</text></g>\n";
+       << formatBytes(rank.peakBytes);
+    if (rank.livePeakBytes)
+      os << "<tspan font-weight=\"400\" fill=\"#5b6472\"> · live "
+         << formatBytes(*rank.livePeakBytes) << "</tspan>";
+    os << "</text></g>\n";
   }
   os << "</svg></div>\n";
 }

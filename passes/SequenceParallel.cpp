@@ -45,14 +45,6 @@ using namespace mlir::cleave;
 
 namespace {
 
-std::string describe(Operation *op) {
-  std::string out = op->getName().getStringRef().str();
-  std::string name = onnxNodeName(op->getLoc());
-  if (!name.empty())
-    out += " (ONNX node '" + name + "')";
-  return out;
-}
-
 struct SequenceParallel
     : mlir::cleave::impl::SequenceParallelBase<SequenceParallel> {
   int64_t degree = 1, batch = 0, seq = 0;
@@ -292,7 +284,7 @@ struct SequenceParallel
       if (region != seqDim.end()) {
         if (!at || mixed || *at != region->second)
           return op->emitError()
-                 << describe(op) << ": operand " << use.getOperandNumber()
+                 << describeOp(op) << ": operand " << use.getOperandNumber()
                  << " holds the sequence in dimension " << region->second
                  << ", which the op does not match with its other "
                     "operands'; spec key 'sequence_parallel' cannot split "
@@ -301,7 +293,7 @@ struct SequenceParallel
       }
       if (mixed)
         return op->emitError()
-               << describe(op) << ": operand " << use.getOperandNumber()
+               << describeOp(op) << ": operand " << use.getOperandNumber()
                << " " << type
                << " merges the sequence with another dimension; spec key "
                   "'sequence_parallel' cannot take the rank's part of it: "
@@ -354,7 +346,19 @@ struct SequenceParallel
     }
     for (auto [f, dim] : exits) {
       OpBuilder b(f);
-      Value whole = collective(b, f.getLoc(), f.getInput(), dim, true);
+      // An f over a sub-axis (grouped-query attention with more tensor
+      // ranks than key/value heads: the input of the key/value
+      // projections) sums its gradient over that sub-axis only; the ranks
+      // of the other sub-axis hold the same key/value heads and compute
+      // the same gradient, which a reduce-scatter over the whole axis
+      // would count again. So: the gather whose gradient is the rank's
+      // part, then the f itself: the sum over the sub-axis is of the
+      // whole sequence, and each rank keeps its part of it.
+      bool subAxis = f.getAxesAttr() != tensorAxes();
+      Value whole = collective(b, f.getLoc(), f.getInput(), dim, true,
+                               /*splitGrad=*/subAxis);
+      if (subAxis)
+        whole = b.create<TpCopyOp>(f.getLoc(), whole, f.getAxesAttr());
       f.getResult().replaceAllUsesWith(whole);
       f.erase();
     }

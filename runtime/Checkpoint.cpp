@@ -31,6 +31,7 @@
 #include <csignal>
 #include <cstring>
 #include <map>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -1195,6 +1196,54 @@ void CheckpointWriter::write() {
   done_.store(true, std::memory_order_release);
 }
 
+std::string Runtime::pieceHead(const StateTensor &s) {
+  std::string head =
+      "{\"name\": " + jsonQuote(s.name) + ", \"kind\": \"" + s.kind +
+      "\", \"dtype\": \"" + dtypeText(s.dtype) +
+      "\", \"shape\": " + ints(s.fullShape) +
+      ", \"slice_start\": " + ints(s.sliceStart) +
+      ", \"slice_size\": " + ints(s.sliceSize);
+  if (s.flatSize >= 0)
+    head += ", \"flat_range\": " + ints({s.flatStart, s.flatSize});
+  if (!s.boxes.empty()) {
+    head += ", \"boxes\": [";
+    for (size_t b = 0; b < s.boxes.size(); ++b)
+      head += std::string(b ? ", " : "") + "{\"start\": " +
+              ints(s.boxes[b].start) + ", \"size\": " +
+              ints(s.boxes[b].size) + "}";
+    head += "], \"boxes_axis\": " + str(s.boxesAxis);
+  }
+  return head;
+}
+
+Status Runtime::decideCheckpointWrites() {
+  if (checkpointWritesDecided_)
+    return Status::ok();
+  std::vector<StateTensor> state = stateTensors();
+  // Each piece as the first 128 bits of its head's SHA-256: 32 bytes per
+  // tensor and rank, not the heads themselves, cross the job.
+  std::vector<std::string> keys;
+  std::string mine;
+  for (const StateTensor &s : state) {
+    std::string head = pieceHead(s);
+    Sha256 hash;
+    hash.update(head.data(), head.size());
+    keys.push_back(hash.hexDigest().substr(0, 32));
+    mine += keys.back();
+  }
+  std::vector<std::string> all;
+  CLEAVE_CHECK(comm_.allGatherSmall(mine, all));
+  std::set<std::string> lower;
+  for (int r = 0; r < comm_.rank(); ++r)
+    for (size_t at = 0; at + 32 <= all[r].size(); at += 32)
+      lower.insert(all[r].substr(at, 32));
+  checkpointWrites_.assign(state.size(), 1);
+  for (size_t i = 0; i < state.size(); ++i)
+    checkpointWrites_[i] = !lower.count(keys[i]);
+  checkpointWritesDecided_ = true;
+  return Status::ok();
+}
+
 Status Runtime::snapshotCheckpoint(const std::string &folder, int64_t steps,
                                    const TokenData *data) {
   CheckpointWriter &w = checkpoint_;
@@ -1204,31 +1253,19 @@ Status Runtime::snapshotCheckpoint(const std::string &folder, int64_t steps,
   w.step = steps;
   w.dataPath = data ? data->path() : "";
   w.dataTokens = data ? data->size() : 0;
-  w.tensors.resize(state.size());
-  for (size_t i = 0; i < state.size(); ++i) {
+  // The same pieces at every save: the memory of the last one is reused.
+  w.tensors.resize(size_t(
+      std::count(checkpointWrites_.begin(), checkpointWrites_.end(), 1)));
+  for (size_t i = 0, j = 0; i < state.size(); ++i) {
+    if (!checkpointWrites_[i])
+      continue;
     const StateTensor &s = state[i];
-    CheckpointWriter::Tensor &t = w.tensors[i];
-    // Into the memory of the last save: same sizes, no new pages.
+    CheckpointWriter::Tensor &t = w.tensors[j++];
     CLEAVE_CHECK(readTensor(s.id, t.bytes));
     // A ZeRO-1 chunk without its padding.
     if (s.flatSize >= 0)
       t.bytes.resize(size_t(s.flatSize) * dtypeSize(s.dtype));
-    std::string range =
-        s.flatSize < 0 ? std::string()
-                       : ", \"flat_range\": " + ints({s.flatStart, s.flatSize});
-    t.head = "{\"name\": " + jsonQuote(s.name) + ", \"kind\": \"" + s.kind +
-             "\", \"dtype\": \"" + dtypeText(s.dtype) +
-             "\", \"shape\": " + ints(s.fullShape) +
-             ", \"slice_start\": " + ints(s.sliceStart) +
-             ", \"slice_size\": " + ints(s.sliceSize) + range;
-    if (!s.boxes.empty()) {
-      t.head += ", \"boxes\": [";
-      for (size_t b = 0; b < s.boxes.size(); ++b)
-        t.head += std::string(b ? ", " : "") + "{\"start\": " +
-                  ints(s.boxes[b].start) + ", \"size\": " +
-                  ints(s.boxes[b].size) + "}";
-      t.head += "], \"boxes_axis\": " + str(s.boxesAxis);
-    }
+    t.head = pieceHead(s);
   }
   const pb::Mesh &mesh = program_.mesh();
   // A rank without an optimizer function (a pipeline stage with no
@@ -1279,6 +1316,7 @@ Status Runtime::startCheckpoint(const std::string &root, int64_t steps,
       comm_.agree(status && exists(folder + "/manifest.json"), complete));
   if (complete)
     return Status::ok();
+  CLEAVE_CHECK(decideCheckpointWrites());
   auto began = CheckpointWriter::Clock::now();
   double traceBegan = trace_.active() ? trace_.nowUs() : 0;
   if (status)
@@ -1411,7 +1449,8 @@ Status Runtime::planCheckpointLoad(const CheckpointManifest &m,
   std::vector<std::string> names;
   for (auto &[name, t] : m.tensors)
     names.push_back(name);
-  // A same-layout load reads only this rank's own file.
+  // A same-layout load reads this rank's own file (and, for what it held
+  // alike with a lower rank, that rank's: each piece is written once).
   int preferred = sameLayout(m) ? comm_.rank() : -1;
   for (const StateTensor &s : stateTensors()) {
     auto it = m.tensors.find(s.name);

@@ -277,8 +277,8 @@ struct SliceRequest {
 
 /// Chooses the pieces that fill `request`'s box: one piece holding the
 /// whole box, in `preferredRank`'s file if it has one (a same-layout load
-/// reads only its own file), else the first; else pieces that together
-/// cover it. An error naming the tensor and the manifest when the box lies
+/// reads its own file where it can), else the first; else pieces that
+/// together cover it. An error naming the tensor and the manifest when the box lies
 /// outside the tensor or the checkpoint does not hold all of it.
 Status planSlice(const CheckpointManifest &manifest, int preferredRank,
                  SliceRequest &request);

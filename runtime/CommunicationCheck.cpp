@@ -803,6 +803,7 @@ Status checkCommunicationAllModes(
 //===----------------------------------------------------------------------===//
 
 #include "ProgramSplice.h"
+#include "SharedProgram.h"
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
@@ -821,13 +822,15 @@ using google::protobuf::internal::WireFormatLite;
 /// The mesh and batch of a serialized Program, every other field skipped;
 /// `hasBatch`: whether it has a batch.
 bool parseHeader(const std::string &bytes, pb::Mesh &mesh, pb::Batch &batch,
-                 bool &hasBatch) {
+                 bool &hasBatch, bool &shared) {
   hasBatch = false;
+  shared = false;
   google::protobuf::io::CodedInputStream in(
       reinterpret_cast<const uint8_t *>(bytes.data()), int(bytes.size()));
   in.SetTotalBytesLimit(INT32_MAX);
   while (uint32_t tag = in.ReadTag()) {
     int field = WireFormatLite::GetTagFieldNumber(tag);
+    shared |= field == pb::Program::kSharedFieldNumber;
     if ((field == pb::Program::kMeshFieldNumber ||
          field == pb::Program::kBatchFieldNumber) &&
         WireFormatLite::GetTagWireType(tag) ==
@@ -851,6 +854,20 @@ bool parseHeader(const std::string &bytes, pb::Mesh &mesh, pb::Batch &batch,
   return in.ConsumedEntireMessage();
 }
 
+/// Drops what the check does not read: many programs kept whole would not
+/// fit this memory.
+void stripUnread(pb::Program &program) {
+  program.clear_parameters();
+  for (pb::Function &fn : *program.mutable_functions())
+    for (pb::Instruction &inst : *fn.mutable_body())
+      if (inst.has_kernel()) {
+        pb::Kernel *kernel = inst.mutable_kernel();
+        kernel->clear_inputs();
+        kernel->clear_attributes();
+        kernel->clear_location();
+      }
+}
+
 /// The first program read of a (pipeline, tensor) coordinate, and its
 /// unsealed bytes in pieces, joined into another rank's (its mesh, batch
 /// and send/receive peers) to compare with that rank's file.
@@ -867,6 +884,9 @@ Status checkCommunicationOfFiles(const std::vector<std::string> &paths,
   std::deque<pb::Mesh> meshes;
   std::vector<CheckedRank> ranks(paths.size());
   std::map<std::pair<int, int>, Role> roles;
+  // The shared programs that rank headers name (SharedProgram.h), by path,
+  // and their send/receive peers.
+  std::map<std::string, std::pair<const pb::Program *, std::set<int>>> shared;
   std::string bytes, shifted;
   for (size_t r = 0; r < paths.size(); ++r) {
     std::ifstream in(paths[r], std::ios::binary | std::ios::ate);
@@ -875,9 +895,38 @@ Status checkCommunicationOfFiles(const std::vector<std::string> &paths,
     in.read(bytes.data(), std::streamsize(bytes.size()));
     pb::Mesh mesh;
     pb::Batch batch;
-    bool hasBatch = false;
-    if (!in || !parseHeader(bytes, mesh, batch, hasBatch))
+    bool hasBatch = false, isHeader = false;
+    if (!in || !parseHeader(bytes, mesh, batch, hasBatch, isHeader))
       return Status::error("cannot read back " + paths[r]);
+    if (isHeader) {
+      // A rank that names its role's shared program: read that once, and
+      // play it with this rank's mesh and peers.
+      pb::Program header;
+      if (!header.ParseFromString(bytes))
+        return Status::error("cannot read back " + paths[r]);
+      size_t slash = paths[r].rfind('/');
+      std::string directory =
+          slash == std::string::npos ? "" : paths[r].substr(0, slash);
+      std::string path = directory.empty()
+                             ? header.shared().path()
+                             : directory + "/" + header.shared().path();
+      auto [it, fresh] = shared.try_emplace(path);
+      pb::Program read;
+      // Read even when seen before, unless the checksum is the one read:
+      // a rank naming another file's contents is refused the same way.
+      if (fresh || it->second.first->sha256() != header.shared().sha256()) {
+        CLEAVE_CHECK(readSharedProgram(header, paths[r], directory, read));
+        programs.push_back(std::move(read));
+        stripUnread(programs.back());
+        it->second = {&programs.back(), sendRecvPeers(programs.back())};
+      }
+      std::map<int, int> peerOf;
+      CLEAVE_CHECK(
+          sharedPeerMap(header, it->second.second, paths[r], peerOf));
+      meshes.push_back(std::move(*header.mutable_mesh()));
+      ranks[r] = {it->second.first, &meshes.back(), std::move(peerOf)};
+      continue;
+    }
     Role &role = roles[{mesh.pipeline_rank(), mesh.tensor_rank()}];
     if (role.program) {
       // Another rank of the role: its file must be the role's program with
@@ -938,20 +987,8 @@ Status checkCommunicationOfFiles(const std::vector<std::string> &paths,
       unsealed.clear_sha256();
       role.splice = std::make_unique<ProgramSplice>(unsealed);
     }
-    // What the check does not read: many programs kept whole would not
-    // fit this memory.
-    program.clear_parameters();
-    for (pb::Function &fn : *program.mutable_functions())
-      for (pb::Instruction &inst : *fn.mutable_body())
-        if (inst.has_kernel()) {
-          pb::Kernel *kernel = inst.mutable_kernel();
-          kernel->clear_inputs();
-          kernel->clear_attributes();
-          kernel->clear_location();
-        }
+    stripUnread(program);
   }
-  if (programsRead)
-    *programsRead = programs.size();
   if (programsRead)
     *programsRead = programs.size();
   return checkCommunicationAllModes(ranks);

@@ -73,12 +73,13 @@ Status checkCommunicationAllModes(
     const std::vector<const program::Program *> &programs);
 
 /// checkCommunicationAllModes of the program files of a job (paths[r] is
-/// rank r's). A file that is the first of its pipeline and tensor
-/// coordinates' with another mesh, batch and send/receive peers (the
-/// emitter's data-parallel ranks) is compared byte for byte with that
-/// rewrite of it, and shares its program: a 1,024-rank job of 8 such
-/// roles holds 8 programs, not 1,024. `programsRead`: how many files were
-/// read as programs of their own.
+/// rank r's). A rank file that names its role's shared program
+/// (SharedProgram.h) is played as that program, read and checked once,
+/// with the header's mesh and peers: a 1,024-rank job of 8 roles holds 8
+/// programs, not 1,024. A full file equal to the first of its pipeline and
+/// tensor coordinates' up to mesh, batch and send/receive peers is
+/// compared byte for byte with that rewrite of it and shares its program
+/// too. `programsRead`: how many programs were read.
 Status checkCommunicationOfFiles(const std::vector<std::string> &paths,
                                  size_t *programsRead = nullptr);
 

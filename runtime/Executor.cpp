@@ -769,6 +769,23 @@ Status Runtime::runStep(int64_t step, const TokenData *data,
   result.rssPeakBytes = peaks[2];
   result.hostPeakBytes = peaks[3];
   result.predictedHostPeakBytes = peaks[4];
+  // Each rank's own live peaks and the plan's, gathered (a max over
+  // vectors that only the rank's own entries make non-zero).
+  size_t world = size_t(std::max(comm_.size(), 1)), me = size_t(comm_.rank());
+  std::vector<uint64_t> byRank(4 * world, 0);
+  byRank[me] = peakBytes_;
+  byRank[world + me] = program_.memory().live_peak_bytes();
+  byRank[2 * world + me] = hostPeakBytes_;
+  byRank[3 * world + me] = program_.memory().host_live_peak_bytes();
+  CLEAVE_CHECK(comm_.maxAll(byRank));
+  auto part = [&](size_t k) {
+    return std::vector<uint64_t>(byRank.begin() + k * world,
+                                 byRank.begin() + (k + 1) * world);
+  };
+  result.livePeakByRank = part(0);
+  result.predictedLivePeakByRank = part(1);
+  result.hostLivePeakByRank = part(2);
+  result.predictedHostLivePeakByRank = part(3);
   result.seconds = std::chrono::duration<double>(
                        std::chrono::steady_clock::now() - start)
                        .count();

@@ -55,7 +55,13 @@
 //    becomes live when an instruction writes it or the runtime fills it,
 //    and dead at its Free. Tensors of HOST buffers (offloaded activations,
 //    in host memory on every backend; only Copy reads and writes them)
-//    count apart, as the host peak.
+//    count apart, as the host peak. The plan predicts both per rank
+//    (MemoryPlan.live_peak_bytes, host_live_peak_bytes) for a step that
+//    updates the parameters after an earlier step did, every tensor that is
+//    never freed (gradients, optimizer state) written by then: from the
+//    second such step on the measured peaks equal them (StepResult's
+//    per-rank vectors). A first step, or steps whose update fp16 loss
+//    scaling skipped, measure less.
 //
 //===----------------------------------------------------------------------===//
 #ifndef CLEAVE_RUNTIME_EXECUTOR_H
@@ -99,6 +105,11 @@ struct StepResult {
   uint64_t rssPeakBytes = 0;       // process peak RSS, max over ranks
   uint64_t hostPeakBytes = 0;          // measured, HOST buffers, max over ranks
   uint64_t predictedHostPeakBytes = 0; // the plan's host arenas, max over ranks
+  // Per rank (index = world rank): the measured live peak since start
+  // (peakBytes, hostPeakBytes of that rank alone) and the plan's
+  // prediction of it (MemoryPlan.live_peak_bytes, .host_live_peak_bytes).
+  std::vector<uint64_t> livePeakByRank, predictedLivePeakByRank;
+  std::vector<uint64_t> hostLivePeakByRank, predictedHostLivePeakByRank;
   bool lossScaled = false; // the program scales its loss (fp16)
   double lossScale = 0;    // the scale this step used
   bool skipped = false;    // gradients overflowed: no optimizer step
@@ -213,6 +224,14 @@ private:
   /// Copies this rank's state and its manifest entry into checkpoint_.
   Status snapshotCheckpoint(const std::string &folder, int64_t steps,
                             const TokenData *data);
+  /// A piece's manifest entry up to its offset: name, kind, dtype, full
+  /// shape and the box (and flat range) of it held. Two ranks whose pieces
+  /// have the same head hold the same bytes (replicas).
+  static std::string pieceHead(const StateTensor &s);
+  /// Decides, once, which stateTensors() entries this rank writes
+  /// (checkpointWrites_): a piece several ranks hold alike is written by
+  /// the lowest of them. Collective.
+  Status decideCheckpointWrites();
   /// The slices this rank reads from checkpoint `m`, one per
   /// stateTensors() entry, in its order; `used` marks the checkpoint's
   /// tensors (by name order) this rank reads.
@@ -266,6 +285,10 @@ private:
   int64_t optimizerSteps_ = 0; // steps the optimizer took (not skipped)
   bool initialized_ = false;
   CheckpointWriter checkpoint_; // the save in flight, and its memory
+  // Per stateTensors() entry: whether this rank's checkpoint file holds it
+  // (decided at the first save: a rank may hold none).
+  std::vector<char> checkpointWrites_;
+  bool checkpointWritesDecided_ = false;
 };
 
 } // namespace cleave::runtime

@@ -21,6 +21,27 @@ std::string cleave::runtime::metricsLine(const StepMetrics &m) {
     s += ", \"predicted_host_peak_bytes\": " +
          std::to_string(m.predictedHostPeakBytes);
   }
+  auto list = [](const std::vector<uint64_t> &values) {
+    std::string out = "[";
+    for (size_t i = 0; i < values.size(); ++i)
+      out += (i ? ", " : "") + std::to_string(values[i]);
+    return out + "]";
+  };
+  if (!m.livePeakByRank.empty()) {
+    s += ", \"live_peak_bytes\": " + list(m.livePeakByRank);
+    s += ", \"predicted_live_peak_bytes\": " + list(m.predictedLivePeakByRank);
+    auto any = [](const std::vector<uint64_t> &v) {
+      for (uint64_t x : v)
+        if (x)
+          return true;
+      return false;
+    };
+    if (any(m.hostLivePeakByRank) || any(m.predictedHostLivePeakByRank)) {
+      s += ", \"host_live_peak_bytes\": " + list(m.hostLivePeakByRank);
+      s += ", \"predicted_host_live_peak_bytes\": " +
+           list(m.predictedHostLivePeakByRank);
+    }
+  }
   if (m.lossScaled) {
     s += ", \"loss_scale\": " + jsonNumber(m.lossScale);
     s += std::string(", \"skipped\": ") + (m.skipped ? "true" : "false");

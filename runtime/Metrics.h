@@ -3,7 +3,10 @@
 // `cleave-run --metrics FILE` writes one JSON object per step (DESIGN.md):
 //   {"step", "loss", "tokens_per_s", "tflops", "peak_bytes",
 //    "predicted_peak_bytes", "rss_peak_bytes"}, and with activation offload
-//   "host_peak_bytes", "predicted_host_peak_bytes"
+//   "host_peak_bytes", "predicted_host_peak_bytes"; then per rank, as arrays
+//   indexed by world rank, "live_peak_bytes" and "predicted_live_peak_bytes"
+//   (device) and, with a host arena, "host_live_peak_bytes" and
+//   "predicted_host_live_peak_bytes"
 // and, for a program with fp16 loss scaling, "loss_scale" (the scale the
 // step used) and "skipped" (true when its gradients overflowed and the
 // optimizer did not run).
@@ -19,6 +22,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 namespace cleave::runtime {
 
@@ -37,6 +41,12 @@ struct StepMetrics {
   // Offloaded activations (a program with HOST buffers; else not written):
   // measured live bytes in host arenas and the plan's, max over ranks.
   uint64_t hostPeakBytes = 0, predictedHostPeakBytes = 0;
+  // Per rank (index = world rank; empty: not written): the measured live
+  // peak since start and the plan's prediction of it, device ("live_peak_
+  // bytes", "predicted_live_peak_bytes") and, when a rank has a host arena,
+  // host ("host_live_peak_bytes", "predicted_host_live_peak_bytes").
+  std::vector<uint64_t> livePeakByRank, predictedLivePeakByRank;
+  std::vector<uint64_t> hostLivePeakByRank, predictedHostLivePeakByRank;
   bool lossScaled = false;
   double lossScale = 0;
   bool skipped = false;

@@ -2,6 +2,7 @@
 
 #include "runtime/ProgramLoader.h"
 #include "runtime/ProgramSeal.h"
+#include "runtime/SharedProgram.h"
 #include "runtime/Sha256.h"
 #include "runtime/ops/OpTable.h"
 
@@ -930,11 +931,12 @@ Status cleave::runtime::parseProgram(const std::string &bytes,
                          program.magic().substr(0, 40) +
                          "', expected 'cleave-program'");
   if (program.version() != pb::VERSION_CURRENT &&
-      program.version() != pb::VERSION_PIECES)
+      program.version() != pb::VERSION_PIECES &&
+      program.version() != pb::VERSION_SHARED)
     return Status::error(
         name + ": program version " + str(program.version()) +
         ", but this cleave-run reads versions " + str(pb::VERSION_CURRENT) +
-        " and " + str(pb::VERSION_PIECES) +
+        " to " + str(pb::VERSION_SHARED) +
         " only: compile the model again with the cleave-compile of this "
         "release");
   return Status::ok();
@@ -967,6 +969,14 @@ Status cleave::runtime::loadProgram(const std::string &path,
   // Before validating: a changed byte is named as such, not as whatever
   // it happens to break.
   CLEAVE_CHECK(checkProgramSeal(bytes, path));
+  if (isSharedHeader(program)) {
+    // A header: the program is the role's shared file, joined with this
+    // rank's mesh, batch and peers (SharedProgram.h).
+    pb::Program shared;
+    CLEAVE_CHECK(readSharedProgram(program, path, directoryOf(path), shared));
+    pb::Program header = std::move(program);
+    CLEAVE_CHECK(joinSharedProgram(header, std::move(shared), path, program));
+  }
   return validateProgram(program, path, directoryOf(path));
 }
 

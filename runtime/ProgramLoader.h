@@ -49,7 +49,8 @@ Status verifyParameterData(const program::Program &program,
 /// Parses the bytes of a program file (`name` is for messages): refuses
 /// empty input, malformed or truncated protobuf (with the byte offset of
 /// the bad field), a magic other than "cleave-program" and a version other
-/// than VERSION_CURRENT or VERSION_PIECES. Does not validate the contents.
+/// than VERSION_CURRENT, VERSION_PIECES or VERSION_SHARED (a header, which
+/// loadProgram joins with its shared file). Does not validate the contents.
 Status parseProgram(const std::string &bytes, const std::string &name,
                     program::Program &program);
 

@@ -51,6 +51,11 @@ def check(plan):
         acts = r["predicted_activations_by_space"]
         if acts["device"] != r["predicted_memory"]["activations"] or acts["host"] != space["host"]:
             return f"rank {r['rank']}: activations by space are not the device arena's activations and the host arena"
+        # The live peak (what cleave-run measures) fits its arena: the
+        # arena adds alignment and first-fit holes (docs/plan.md).
+        live = r["predicted_live_peak_bytes"]
+        if not 0 < live["device"] <= space["device"] or not 0 <= live["host"] <= space["host"]:
+            return f"rank {r['rank']}: the live peak is not positive or not within its arena"
         if (mesh["data"] > 1) != (b["all_reduce_seconds"] > 0):
             return f"rank {r['rank']}: an all-reduce without data parallelism or none with it"
         if r["first_sample"] != r["data_rank"] * plan["batch"]["microbatch_size"] * mbs:

@@ -54,6 +54,24 @@ TEST(Metrics, Line) {
   EXPECT_NE(metricsLine(m).find("\"loss\": null"), std::string::npos);
 }
 
+TEST(Metrics, LivePeaksPerRank) {
+  StepMetrics m;
+  m.livePeakByRank = {100, 90};
+  m.predictedLivePeakByRank = {100, 95};
+  m.hostLivePeakByRank = {0, 0};
+  m.predictedHostLivePeakByRank = {0, 0};
+  std::string line = metricsLine(m);
+  EXPECT_NE(line.find("\"live_peak_bytes\": [100, 90], "
+                      "\"predicted_live_peak_bytes\": [100, 95]}"),
+            std::string::npos);
+  // The host's only where a rank has host memory.
+  m.hostLivePeakByRank = {7, 0};
+  m.predictedHostLivePeakByRank = {7, 0};
+  EXPECT_NE(metricsLine(m).find("\"host_live_peak_bytes\": [7, 0], "
+                                "\"predicted_host_live_peak_bytes\": [7, 0]"),
+            std::string::npos);
+}
+
 TEST(Metrics, WritesOneLinePerStep) {
   TempDir dir;
   MetricsWriter writer;

@@ -180,7 +180,7 @@ TEST(ProgramLoader, WrongVersion) {
   m.b.p.set_version(pb::Version(7));
   EXPECT_EQ(loadError(m.b),
             "rank-0.pb: program version 7, but this cleave-run reads versions "
-            "1 and 2 only: compile the model again with the cleave-compile of this "
+            "1 to 3 only: compile the model again with the cleave-compile of this "
             "release");
   m.b.p.set_version(pb::VERSION_UNSPECIFIED);
   EXPECT_NE(loadError(m.b).find("program version 0"), std::string::npos);

@@ -9,7 +9,8 @@ are given, the peak bytes cleave-run measured. Used to show that a layout
 
 Prints the figures of every rank and exits non-zero unless SMALLER's
 predicted activations are below BASE's on every rank, and its measured
-peak (the last step's) below BASE's.
+peak (the last step's) below BASE's, and both runs measured the live peaks
+the plan predicts (per rank and memory space, to the byte).
 """
 import argparse
 import json
@@ -49,6 +50,16 @@ def main():
         (bm, bp), (sm, sp) = last_peak(a.metrics[0]), last_peak(a.metrics[1])
         print("measured peak %d -> %d bytes (plan %d -> %d)" % (bm, sm, bp, sp))
         ok &= sm < bm
+        # Each run's live peaks, per rank and space, are the plan's.
+        for metrics in a.metrics:
+            with open(metrics) as f:
+                last = [json.loads(line) for line in f if line.strip()][-1]
+            exact = all(m == p for k in ("live_peak_bytes",
+                                         "host_live_peak_bytes") if k in last
+                        for m, p in zip(last[k], last["predicted_" + k]))
+            print("%s: live peak measured %s plan on every rank"
+                  % (os.path.basename(metrics), "==" if exact else "!="))
+            ok &= exact
     print("smaller" if ok else "NOT smaller")
     sys.exit(0 if ok else 1)
 

@@ -27,6 +27,9 @@ has only its forward and needs --forward-only.
 --fail-rank R gives rank R an embedding of 4 rows, so its first kernel fails
 on any byte token >= 4 while the other ranks wait in a collective.
 --magic / --version write a program that the loader must refuse.
+--live-peak B gives every rank's program the predicted live peak B bytes
+(MemoryPlan.live_peak_bytes; else 0, no prediction), for cleave-run's
+warning when it measures another.
 
 The protobuf module is generated from runtime/program.proto with protoc at
 each run (into a temporary folder), so the schema is never copied.
@@ -199,6 +202,8 @@ def build(pb, rank, a, wte_bytes):
         b.p.schedule.add(function=fn, microbatch=mb)
     b.p.memory.peak_bytes = b.end
     b.p.memory.parameters = 0
+    if a.live_peak is not None:
+        b.p.memory.live_peak_bytes = a.live_peak
     if a.magic is not None:
         b.p.magic = a.magic
     if a.version is not None:
@@ -217,6 +222,7 @@ def main():
     ap.add_argument("--magic")
     ap.add_argument("--version", type=int)
     ap.add_argument("--fail-rank", type=int, default=-1)
+    ap.add_argument("--live-peak", type=int)
     a = ap.parse_args()
     pb = load_schema()
     os.makedirs(a.out, exist_ok=True)

@@ -16,8 +16,12 @@ final parameters (compare_params.py) must agree. Then what cleave-run saved
 export through export_hf.py --import-params, save_pretrained and
 from_pretrained; for the others with load_cleave_params), and its loss on the next batch must equal that of PyTorch's trained model
 (1e-5 relative). With --layouts, the last export also trains on 2 ranks
-under mpirun (data parallel, or a 2-stage pipeline of 2 microbatches), with
-the same losses and parameters.
+under mpirun (data parallel, or a 2-stage pipeline of 2 microbatches,
+tensor parallel of degree 2 with and without sequence parallelism) or 4
+(tensor 2 x pipeline 2, tensor 4 with and without sequence parallelism), with the same losses and parameters (when the
+last export has a fixed batch, it is one microbatch in every layout); under a
+tensor layout a line says how many parameters plan.json's tensor_parallel
+section splits and which matrices it leaves whole, with why.
 
 Prints "<family>_op<N>[_dyn]: losses ok, parameters ok, loaded back ok" per
 export (or what failed, with the tool's message) and exits non-zero if any
@@ -60,11 +64,41 @@ def loss_on(model, tokens, step):
         return float(model(ids, labels))
 
 
-# --layouts: the spec keys of each parallel layout (2 ranks).
+# --layouts: the spec keys of each parallel layout (2 ranks, 4 for
+# tensor2-pipeline2 and tensor4*).
 LAYOUTS = {
     "data2": ["world_size=2", "ddp=true", "microbatches=1"],
     "pipeline2": ["world_size=2", "pipeline_parallel_degree=2", "microbatches=2"],
+    "tensor2": ["world_size=2", "tensor_parallel_degree=2", "microbatches=1"],
+    "tensor2-sp": ["world_size=2", "tensor_parallel_degree=2", "sequence_parallel=true",
+                   "microbatches=1"],
+    "tensor2-pipeline2": ["world_size=4", "tensor_parallel_degree=2",
+                          "pipeline_parallel_degree=2", "microbatches=2"],
+    "tensor4": ["world_size=4", "tensor_parallel_degree=4", "microbatches=1"],
+    "tensor4-sp": ["world_size=4", "tensor_parallel_degree=4", "sequence_parallel=true",
+                   "microbatches=1"],
 }
+
+
+def world(sets):
+    return int(next(kv for kv in sets if kv.startswith("world_size=")).split("=")[1])
+
+
+def tensor_split(program):
+    """What plan.json's tensor_parallel section says the tensor axis split:
+    how many parameters, and each matrix (2 or more dimensions) left whole
+    with its reason, so that a family whose attention or MLP weights stay
+    replicated shows."""
+    with open(os.path.join(program, "plan.json")) as f:
+        tp = json.load(f)["tensor_parallel"]
+    params = {}
+    for p in tp["parameters"]:  # a parameter is listed per stage holding it
+        params[p["name"]] = p
+    split = [p for p in params.values() if p["split"]]
+    whole = sorted("%s (%s)" % (p["name"], p["replicated_why"]) for p in params.values()
+                   if not p["split"] and len(p["full_shape"]) >= 2)
+    return "split %d of %d parameters; matrices whole: %s" % (
+        len(split), len(params), "; ".join(whole) or "none")
 
 
 def check_family(family, d, tokens_path, tokens, steps, opsets, variants, layouts,
@@ -165,18 +199,21 @@ def check_family(family, d, tokens_path, tokens, steps, opsets, variants, layout
         failed += lrc != 0 or prc != 0 or brc != 0
     total = len(opsets) * len(variants)
     # The last export (the dynamic batch one, when there is one) under the
-    # parallel layouts asked for, on 2 ranks.
-    tag, path, _ = exports[-1]
+    # parallel layouts asked for, on 2 ranks (4 for tensor2-pipeline2 and
+    # tensor4*).
+    # A fixed-batch export is one microbatch: the pipelines run 1.
+    tag, path, variant = exports[-1]
     for layout in layouts:
         total += 1
-        sets = LAYOUTS[layout]
+        sets = [kv if variant == "dyn" or not kv.startswith("microbatches=")
+                else "microbatches=1" for kv in LAYOUTS[layout]]
         out = os.path.join(d, "%s.%s.program" % (tag, layout))
         cmd = ["cleave-compile", path, "--spec", spec, "-o", out]
         for kv in sets:
             cmd += ["--set", kv]
         rc, text = run(cmd)
         if rc == 0:
-            rc, text = run(["timeout", "300", "mpirun", "-np", "2", "--oversubscribe",
+            rc, text = run(["timeout", "300", "mpirun", "-np", str(world(sets)), "--oversubscribe",
                             "--allow-run-as-root", "cleave-run", out, "--threads", "1",
                             "--data", tokens_path, "--steps", str(steps), "--metrics",
                             out + ".jsonl", "--save-params", out + ".safetensors"])
@@ -194,6 +231,8 @@ def check_family(family, d, tokens_path, tokens, steps, opsets, variants, layout
                                                  "ok" if prc == 0 else "DIFFER"))
         for text in (ltext, ptext):
             print("   " + text.splitlines()[-1])
+        if any(kv.startswith("tensor_parallel_degree=") for kv in sets):
+            print("   " + tensor_split(out))
         failed += lrc != 0 or prc != 0
     return failed, total
 
@@ -210,7 +249,7 @@ def main():
                     help="key/value heads (grouped-query attention; of %d heads)"
                     % SIZES["heads"])
     ap.add_argument("--layouts", nargs="*", default=[], choices=sorted(LAYOUTS),
-                    help="also train the last export on 2 ranks under mpirun "
+                    help="also train the last export on 2 or 4 ranks under mpirun "
                          "in these layouts")
     a = ap.parse_args()
     os.makedirs(a.dir, exist_ok=True)

@@ -25,9 +25,16 @@ host arena, which must be planned and used:
         measured M <= plan P, host activations H, host measured HM <= plan HP
 
 where A is then the device's (`predicted_activations_by_space`).
+Every line ends with ", live peak measured == plan": each rank's live peak
+in each space (cleave-run's metrics, "live_peak_bytes" and
+"host_live_peak_bytes") equals the plan's prediction to the byte ("!="
+and a failure where it does not), or, where fewer than two steps updated
+the parameters (fp16 steps that overflowed are skipped), ", live peak not
+compared (N steps updated)".
 `--device` runs cleave-run on another backend (cpu-staged: the device's
 copy path). Exits non-zero if a run fails, differs, or measures more than
-its plan, or an offload plans no host activations.
+its plan or a live peak other than the plan's, or an offload plans no host
+activations.
 """
 import argparse
 import json
@@ -88,10 +95,25 @@ def main():
                    for r in plan["ranks"])
         last = [json.loads(line) for line in open(out + ".jsonl")][-1]
         measured, planned = last["peak_bytes"], last["predicted_peak_bytes"]
+        # The live peaks, per rank and space, equal the plan's to the byte.
+        live = [(last[k], last["predicted_" + k]) for k in
+                ("live_peak_bytes", "host_live_peak_bytes") if k in last]
+        exact = all(m == p for ms, ps in live for m, p in zip(ms, ps))
+        # The plan's peak is that of a step updating after another did: an
+        # fp16 run whose steps overflowed (skipped) holds less.
+        updated = sum(1 for line in open(out + ".jsonl")
+                      if not json.loads(line).get("skipped"))
+        if updated >= 2:
+            failed += not exact
+            verdict_live = (", live peak measured %s plan"
+                            % ("==" if exact else "!="))
+        else:
+            verdict_live = (", live peak not compared (%d steps updated)"
+                            % updated)
         if strategy == "none":
             reference = (out, activations)
-            print("none: activations %d, peak measured %d <= plan %d"
-                  % (activations, measured, planned))
+            print("none: activations %d, peak measured %d <= plan %d%s"
+                  % (activations, measured, planned, verdict_live))
             continue
         rc, same = run([sys.executable, os.path.join(HERE, "same_run.py"),
                         reference[0] + ".jsonl", out + ".jsonl",
@@ -109,7 +131,7 @@ def main():
             line += (", host activations %d, host measured %d %s plan %d"
                      % (host, hm, "<=" if hm <= hp else ">", hp))
             failed += host == 0 or hm > hp
-        print(line)
+        print(line + verdict_live)
     sys.exit(1 if failed else 0)
 
 

@@ -282,6 +282,21 @@ TEST(Report, RendersAPlanWithoutAPipeline) {
   EXPECT_NE(std::string::npos, page.find(">500 µs</td>"));
 }
 
+TEST(Report, ShowsTheLivePeakBesideTheArena) {
+  json::Object plan = dataParallelPlan();
+  for (json::Value &rank : *plan.getArray("ranks"))
+    (*rank.getAsObject())["predicted_live_peak_bytes"] =
+        json::Object{{"device", 8 * 4096}, {"host", 0}};
+  std::string page = render(plan);
+  // A dashed marker and the figure after the arena's, on each rank's row.
+  EXPECT_EQ(2u, count(page, "<line class=\"live-peak\""));
+  EXPECT_EQ(2u, count(page, ">peak 36.0 KiB<tspan font-weight=\"400\" "
+                            "fill=\"#5b6472\"> · live 32.0 KiB</tspan></text>"));
+  EXPECT_NE(std::string::npos, page.find("live peak (dashed)"));
+  // Without it (older plans), neither.
+  EXPECT_EQ(0u, count(render(dataParallelPlan()), "live-peak"));
+}
+
 TEST(Report, DrawsTheWholeModelWhenADataParallelPlanListsNoStages) {
   json::Object plan = dataParallelPlan();
   plan.erase("stages");

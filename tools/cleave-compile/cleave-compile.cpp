@@ -101,13 +101,15 @@ static cl::opt<bool>
                          "partition, memory per rank, pipeline timeline)"),
                 cl::init(false), cl::cat(outputCategory));
 
-/// Removes the programs of a compile that is refused.
+/// Removes the programs of a compile that is refused (rank files and the
+/// roles' shared programs).
 static void removePrograms(StringRef folder) {
   std::error_code ec;
   for (llvm::sys::fs::directory_iterator it(folder, ec), end;
        !ec && it != end; it.increment(ec)) {
     StringRef name = llvm::sys::path::filename(it->path());
-    if (name.startswith("rank-") && name.endswith(".pb"))
+    if ((name.startswith("rank-") || name.startswith("role-")) &&
+        name.endswith(".pb"))
       llvm::sys::fs::remove(it->path());
   }
 }

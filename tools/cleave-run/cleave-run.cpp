@@ -6,6 +6,8 @@
 //       [--checkpoint-dir DIR [--checkpoint-every N] [--keep K]
 //        [--checkpoint-sync]]
 //       [--resume DIR] [--timeout SECONDS]
+//   cleave-run OUT/ --check
+//   cleave-run OUT/ --dump-program R
 //
 // Each rank runs OUT/rank-<rank>.pb. Without mpirun (no OMPI_COMM_WORLD_SIZE
 // in the environment) MPI is never initialized and the world is this one
@@ -30,6 +32,7 @@
 #include "runtime/Executor.h"
 #include "runtime/Metrics.h"
 #include "runtime/ProgramLoader.h"
+#include "runtime/ProgramSplice.h"
 #include "runtime/TokenData.h"
 #include "runtime/Watchdog.h"
 
@@ -108,6 +111,10 @@ const char *kUsage =
     "                      their collectives, sends and receives match and\n"
     "                      cannot deadlock (cleave-compile does this on every\n"
     "                      compile); runs nothing, needs no mpirun\n"
+    "  --dump-program R    write rank R's program, as it runs (a rank file\n"
+    "                      that names its role's shared program joined with\n"
+    "                      it), serialized to standard output, for\n"
+    "                      protoc --decode and scripts; runs nothing\n"
     "  --help              this text\n";
 
 struct Flags {
@@ -129,6 +136,7 @@ struct Flags {
   bool help = false;
   bool listDevices = false;
   bool check = false;
+  int64_t dumpRank = -1; // --dump-program
 };
 
 Status parseCount(const std::string &flag, const std::string &text,
@@ -185,6 +193,10 @@ Status parseFlags(int argc, char **argv, Flags &flags) {
       if (hasValue)
         return Status::error("--check takes no value");
       flags.check = true;
+    } else if (arg == "--dump-program") {
+      std::string text;
+      CLEAVE_CHECK(takeValue(text));
+      CLEAVE_CHECK(parseCount(arg, text, 0, flags.dumpRank));
     } else if (arg == "--data") {
       CLEAVE_CHECK(takeValue(flags.data));
     } else if (arg == "--metrics") {
@@ -249,7 +261,7 @@ Status parseFlags(int argc, char **argv, Flags &flags) {
   if (flags.out.empty())
     return Status::error("no program folder: cleave-run OUT/ --data TOKENS "
                          "--steps S (see cleave-run --help)");
-  if (flags.check)
+  if (flags.check || flags.dumpRank >= 0)
     return Status::ok();
   if (flags.steps < 0)
     return Status::error("--steps is required");
@@ -483,6 +495,60 @@ Status checkOneCompile(Communicator &comm, const Startup &s) {
       "together, or compile again");
 }
 
+/// Rank 0's end-of-run memory line: each rank's measured live peak (device,
+/// and host where a rank has a host arena) against the plan's prediction,
+/// and a warning for each that differs. The plan predicts a step that
+/// updates the parameters after an earlier one did: every tensor the
+/// program never frees (gradients, optimizer state, ...) has been written
+/// then (Executor.h, "Measured peak"). So the two are compared once two
+/// steps of this run have updated (fp16 loss scaling skips the update of a
+/// step that overflowed); before, in a forward-only run or for a program
+/// without a prediction, the line only shows them. A run stopped by a
+/// signal ends with its stop line instead (and its checkpoint's).
+void reportLivePeaks(const StepResult &r, int64_t updatedSteps,
+                     bool forwardOnly) {
+  auto nonZero = [](const std::vector<uint64_t> &v) {
+    return std::any_of(v.begin(), v.end(), [](uint64_t x) { return x; });
+  };
+  if (r.livePeakByRank.empty())
+    return;
+  bool host = nonZero(r.hostLivePeakByRank) ||
+              nonZero(r.predictedHostLivePeakByRank);
+  std::string line = "live peak per rank, measured / plan:";
+  for (size_t k = 0; k < r.livePeakByRank.size(); ++k) {
+    line += (k ? ", " : " ") + std::string("rank ") + std::to_string(k) + " " +
+            std::to_string(r.livePeakByRank[k]) + " / " +
+            std::to_string(r.predictedLivePeakByRank[k]);
+    if (host)
+      line += " (host " + std::to_string(r.hostLivePeakByRank[k]) + " / " +
+              std::to_string(r.predictedHostLivePeakByRank[k]) + ")";
+  }
+  if (updatedSteps < 2 && !forwardOnly)
+    line += " bytes (not compared: " + std::to_string(updatedSteps) +
+            " steps updated the parameters, the plan's peak needs 2)";
+  else
+    line += " bytes";
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+  if (updatedSteps < 2 || forwardOnly || !nonZero(r.predictedLivePeakByRank))
+    return;
+  for (size_t k = 0; k < r.livePeakByRank.size(); ++k)
+    for (int space = 0; space < (host ? 2 : 1); ++space) {
+      uint64_t measured =
+          space ? r.hostLivePeakByRank[k] : r.livePeakByRank[k];
+      uint64_t predicted = space ? r.predictedHostLivePeakByRank[k]
+                                 : r.predictedLivePeakByRank[k];
+      if (measured != predicted)
+        std::fprintf(stderr,
+                     "cleave-run: warning: rank %zu: measured live peak %s "
+                     "bytes (%s) differs from the plan's predicted %s bytes\n",
+                     k, std::to_string(measured).c_str(),
+                     space ? "host" : "device",
+                     std::to_string(predicted).c_str());
+    }
+  std::fflush(stderr);
+}
+
 /// Rank 0's progress line and metrics line of step `step`.
 Status reportStep(Startup &s, const Runtime &runtime, int64_t step,
                   const StepResult &r, double tokensPerStep) {
@@ -498,6 +564,10 @@ Status reportStep(Startup &s, const Runtime &runtime, int64_t step,
   m.rssPeakBytes = r.rssPeakBytes;
   m.hostPeakBytes = r.hostPeakBytes;
   m.predictedHostPeakBytes = r.predictedHostPeakBytes;
+  m.livePeakByRank = r.livePeakByRank;
+  m.predictedLivePeakByRank = r.predictedLivePeakByRank;
+  m.hostLivePeakByRank = r.hostLivePeakByRank;
+  m.predictedHostLivePeakByRank = r.predictedHostLivePeakByRank;
   m.lossScaled = r.lossScaled;
   m.lossScale = r.lossScale;
   m.skipped = r.skipped;
@@ -667,9 +737,13 @@ Status train(Startup &s, Communicator &comm, int &stoppedBy,
   bool checkpointing = !flags.checkpointDir.empty();
   CheckpointSaveTimes started; // of the save in flight
   stoppedBy = 0;
+  StepResult lastResult;
+  int64_t stepsRun = 0, updatedSteps = 0;
   for (int64_t step = first; step < flags.steps; ++step) {
-    StepResult r;
+    StepResult &r = lastResult;
     CLEAVE_CHECK(runtime.runStep(step, s.hasData ? &s.data : nullptr, r));
+    ++stepsRun;
+    updatedSteps += !r.skipped;
     if (comm.rank() == 0)
       CLEAVE_CHECK(reportStep(s, runtime, step, r, tokensPerStep));
     if (Status finite = checkLossFinite(r, step); !finite) {
@@ -714,6 +788,8 @@ Status train(Startup &s, Communicator &comm, int &stoppedBy,
   if (checkpointing && first == flags.steps)
     CLEAVE_CHECK(saveCheckpoint(runtime, comm, s, first));
   CLEAVE_CHECK(s.metrics.close());
+  if (comm.rank() == 0 && stepsRun > 0 && !stoppedBy)
+    reportLivePeaks(lastResult, updatedSteps, flags.forwardOnly);
   if (stoppedBy)
     return Status::ok();
   if (!flags.saveParams.empty())
@@ -756,6 +832,27 @@ Status checkPrograms(const std::string &out, int &ranks) {
   return checkCommunicationAllModes(pointers);
 }
 
+/// cleave-run OUT --dump-program R: rank R's program as the loader gives
+/// it (joined with its shared program), validated, on standard output.
+int dumpProgram(const std::string &out, int64_t rank, Communicator &comm) {
+  std::string dir = out;
+  while (dir.size() > 1 && dir.back() == '/')
+    dir.pop_back();
+  pb::Program program;
+  std::string bytes;
+  Status status =
+      loadProgram(dir + "/rank-" + std::to_string(rank) + ".pb", program);
+  if (status && !serializeDeterministic(program, bytes))
+    status = Status::error("cannot serialize the program of rank " +
+                           std::to_string(rank));
+  if (!status) {
+    report(comm, status);
+    return 1;
+  }
+  std::fwrite(bytes.data(), 1, bytes.size(), stdout);
+  return std::fflush(stdout) == 0 ? 0 : 1;
+}
+
 /// What the watchdog does when a wait outlives --timeout: it says so and
 /// ends the whole job (the rank is still blocked in the wait it names).
 void endOnTimeout(const Communicator &comm, const std::string &message) {
@@ -776,6 +873,8 @@ int run(int argc, char **argv, Communicator &comm) {
                       endOnTimeout(comm, message);
                     });
   comm.setWatchdog(&watchdog);
+  if (status && s.flags.dumpRank >= 0 && !s.flags.help)
+    return dumpProgram(s.flags.out, s.flags.dumpRank, comm);
   if (status && s.flags.check && !s.flags.help) {
     int ranks = 0;
     status = checkPrograms(s.flags.out, ranks);
