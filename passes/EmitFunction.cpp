@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "passes/ForwardBackward.h"
 #include "passes/Layout.h"
 #include "passes/RankProgram.h"
 
@@ -60,11 +61,8 @@ LogicalResult RankProgram::emitFunction(func::FuncOp func) {
         return failure();
       continue;
     }
-    auto forward = forwardName
-                       ? SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
-                             func, forwardName)
-                       : func::FuncOp();
-    if (!forward || forward.isExternal() ||
+    func::FuncOp forward = forwardOf(func);
+    if (!forward ||
         from.getInt() >=
             forward.getBody().front().getTerminator()->getNumOperands())
       return func.emitError()

@@ -27,3 +27,11 @@ mlir::cleave::forwardBackwardPairs(ModuleOp module, llvm::StringRef pass) {
   }
   return pairs;
 }
+
+func::FuncOp mlir::cleave::forwardOf(func::FuncOp func) {
+  auto name = func->getAttrOfType<FlatSymbolRefAttr>("cleave.forward");
+  if (!name)
+    return {};
+  auto forward = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(func, name);
+  return forward && !forward.isExternal() ? forward : func::FuncOp();
+}

@@ -3,7 +3,9 @@
 // The passes after autodiff that rewrite a forward together with its
 // backward (cleave-remat, cleave-offload-activations) find the pairs the
 // same way: every forward function (of every stage module) that names its
-// backward with `cleave.backward`.
+// backward with `cleave.backward`. Those that read a backward's saved
+// arguments (the memory plan, the live peak, the emitter) go the other way,
+// through the backward's `cleave.forward`.
 //
 //===----------------------------------------------------------------------===//
 #ifndef CLEAVE_PASSES_FORWARDBACKWARD_H
@@ -23,6 +25,10 @@ namespace mlir::cleave {
 /// body is an error on the forward, naming `pass` and the backward.
 FailureOr<SmallVector<std::pair<func::FuncOp, func::FuncOp>>>
 forwardBackwardPairs(ModuleOp module, llvm::StringRef pass);
+
+/// The forward function a backward names with `cleave.forward`, or a null
+/// FuncOp when `func` is no backward or its forward has no body.
+func::FuncOp forwardOf(func::FuncOp func);
 
 } // namespace mlir::cleave
 

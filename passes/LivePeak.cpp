@@ -12,6 +12,7 @@
 #include "ir/AttrNames.h"
 #include "ir/CleaveOps.h"
 #include "ir/DistributionOps.h"
+#include "passes/ForwardBackward.h"
 #include "passes/Layout.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -101,12 +102,7 @@ public:
       for (Value operand : op.getOperands())
         lastUser[operand] = &op;
     llvm::DenseSet<Value> freeable;
-    auto forwardName =
-        func->getAttrOfType<FlatSymbolRefAttr>("cleave.forward");
-    auto forward = forwardName
-                       ? SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
-                             func, forwardName)
-                       : func::FuncOp();
+    func::FuncOp forward = forwardOf(func);
     for (BlockArgument arg : body.getArguments()) {
       auto from = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
                                                      "cleave.saved_from");
@@ -115,7 +111,7 @@ public:
           inputs += tensorBytes(arg.getType());
         continue;
       }
-      if (!forward || forward.isExternal())
+      if (!forward)
         continue;
       Operation *ret = forward.getBody().front().getTerminator();
       if (from.getInt() < 0 || from.getInt() >= ret->getNumOperands())

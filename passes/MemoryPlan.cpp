@@ -16,6 +16,7 @@
 #include "ir/AttrNames.h"
 #include "ir/CleaveOps.h"
 #include "ir/DistributionOps.h"
+#include "passes/ForwardBackward.h"
 #include "passes/Layout.h"
 #include "passes/Passes.h"
 
@@ -366,11 +367,10 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
     llvm::DenseMap<Value, Value> alias;      // backward arg -> forward value
     for (func::FuncOp func : funcs) {
       Block &body = func.getBody().front();
-      auto forwardName = func->getAttrOfType<FlatSymbolRefAttr>("cleave.forward");
-      if (forwardName) {
-        auto forward =
-            SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(func, forwardName);
-        if (!forward || forward.isExternal())
+      if (auto forwardName =
+              func->getAttrOfType<FlatSymbolRefAttr>("cleave.forward")) {
+        func::FuncOp forward = forwardOf(func);
+        if (!forward)
           return func.emitError() << "no forward function " << forwardName;
         Operation *ret = forward.getBody().front().getTerminator();
         for (BlockArgument arg : body.getArguments()) {
@@ -471,13 +471,8 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
     llvm::DenseSet<Value> keptForBackward;
     bool any = false;
     for (func::FuncOp func : funcs) {
-      auto forwardName =
-          func->getAttrOfType<FlatSymbolRefAttr>("cleave.forward");
-      auto forward = forwardName
-                         ? SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
-                               func, forwardName)
-                         : func::FuncOp();
-      if (!forward || forward.isExternal())
+      func::FuncOp forward = forwardOf(func);
+      if (!forward)
         continue;
       Operation *ret = forward.getBody().front().getTerminator();
       std::map<std::string, SmallVector<Operation *>> originals;
