@@ -6,7 +6,8 @@ CASE: train (ratio 0.25, training_mode true, its mask output returned),
 train-no-mask (the mask output named but read by nothing, as
 torch.onnx.export writes it), eval (training_mode false), ratio-zero,
 runtime-mode and runtime-ratio (an input computed from a graph input),
-ratio-one, ratio-negative, ratio-vector. Writes OUTDIR/model.onnx with
+ratio-one, ratio-negative, ratio-vector, constant-input (a Constant node
+as the input). Writes OUTDIR/model.onnx with
 x float [2, 4, 8] and the node named /drop/Dropout.
 """
 import os
@@ -45,8 +46,15 @@ def main():
     if case == "runtime-ratio":
         inputs.append(helper.make_tensor_value_info("p", TensorProto.FLOAT, []))
         ratio_name = "p"
+    x_name = "x"
+    if case == "constant-input":
+        # x + Dropout(c) with c a Constant node: folding would drop the mask.
+        nodes.append(helper.make_node(
+            "Constant", [], ["c"], name="/c/Constant",
+            value=numpy_helper.from_array(np.ones((2, 4, 8), np.float32), "c_value")))
+        x_name = "c"
     mask = case in ("train", "ratio-zero")
-    nodes.append(helper.make_node("Dropout", ["x", ratio_name, training_name],
+    nodes.append(helper.make_node("Dropout", [x_name, ratio_name, training_name],
                                   ["y", "mask"], name="/drop/Dropout"))
     outputs.append(helper.make_tensor_value_info("y", TensorProto.FLOAT, None))
     if mask:
