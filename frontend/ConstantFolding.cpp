@@ -472,6 +472,10 @@ cleave::foldNode(const onnx::NodeProto &node,
       return fail(op + " needs two inputs");
     return std::vector<HostTensor>{acc};
   }
+  if (op == "Dropout" && in(2) && in(2)->getInt(0) &&
+      (!in(1) || in(1)->getDouble(0) != 0))
+    return fail("Dropout in training mode draws its mask at run time; its "
+                "input cannot be a constant");
   if (op == "Identity" || op == "Dropout")
     return std::vector<HostTensor>{x};
   if (op == "Cast")

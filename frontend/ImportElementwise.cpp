@@ -10,6 +10,8 @@
 #include "frontend/OnnxShapes.h"
 #include "ir/CleaveOps.h"
 
+#include <sstream>
+
 using namespace mlir;
 using namespace mlir::cleave;
 using ::cleave::DType;
@@ -197,26 +199,10 @@ struct Elementwise : NodeImport {
       r = *x;
       break;
     case 14: {
-      // Dropout imports as identity: inference mode, or ratio 0. Its mask
-      // output then keeps every element.
-      const HostTensor *ratio = constant(1), *training = constant(2);
-      bool train = training && training->getInt(0);
-      if (has(2) && !training)
-        return error(loc) << "Dropout's training_mode is computed at run "
-                             "time; export in eval mode";
-      if (train && (!ratio || ratio->getDouble(0) != 0))
-        return error(loc) << "Dropout in training mode with a nonzero ratio "
-                             "is not supported yet; export with "
-                             "model.eval() or p=0";
-      r = *x;
-      if (node.output_size() > 1 && !node.output(1).empty()) {
-        if (auto e = ::cleave::checkHostTensorSize(shape(0), foldLimit))
-          return foldError(std::move(e));
-        HostTensor keep(DType::Bool, shape(0));
-        for (int64_t i = 0; i < keep.numElements(); ++i)
-          keep.setInt(i, 1);
-        out(materialize(keep, loc), 1);
-      }
+      auto dropped = dropout(*x);
+      if (failed(dropped))
+        return failure();
+      r = *dropped;
       break;
     }
     default: {
@@ -227,6 +213,85 @@ struct Elementwise : NodeImport {
     }
     out(r);
     return success();
+  }
+
+  /// Dropout (docs/dropout.md). Opsets 12+ give ratio and training_mode as
+  /// inputs; both must be constants. In training mode with a nonzero ratio
+  /// it is cleave.dropout, whose mask the runtime draws per element of the
+  /// global tensor from a stream named after the node; otherwise (eval
+  /// mode, ratio 0, or an opset before 12, where Dropout is inference's)
+  /// the identity. The optional mask output is the kept elements: a
+  /// dropout of ones, greater than zero.
+  FailureOr<Value> dropout(Value x) {
+    const HostTensor *ratio = constant(1), *training = constant(2);
+    if (has(2) && !training)
+      return error(loc) << "Dropout's training_mode is computed at run "
+                           "time; Cleave needs a constant (export with "
+                           "model.train() or model.eval())";
+    if (training && training->numElements() != 1)
+      return error(loc) << "Dropout's training_mode must be a scalar, got "
+                        << training->numElements() << " elements";
+    bool train = opset >= 12 && training && training->getInt(0);
+    double p = 0;
+    if (train) {
+      if (has(1) && !ratio)
+        return error(loc) << "Dropout's ratio is computed at run time; "
+                             "Cleave needs a constant";
+      if (ratio && ratio->numElements() != 1)
+        return error(loc) << "Dropout's ratio must be a scalar, got "
+                          << ratio->numElements() << " elements";
+      p = ratio ? ratio->getDouble(0) : 0.5; // ONNX's default
+      if (!(p >= 0 && p < 1)) {
+        std::ostringstream got; // -0.5, not -5.000000e-01
+        got << p;
+        return error(loc) << "Dropout's ratio must be in [0, 1), got "
+                          << got.str();
+      }
+    }
+    bool named = node.output_size() > 1 && !node.output(1).empty();
+    if (p == 0) {
+      // The identity; the mask keeps every element.
+      if (named) {
+        if (auto e = ::cleave::checkHostTensorSize(shape(0), foldLimit))
+          return foldError(std::move(e));
+        HostTensor keep(DType::Bool, shape(0));
+        for (int64_t i = 0; i < keep.numElements(); ++i)
+          keep.setInt(i, 1);
+        out(materialize(keep, loc), 1);
+      }
+      return x;
+    }
+    auto type = x.getType().cast<RankedTensorType>();
+    if (!type.getElementType().isa<FloatType>())
+      return error(loc) << "Dropout in training mode needs a floating-point "
+                           "input, got "
+                        << type;
+    if (type.getRank() == 0)
+      return error(loc) << "Dropout in training mode needs samples along "
+                           "dimension 0, got a scalar";
+    std::string stream = node.name();
+    if (stream.empty())
+      stream = node.output(0); // unique in the graph too
+    auto build = [&](Value v) {
+      return builder.create<DropoutOp>(
+          loc, v.getType(), v, builder.getF64FloatAttr(p),
+          builder.getStringAttr(stream), DenseI64ArrayAttr(), ShardingAttr());
+    };
+    // torch.onnx.export names the mask output, which nothing reads.
+    if (named && outputRead(1)) {
+      auto ones = builder.create<ConstantOp>(
+          loc, DenseElementsAttr::get(type, builder.getFloatAttr(
+                                                type.getElementType(), 1.0)));
+      auto zero = builder.create<ConstantOp>(
+          loc, DenseElementsAttr::get(
+                   RankedTensorType::get({}, type.getElementType()),
+                   builder.getFloatAttr(type.getElementType(), 0.0)));
+      auto mask = inferred<GreaterOp>(loc, {build(ones), zero});
+      if (failed(mask))
+        return failure();
+      out(*mask, 1);
+    }
+    return build(x).getResult();
   }
 
   LogicalResult castOp() {

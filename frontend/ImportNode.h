@@ -81,6 +81,9 @@ public:
   /// The padding row of parameter `param` (an embedding table) from the
   /// model's `cleave.padding_idx` metadata, if it has one; marks it used.
   std::optional<int64_t> paddingRow(llvm::StringRef param);
+  /// Whether output `i` is named and read by a node or returned (scans the
+  /// graph: for optional outputs that are costly to build, Dropout's mask).
+  bool outputRead(int i) const;
   /// Defines output `i` (if the node names it).
   void out(mlir::Value v, int i = 0);
   /// Defines output `i` as a host constant.

@@ -1017,6 +1017,32 @@ void NodeImport::outValue(const Tensor &t, int i) {
     graph.values[node.output(i)] = t;
 }
 
+/// Whether a node of `graph` (or of a subgraph in its attributes) reads
+/// `name`, or the graph returns it.
+static bool readsValue(const onnx::GraphProto &graph, const std::string &name) {
+  for (const auto &output : graph.output())
+    if (output.name() == name)
+      return true;
+  for (const onnx::NodeProto &n : graph.node()) {
+    for (const std::string &input : n.input())
+      if (input == name)
+        return true;
+    for (const onnx::AttributeProto &attr : n.attribute()) {
+      if (attr.has_g() && readsValue(attr.g(), name))
+        return true;
+      for (const onnx::GraphProto &g : attr.graphs())
+        if (readsValue(g, name))
+          return true;
+    }
+  }
+  return false;
+}
+
+bool NodeImport::outputRead(int i) const {
+  return i < node.output_size() && !node.output(i).empty() &&
+         readsValue(graph.model.graph(), node.output(i));
+}
+
 std::optional<int64_t> NodeImport::paddingRow(llvm::StringRef param) {
   auto it = graph.paddingRows.find(param);
   if (it == graph.paddingRows.end())

@@ -1180,9 +1180,9 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
                              tensor, spec.processesPerHost,
                              r.name("processes_per_host")));
     // SMP seeds its tensor-parallel modules' random streams with it.
-    // Cleave has no dropout; the random stream that exists is the
-    // generated initialization of parameters without values, which it
-    // seeds for the split parameters.
+    // Here it seeds the generated initialization of the split parameters;
+    // dropout is keyed by 'seed' and the global element in every layout
+    // (docs/dropout.md).
     if (object->get("tensor_parallel_seed")) {
       int64_t seed = 0;
       CLEAVE_SPEC_READ(r.get("tensor_parallel_seed", seed));

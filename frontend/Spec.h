@@ -106,8 +106,8 @@ struct Spec {
   std::vector<std::string> frozenParameters;
   int64_t seed = 0;
   /// tensor_parallel_seed with tensor_parallel_degree > 1: the seed of the
-  /// generated initialization of the tensor-split parameters (Cleave has
-  /// no dropout); absent: 'seed'.
+  /// generated initialization of the tensor-split parameters (dropout is
+  /// keyed by 'seed' in every layout, docs/dropout.md); absent: 'seed'.
   std::optional<int64_t> tensorParallelSeed;
   int64_t worldSize = 1;
   std::vector<SpecNote> notes;

@@ -14,6 +14,8 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <sstream>
+
 using namespace mlir;
 using namespace mlir::cleave;
 
@@ -200,6 +202,33 @@ LogicalResult GeluOp::verify() {
   if (getApproximate() != "none" && getApproximate() != "tanh")
     return emitOpError() << "approximate must be \"none\" or \"tanh\", got \""
                          << getApproximate() << "\"";
+  return success();
+}
+
+LogicalResult DropoutOp::verify() {
+  double ratio = getRatio().convertToDouble();
+  if (!(ratio > 0 && ratio < 1)) {
+    std::ostringstream got; // 1, not 1.000000e+00
+    got << ratio;
+    return emitOpError() << "ratio must be in (0, 1), got " << got.str();
+  }
+  if (getStream().empty())
+    return emitOpError() << "needs a stream name (the ONNX node's)";
+  auto type = getX().getType().cast<RankedTensorType>();
+  if (type.getRank() == 0)
+    return emitOpError() << "needs a tensor with samples along dimension 0, "
+                            "got a scalar";
+  if (std::optional<ArrayRef<int64_t>> full = getFullShape()) {
+    if ((int64_t)full->size() != type.getRank())
+      return emitOpError() << "full_shape has " << full->size()
+                           << " dimensions, the operand " << type.getRank();
+    for (auto [f, l] : llvm::zip(*full, type.getShape()))
+      if (l <= 0 || f < l || f % l != 0)
+        return emitOpError() << "the operand " << type
+                             << " is not a slice of full_shape";
+  }
+  if (getSplit().has_value() != getFullShape().has_value())
+    return emitOpError() << "full_shape and split come together";
   return success();
 }
 

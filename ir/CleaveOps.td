@@ -244,6 +244,42 @@ def Cleave_GeluOp : Cleave_Op<"gelu", [Pure, SameOperandsAndResultType]> {
   let hasVerifier = 1;
 }
 
+def Cleave_DropoutOp : Cleave_Op<"dropout",
+                                  [Pure, SameOperandsAndResultType]> {
+  let summary = "training-mode dropout with a layout-independent random mask";
+  let description = [{
+    ONNX Dropout in training mode: each element is kept with probability
+    `1 - ratio` and scaled by `1 / (1 - ratio)`, or set to zero. The mask is
+    not an operand: the runtime draws it from a counter-based stream keyed
+    by (seed, `stream` (the ONNX node's name), training step) and counted by
+    the element's index in the step's GLOBAL tensor: the sample's index in
+    the global batch times the elements per sample, plus the element's
+    row-major index within the sample in the full (unsplit) tensor. So the
+    mask of an element is the same whatever the layout (docs/dropout.md).
+
+    `x` holds samples along dimension 0 (rows of equal count per sample).
+    After cleave-partition-tensor or cleave-sequence-parallel a split `x`
+    is the rank's slice of a tensor of `full_shape`, cut by `split` (a
+    sharding over the mesh): the emitter turns them into this rank's
+    offsets. Absent, `x` is whole.
+
+    The same op is its own gradient (dx = dy * mask / (1 - ratio)): the
+    backward runs it on dy with the same attributes, which draws the same
+    mask again, as does a recomputation (activation checkpointing).
+
+    ```mlir
+    %y = cleave.dropout %x {ratio = 1.000000e-01 : f64,
+                            stream = "/attn/Dropout"} : tensor<2x8x64xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_FloatTensor:$x, F64Attr:$ratio, StrAttr:$stream,
+                       OptionalAttr<DenseI64ArrayAttr>:$full_shape,
+                       OptionalAttr<Cleave_ShardingAttr>:$split);
+  let results = (outs Cleave_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+  let hasVerifier = 1;
+}
+
 def Cleave_CastOp : Cleave_Op<"cast", [Pure, SameOperandsAndResultShape]> {
   let summary = "element type conversion";
   let description = [{

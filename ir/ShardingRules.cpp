@@ -509,7 +509,7 @@ void mlir::cleave::registerShardingRules(DialectRegistry &registry) {
            AndOp, OrOp, EqualOp, LessOp, LessEqualOp, GreaterOp,
            GreaterEqualOp, SelectOp, NegOp, AbsOp, ReluOp, NotOp, ExpOp, LogOp,
            SqrtOp, RsqrtOp, ReciprocalOp, TanhOp, ErfOp, SigmoidOp, SiluOp,
-           SinOp, CosOp, GeluOp, CastOp, SiluGradOp, GeluGradOp,
+           SinOp, CosOp, GeluOp, DropoutOp, CastOp, SiluGradOp, GeluGradOp,
            BroadcastToOp>(ctx);
     attach<matmulRule, MatmulOp>(ctx);
     attach<reduceRule<ReduceSumOp>, ReduceSumOp>(ctx);

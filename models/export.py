@@ -360,7 +360,8 @@ def export_model(cfg, out_path, batch=1, dynamic_batch=False, shapes_only=False,
     else:
         # Train mode + PRESERVE: no folding, and initializer de-duplication
         # goes by identity (eval mode would merge equal-valued tensors, e.g.
-        # all LayerNorm weights at init).  We have no dropout/batchnorm.
+        # all LayerNorm weights at init).  Dropout (GPT-2 with
+        # cfg["dropout"]) exports in training mode; no batchnorm.
         model.train()
         kwargs.update(do_constant_folding=False,
                       training=torch.onnx.TrainingMode.PRESERVE)
@@ -483,12 +484,18 @@ def main(argv=None):
     ap.add_argument("--fold", action="store_true",
                     help="torch's default export (eval mode, constant folding)")
     ap.add_argument("--gelu", choices=["tanh", "exact"], help="GPT-2 GELU variant")
+    ap.add_argument("--dropout", type=float,
+                    help="GPT-2: dropout probability of its four dropouts, "
+                         "exported in training mode (default: none)")
+    ap.add_argument("--attn-dropout", type=float,
+                    help="GPT-2: the attention probabilities' (default: --dropout)")
     ap.add_argument("--check", action="store_true", help="run onnx.checker afterwards")
     ap.add_argument("--no-replicate", action="store_true",
                     help="shapes-only: trace every block (slow for deep models) "
                          "instead of tracing 3 and cloning the last")
     a = ap.parse_args(argv)
-    cfg = get_config(a.config, seq=a.seq, gelu=a.gelu)
+    cfg = get_config(a.config, seq=a.seq, gelu=a.gelu, dropout=a.dropout,
+                     attn_dropout=a.attn_dropout)
     os.makedirs(os.path.dirname(os.path.abspath(a.output)), exist_ok=True)
     info = export_model(cfg, a.output, batch=a.batch, dynamic_batch=a.dynamic_batch,
                         shapes_only=a.shapes_only, seed=a.seed, opset=a.opset,

@@ -1,16 +1,29 @@
-"""GPT-2 in plain PyTorch (no dropout), returning its loss.
+"""GPT-2 in plain PyTorch, returning its loss.
 
 Learned token and position embeddings, pre-LN blocks with LayerNorm, causal
 self-attention written out by hand (fused c_attn, boolean causal mask built in
 forward from torch.arange, so the model has no buffers), GELU MLP 4x, final
 LayerNorm, head tied to wte.weight.  forward(idx, targets) -> scalar mean
-cross-entropy.
+cross-entropy.  No dropout unless cfg["dropout"] > 0: then GPT-2's four
+(embedding, attention probabilities, and after each residual branch's
+projection), as nn.Dropout modules (models/cleave_dropout.py gives them
+Cleave's masks).
 """
 import math
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+
+def dropout_module(cfg, key="dropout"):
+    """nn.Dropout(cfg[key]), or the identity without dropout (so the export
+    of a model without dropout has no Dropout node). cfg["attn_dropout"]
+    (the attention probabilities') defaults to cfg["dropout"]."""
+    p = cfg.get(key)
+    if p is None:
+        p = cfg.get("dropout") or 0.0
+    return nn.Dropout(p) if p > 0 else nn.Identity()
 
 
 def causal_future_mask(T, device):
@@ -27,6 +40,8 @@ class CausalSelfAttention(nn.Module):
         self.hd = d // self.n_head
         self.c_attn = nn.Linear(d, 3 * d, bias=cfg["bias"], device=device)
         self.c_proj = nn.Linear(d, d, bias=cfg["bias"], device=device)
+        self.attn_dropout = dropout_module(cfg, "attn_dropout")
+        self.resid_dropout = dropout_module(cfg)
 
     def forward(self, x, future):
         B, T, C = x.size()
@@ -37,10 +52,10 @@ class CausalSelfAttention(nn.Module):
         v = v.view(B, T, self.n_head, hd).transpose(1, 2)
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
         att = att.masked_fill(future, float("-inf"))
-        att = F.softmax(att, dim=-1)
+        att = self.attn_dropout(F.softmax(att, dim=-1))
         y = att @ v                                          # B nh T hd
         y = y.transpose(1, 2).contiguous().view(B, T, C)
-        return self.c_proj(y)
+        return self.resid_dropout(self.c_proj(y))
 
 
 class MLP(nn.Module):
@@ -50,9 +65,11 @@ class MLP(nn.Module):
         self.c_fc = nn.Linear(d, 4 * d, bias=cfg["bias"], device=device)
         self.c_proj = nn.Linear(4 * d, d, bias=cfg["bias"], device=device)
         self.approximate = "tanh" if cfg["gelu"] == "tanh" else "none"
+        self.dropout = dropout_module(cfg)
 
     def forward(self, x):
-        return self.c_proj(F.gelu(self.c_fc(x), approximate=self.approximate))
+        return self.dropout(
+            self.c_proj(F.gelu(self.c_fc(x), approximate=self.approximate)))
 
 
 class Block(nn.Module):
@@ -79,6 +96,7 @@ class GPT2(nn.Module):
         d = cfg["d_model"]
         self.wte = nn.Embedding(cfg["vocab"], d, device=device)
         self.wpe = nn.Embedding(cfg["max_seq"], d, device=device)
+        self.drop = dropout_module(cfg)
         self.h = nn.ModuleList([Block(cfg, device=device)
                                 for _ in range(cfg["n_layer"])])
         self.ln_f = nn.LayerNorm(d, eps=cfg["ln_eps"], device=device)
@@ -120,7 +138,7 @@ class GPT2(nn.Module):
     def forward(self, idx, targets):
         B, T = idx.size()
         pos = torch.arange(T, device=idx.device)
-        x = self.wte(idx) + self.wpe(pos)
+        x = self.drop(self.wte(idx) + self.wpe(pos))
         future = causal_future_mask(T, idx.device)
         for block in self.h:
             x = block(x, future)

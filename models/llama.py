@@ -75,6 +75,9 @@ class Attention(nn.Module):
         self.wk = nn.Linear(d, self.n_kv_head * self.hd, bias=False, device=device)
         self.wv = nn.Linear(d, self.n_kv_head * self.hd, bias=False, device=device)
         self.wo = nn.Linear(self.n_head * self.hd, d, bias=False, device=device)
+        # Only with cfg["attn_dropout"] (or "dropout") > 0; no node else.
+        from gpt2 import dropout_module
+        self.attn_dropout = dropout_module(cfg, "attn_dropout")
 
     def forward(self, x, cos, sin, future):
         B, T, C = x.size()
@@ -91,7 +94,7 @@ class Attention(nn.Module):
                 .reshape(B, self.n_head, T, self.hd)
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(self.hd))
         att = att.masked_fill(future, float("-inf"))
-        att = F.softmax(att, dim=-1)
+        att = self.attn_dropout(F.softmax(att, dim=-1))
         y = (att @ v).transpose(1, 2).contiguous().view(B, T, self.n_head * self.hd)
         return self.wo(y)
 

@@ -4,6 +4,7 @@
         [--seq T] [--steps 10] -o REF_DIR [--optimizer JSON] [--seed S]
         [--static-batch] [--opset N] [--forward-only] [--autocast bf16]
         [--device cuda --init params_init.safetensors --no-export]
+        [--dropout P [--attn-dropout P] --cleave-seed S]
 
 Writes into REF_DIR:
   model.onnx               the model, exported by export.py from the very
@@ -20,6 +21,9 @@ Writes into REF_DIR:
 starts from the parameters of a params_init.safetensors (e.g. one written
 here, so a GPU machine with another torch trains the same weights), and
 --no-export skips model.onnx (another torch's exporter may differ).
+--dropout P gives GPT-2 its dropouts (models/gpt2.py), exported in training
+mode, and trains with the masks cleave-run draws under spec seed
+--cleave-seed (models/cleave_dropout.py).
 With --forward-only: only model.onnx and losses.json, whose losses are those
 of each step's batch with the initial weights (no optimizer step).
 Safetensors keys are the ONNX initializer names (== state_dict names,
@@ -219,7 +223,7 @@ def write_training_reference(model, tokens, B, T, steps, opt, inits, outdir,
 
 def run(cfg, tokens, B, steps, outdir, opt, seed=0, dynamic_batch=True, opset=17,
         data_name=None, verbose=True, forward_only=False, autocast=None,
-        device="cpu", init=None, export=True):
+        device="cpu", init=None, export=True, cleave_seed=None):
     os.makedirs(outdir, exist_ok=True)
     T = cfg["seq"]
     model = make_model(cfg, seed=seed)
@@ -243,6 +247,10 @@ def run(cfg, tokens, B, steps, outdir, opt, seed=0, dynamic_batch=True, opset=17
             assert np.array_equal(inits[name], p.detach().numpy()), name
         extra = set(inits) - {n for n, _ in model.named_parameters()}
         assert not extra, "initializers that are not parameters: %s" % sorted(extra)
+        if (cfg.get("dropout") or 0) > 0 or (cfg.get("attn_dropout") or 0) > 0:
+            # The masks cleave-run draws (docs/dropout.md).
+            import cleave_dropout
+            cleave_dropout.install(model, onnx_path, cleave_seed or 0)
     model.to(device)
 
     model.train()
@@ -303,6 +311,12 @@ def main():
     ap.add_argument("--init", help="start from this params_init.safetensors")
     ap.add_argument("--no-export", action="store_true",
                     help="do not write model.onnx")
+    ap.add_argument("--dropout", type=float,
+                    help="GPT-2: dropout probability (trained with Cleave's masks)")
+    ap.add_argument("--attn-dropout", type=float,
+                    help="GPT-2: the attention probabilities' (default: --dropout)")
+    ap.add_argument("--cleave-seed", type=int, default=0,
+                    help="the spec's 'seed' that keys Cleave's dropout masks")
     a = ap.parse_args()
     opt = dict(DEFAULT_OPTIMIZER)
     if a.optimizer:
@@ -311,14 +325,18 @@ def main():
             opt = {"type": user["type"], "lr": DEFAULT_OPTIMIZER["lr"],
                    "weight_decay": 0.0, "grad_clip": 0.0}
         opt.update(user)
-    cfg = get_config(a.config, seq=a.seq)
+    cfg = get_config(a.config, seq=a.seq, dropout=a.dropout,
+                     attn_dropout=a.attn_dropout)
+    if ((cfg.get("dropout") or 0) > 0 or (cfg.get("attn_dropout") or 0) > 0) and \
+            (a.no_export or a.forward_only):
+        raise SystemExit("--dropout needs the export (its node names) and training")
     tokens = read_tokens(a.data)
     if tokens.max() >= cfg["vocab"]:
         raise SystemExit("token %d >= vocab %d of %s" % (tokens.max(), cfg["vocab"], a.config))
     run(cfg, tokens, a.batch, a.steps, a.output, opt, seed=a.seed,
         dynamic_batch=not a.static_batch, opset=a.opset, data_name=a.data,
         forward_only=a.forward_only, autocast=a.autocast, device=a.device,
-        init=a.init, export=not a.no_export)
+        init=a.init, export=not a.no_export, cleave_seed=a.cleave_seed)
     print("wrote", a.output)
 
 

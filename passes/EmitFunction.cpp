@@ -13,6 +13,7 @@
 
 #include "ir/AttrNames.h"
 #include "passes/NodeName.h"
+#include "passes/RankBoxes.h"
 
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/SmallPtrSet.h"
@@ -533,10 +534,14 @@ LogicalResult RankProgram::bindInput(func::FuncOp func, BlockArgument arg) {
 
 /// The op's attributes, without the plan's and the symbol it updates.
 LogicalResult RankProgram::addAttributes(Operation &op, pb::Kernel *kernel) {
+  if (auto dropout = dyn_cast<DropoutOp>(op))
+    if (failed(addDropoutAttributes(dropout, kernel)))
+      return failure();
   for (NamedAttribute attr : op.getAttrs()) {
     StringRef key = attr.getName().getValue();
     if (key == "operand_segment_sizes" || key.startswith("cleave.") ||
-        attr.getValue().isa<SymbolRefAttr>())
+        attr.getValue().isa<SymbolRefAttr>() ||
+        (isa<DropoutOp>(op) && key == "split"))
       continue;
     pb::Attribute converted;
     if (failed(convertAttribute(attr.getValue(), converted)))
@@ -545,6 +550,37 @@ LogicalResult RankProgram::addAttributes(Operation &op, pb::Kernel *kernel) {
              << "' has a kind the runtime cannot read: " << attr.getValue();
     (*kernel->mutable_attributes())[key.str()] = converted;
   }
+  return success();
+}
+
+/// What a dropout kernel reads besides its ratio, stream and full shape
+/// (ops/DropoutStream.h): the run's seed, and for a slice of the full
+/// tensor this rank's offsets in it, from the split (the runtime adds the
+/// step and the microbatch's samples).
+LogicalResult RankProgram::addDropoutAttributes(DropoutOp dropout,
+                                                pb::Kernel *kernel) {
+  auto &attrs = *kernel->mutable_attributes();
+  attrs["seed"].set_i(seed);
+  std::optional<ArrayRef<int64_t>> full = dropout.getFullShape();
+  if (!full)
+    return success();
+  auto emitError = [&] {
+    return dropout.emitOpError() << "the rank's slice: ";
+  };
+  FailureOr<RankBoxes> boxes =
+      rankBoxes(*full, dropout.getSplitAttr(), mesh, rank, emitError);
+  if (failed(boxes))
+    return failure();
+  auto local = dropout.getType().cast<RankedTensorType>();
+  if (boxes->boxes.size() != 1 ||
+      !llvm::equal(boxes->localShape, local.getShape()))
+    return dropout.emitOpError()
+           << "its operand " << local << " is not one box of "
+           << "full_shape by split " << dropout.getSplitAttr()
+           << "; a blocked split of a dropout's input is not supported";
+  auto *offsets = attrs["offsets"].mutable_ints();
+  for (int64_t start : boxes->boxes.front().start)
+    offsets->add_values(start);
   return success();
 }
 

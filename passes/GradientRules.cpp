@@ -322,6 +322,20 @@ LogicalResult mlir::cleave::buildOperandGradients(
           return b.create<GeluGradOp>(e.loc, x(0), g, gelu.getApproximate());
         });
       })
+      .Case([&](DropoutOp dropout) {
+        // dx = dy * mask / (1 - ratio): the same op on dy, whose mask is
+        // drawn again from the same stream and elements (docs/dropout.md);
+        // nothing of the forward is saved.
+        unary([&] {
+          return b
+              .create<DropoutOp>(e.loc, g.getType(), g,
+                                 dropout.getRatioAttr(),
+                                 dropout.getStreamAttr(),
+                                 dropout.getFullShapeAttr(),
+                                 dropout.getSplitAttr())
+              .getResult();
+        });
+      })
       .Case([&](CastOp) {
         unary([&] { return e.cast(g, typeOf(x(0)).getElementType()); });
       })

@@ -497,6 +497,17 @@ struct PartitionTensor
                    << "; the rank's slice of a whole value is not built yet";
       }
     }
+    if (auto dropout = dyn_cast<DropoutOp>(op); dropout && isSplit(result)) {
+      // Its mask is drawn per element of the full tensor: the emitter
+      // turns the full shape and the split into this rank's offsets.
+      if (dropout.getFullShape())
+        return op->emitError() << describeOp(op)
+                               << ": dropout is already a slice";
+      auto type = dropout.getType().cast<RankedTensorType>();
+      dropout.setFullShapeAttr(
+          DenseI64ArrayAttr::get(op->getContext(), type.getShape()));
+      dropout.setSplitAttr(result);
+    }
     if (op->getNumResults() == 1) {
       auto type = op->getResult(0).getType().dyn_cast<RankedTensorType>();
       if (type && result) {

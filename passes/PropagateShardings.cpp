@@ -441,13 +441,14 @@ struct PropagateShardings
   }
 
   /// Whether the product's result returns to the residual stream: through
-  /// a bias add, reshapes, transposes and casts, it is added to a value
-  /// its own input was computed from.
+  /// a bias add, reshapes, transposes, casts and a dropout (GPT-2's
+  /// resid_dropout), it is added to a value its own input was computed
+  /// from.
   static bool writesResidual(MatmulOp mm) {
     Value v = mm.getResult();
     while (v.hasOneUse()) {
       Operation *user = *v.getUsers().begin();
-      if (isa<ReshapeOp, TransposeOp, CastOp>(user)) {
+      if (isa<ReshapeOp, TransposeOp, CastOp, DropoutOp>(user)) {
         v = user->getResult(0);
         continue;
       }

@@ -111,6 +111,7 @@ private:
   // EmitFunction.cpp: the instructions of a function body.
   LogicalResult bindInput(func::FuncOp func, BlockArgument arg);
   LogicalResult addAttributes(Operation &op, pb::Kernel *kernel);
+  LogicalResult addDropoutAttributes(DropoutOp dropout, pb::Kernel *kernel);
   LogicalResult emitRecv(RecvOp recv, pb::Function *fn);
   LogicalResult emitUpdate(Operation &op, pb::Function *fn);
   LogicalResult emitSplitBucket(pb::Collective *c, ArrayAttr params,

@@ -121,6 +121,19 @@ struct SequenceParallel
     return v;
   }
 
+  /// A dropout in the region draws its mask per element of the whole
+  /// sequence: its full shape and the split the emitter turns into this
+  /// rank's offsets (the tensor partition left it whole, plan() checked).
+  void markSlice(DropoutOp dropout, int64_t dim) {
+    auto type = dropout.getType().cast<RankedTensorType>();
+    SmallVector<ArrayAttr> dims(type.getRank(), ArrayAttr::get(&getContext(), {}));
+    dims[dim] = tensorAxes();
+    dropout.setFullShapeAttr(
+        DenseI64ArrayAttr::get(&getContext(), type.getShape()));
+    dropout.setSplitAttr(
+        ShardingAttr::get(&getContext(), dims, ArrayRef<StringAttr>()));
+  }
+
   /// f on a replicated input of the sequence-parallel region, once.
   Value copied(Value v) {
     auto [it, inserted] = copyOf.try_emplace(v, Value());
@@ -263,6 +276,11 @@ struct SequenceParallel
               {op, use.getOperandNumber(), seqDim.lookup(use.get())});
       return success();
     }
+    if (auto dropout = dyn_cast<DropoutOp>(op); dropout && dropout.getSplit())
+      return op->emitError()
+             << describeOp(op)
+             << ": a dropout split by the tensor partition cannot also be "
+                "split on the sequence; set 'sequence_parallel' to false";
     FailureOr<ShardingRule> rule =
         cast<ShardingRuleOpInterface>(op).getShardingRule();
     Join join{op, *out, {}, {}};
@@ -320,6 +338,8 @@ struct SequenceParallel
       Value result = join.op->getResult(0);
       auto type = result.getType().cast<RankedTensorType>();
       int64_t part = type.getDimSize(join.out) / degree;
+      if (auto dropout = dyn_cast<DropoutOp>(join.op))
+        markSlice(dropout, join.out);
       result.setType(resized(type, join.out, part));
       if (auto slice = dyn_cast<SliceOp>(join.op)) {
         SmallVector<int64_t> limit(slice.getLimit());

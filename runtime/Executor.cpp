@@ -576,6 +576,16 @@ Status Runtime::runOp(const Op &op) {
     watchdog->setPlace(&op.place);
   switch (op.kind) {
   case Op::Kind::Kernel:
+    if (op.name == "dropout") {
+      // Which draws of its stream the mask is: the step's and this
+      // microbatch's samples' (Executor.h).
+      Attributes attributes = op.attributes;
+      attributes["step"].i = randomAt_.step;
+      attributes["first_sample"].i = randomAt_.firstSample;
+      attributes["samples"].i = randomAt_.samples;
+      status = backend_->runKernel(op.name, attributes, op.inputs, op.outputs);
+      break;
+    }
     status = backend_->runKernel(op.name, op.attributes, op.inputs, op.outputs);
     break;
   case Op::Kind::Collective:
@@ -629,6 +639,12 @@ Status Runtime::runOp(const Op &op) {
 
 Status Runtime::runFunction(const Function &fn, int64_t step,
                             int64_t microbatch, const TokenData *data) {
+  const pb::Batch &batch = program_.batch();
+  randomAt_.step = step;
+  randomAt_.firstSample =
+      batch.first_sample() +
+      (microbatch >= 0 ? microbatch * batch.microbatch_size() : 0);
+  randomAt_.samples = std::max<int64_t>(batch.microbatch_size(), 1);
   if (microbatch >= 0 && (!fn.tokens.empty() || !fn.targets.empty())) {
     if (!data)
       return Status::error(fn.where +

@@ -16,11 +16,20 @@
 //    FULL tensor (row-major index; so any slice equals the slice of a full
 //    init) is STD * sqrt(-2 ln u1) * cos(2 pi u2) with
 //      key = splitmix64(seed ^ fnv1a64(name)),
-//      u_j = ((splitmix64(key ^ splitmix64(2k + j - 1)) >> 11) + 0.5) / 2^53.
+//      u_j = ((splitmix64(key ^ splitmix64(2k + j - 1)) >> 11) + 0.5) / 2^53
+//    (streamKey and uniform53 of Random.h).
 //  - A step runs the schedule in order. Before a Step of microbatch m >= 0,
 //    every TOKENS / TARGETS tensor the step's function reads receives
 //    microbatch m's ids / targets: samples first_sample + m*microbatch_size
 //    + i, i < microbatch_size, of the step's global batch (TokenData).
+//  - Random streams (Random.h). A dropout kernel receives three attributes
+//    from the runtime besides the program's: `step` (the data step, from
+//    0, as TokenData reads it), `first_sample` (the index within the
+//    step's global batch of the first sample of the microbatch the running
+//    function computes: first_sample + m*microbatch_size) and `samples`
+//    (microbatch_size). Its mask is keyed by them (ops/DropoutStream.h), so
+//    a forward, its backward and a recomputation draw the same mask, and
+//    so does every layout (docs/dropout.md).
 //  - At the start of each training step every GRADIENTS tensor is zeroed,
 //    so backward functions may accumulate into gradients from the first
 //    microbatch on.
@@ -283,6 +292,11 @@ private:
   LossScaler scaler_;
   TraceRecorder trace_;
   int64_t optimizerSteps_ = 0; // steps the optimizer took (not skipped)
+  // The data step and microbatch the function running now computes: the
+  // runtime's part of a dropout kernel's key (ops/DropoutStream.h).
+  struct {
+    int64_t step = 0, firstSample = 0, samples = 1;
+  } randomAt_;
   bool initialized_ = false;
   CheckpointWriter checkpoint_; // the save in flight, and its memory
   // Per stateTensors() entry: whether this rank's checkpoint file holds it

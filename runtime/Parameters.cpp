@@ -2,6 +2,7 @@
 
 #include "runtime/Parameters.h"
 #include "runtime/Executor.h"
+#include "runtime/Random.h"
 #include "runtime/ProgramLoader.h"
 #include "runtime/ops/KernelArgs.h"
 
@@ -21,22 +22,6 @@ using google::protobuf::RepeatedField;
 namespace {
 
 std::string str(int64_t v) { return std::to_string(v); }
-
-uint64_t splitmix64(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-uint64_t fnv1a64(const std::string &s) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
 
 /// Appends plain values and strings to a byte string (gatherParameters).
 struct ByteWriter {
@@ -92,12 +77,8 @@ struct ByteReader {
 
 double cleave::runtime::generatedNormal(uint64_t seed, const std::string &name,
                                         uint64_t k) {
-  uint64_t key = splitmix64(seed ^ fnv1a64(name));
-  auto uniform = [&](uint64_t j) {
-    return (double(splitmix64(key ^ splitmix64(2 * k + j)) >> 11) + 0.5) *
-           0x1.0p-53;
-  };
-  double u1 = uniform(0), u2 = uniform(1);
+  uint64_t key = streamKey(seed, name);
+  double u1 = uniform53(key, 2 * k), u2 = uniform53(key, 2 * k + 1);
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
 }
 

@@ -43,6 +43,7 @@ Status siluKernel(const ops::KernelArgs &a);
 Status sinKernel(const ops::KernelArgs &a);
 Status cosKernel(const ops::KernelArgs &a);
 Status geluKernel(const ops::KernelArgs &a);
+Status dropoutKernel(const ops::KernelArgs &a);
 Status siluGradKernel(const ops::KernelArgs &a);
 Status geluGradKernel(const ops::KernelArgs &a);
 

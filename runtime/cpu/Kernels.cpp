@@ -39,6 +39,7 @@ const KernelEntry kKernels[] = {
     {"cos", cosKernel},
     {"cumsum", cumsumKernel},
     {"div", divKernel},
+    {"dropout", dropoutKernel},
     {"embedding", embeddingKernel},
     {"embedding_grad", embeddingGradKernel},
     {"equal", equalKernel},

@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/ops/DropoutStream.h"
 #include "runtime/ops/ElementwiseShape.h"
 #include "runtime/cpu/KernelTable.h"
 
@@ -609,6 +610,27 @@ Status cpu::sigmoidKernel(const KernelArgs &a) {
 Status cpu::siluKernel(const KernelArgs &a) { return floatUnary<SiluOp>(a); }
 Status cpu::sinKernel(const KernelArgs &a) { return floatUnary<SinOp>(a); }
 Status cpu::cosKernel(const KernelArgs &a) { return floatUnary<CosOp>(a); }
+
+/// y = x * mask / (1 - ratio), the mask drawn per element of the global
+/// tensor (ops/DropoutStream.h).
+Status cpu::dropoutKernel(const KernelArgs &a) {
+  DropoutPlan plan;
+  CLEAVE_CHECK(dropoutPlan(a, plan));
+  return visitFloat(a, a.in(0).dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = Compute<T>;
+    const T *x = a.in(0).as<T>();
+    T *out = a.out().as<T>();
+    C scale = C(plan.scale);
+    parallelRange(a.out().numElements(), kElementwiseGrain,
+                  [&](int64_t begin, int64_t end) {
+                    for (int64_t i = begin; i < end; ++i)
+                      out[i] = store<T>(plan.kept(i) ? load(x[i]) * scale
+                                                     : C(0));
+                  });
+    return Status::ok();
+  });
+}
 
 Status cpu::notKernel(const KernelArgs &a) {
   CLEAVE_CHECK(checkUnary(a));

@@ -164,6 +164,7 @@ Status sigmoidKernel(const ops::KernelArgs &a, cudaStream_t stream);
 Status sinKernel(const ops::KernelArgs &a, cudaStream_t stream);
 Status cosKernel(const ops::KernelArgs &a, cudaStream_t stream);
 Status geluKernel(const ops::KernelArgs &a, cudaStream_t stream);
+Status dropoutKernel(const ops::KernelArgs &a, cudaStream_t stream);
 Status siluKernel(const ops::KernelArgs &a, cudaStream_t stream);
 Status geluGradKernel(const ops::KernelArgs &a, cudaStream_t stream);
 Status siluGradKernel(const ops::KernelArgs &a, cudaStream_t stream);

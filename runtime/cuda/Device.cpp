@@ -43,6 +43,7 @@ const KernelEntry kKernels[] = {
     {"cos", cuda::cosKernel},
     {"cumsum", cuda::cumsumKernel},
     {"div", cuda::divKernel},
+    {"dropout", cuda::dropoutKernel},
     {"embedding", cuda::embeddingKernel},
     {"embedding_grad", cuda::embeddingGradKernel},
     {"equal", cuda::equalKernel},

@@ -32,6 +32,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/ops/DropoutStream.h"
 #include "runtime/ops/ElementwiseShape.h"
 #include "runtime/cuda/CudaCheck.h"
 #include "runtime/cuda/CudaKernels.h"
@@ -400,6 +401,18 @@ __global__ void unary(const T *__restrict__ x, T *__restrict__ out, I n,
     out[i] = storeValue<T>(op(loadValue(x[i])));
 }
 
+/// out[i] = x[i] * mask[i] / (1 - ratio), the mask drawn per element of the
+/// global tensor (ops/DropoutStream.h), as the CPU kernel draws it.
+template <typename T, typename I>
+__global__ void dropoutElements(const T *__restrict__ x, T *__restrict__ out,
+                                I n, ops::DropoutPlan plan) {
+  float scale = float(plan.scale);
+  for (I i = I(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += I(gridDim.x) * blockDim.x)
+    out[i] = storeValue<T>(plan.kept(int64_t(i)) ? loadValue(x[i]) * scale
+                                                 : 0.0f);
+}
+
 /// out[i] = D(x[i]) through float.
 template <typename S, typename D, typename Index>
 __global__ void convert(const S *__restrict__ x, D *__restrict__ out, Index n) {
@@ -737,6 +750,22 @@ Status geluKernel(const KernelArgs &a, cudaStream_t stream) {
   CLEAVE_CHECK(approximateTanh(a, tanh));
   return tanh ? floatUnary<GeluTanhOp>(a, stream)
               : floatUnary<GeluErfOp>(a, stream);
+}
+
+Status dropoutKernel(const KernelArgs &a, cudaStream_t stream) {
+  ops::DropoutPlan plan;
+  CLEAVE_CHECK(ops::dropoutPlan(a, plan));
+  return visitDeviceFloat(a, a.in(0).dtype, [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    int64_t n = a.out().numElements();
+    const T *x = a.in(0).as<T>();
+    T *out = a.out().as<T>();
+    return launchIndexed(n, [&](auto zero) {
+      using I = decltype(zero);
+      dropoutElements<T, I>
+          <<<blocksFor(n), kBlockThreads, 0, stream>>>(x, out, I(n), plan);
+    });
+  });
 }
 
 Status siluGradKernel(const KernelArgs &a, cudaStream_t stream) {

@@ -40,6 +40,7 @@ const OpEntry kOps[] = {
     {"cos", 1, 1},
     {"cumsum", 1, 1},
     {"div", 2, 2},
+    {"dropout", 1, 1},
     {"embedding", 2, 2},
     {"embedding_grad", 2, 2},
     {"equal", 2, 2},

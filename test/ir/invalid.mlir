@@ -112,6 +112,30 @@ func.func @gelu_approximate(%x: tensor<4xf32>) {
   return
 }
 
+// -----
+
+func.func @dropout_ratio(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'cleave.dropout' op ratio must be in (0, 1), got 1}}
+  %0 = cleave.dropout %x {ratio = 1.0 : f64, stream = "/drop/Dropout"} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @dropout_slice(%x: tensor<4x3xf32>) {
+  // expected-error @+1 {{'cleave.dropout' op the operand 'tensor<4x3xf32>' is not a slice of full_shape}}
+  %0 = cleave.dropout %x {ratio = 0.5 : f64, stream = "/drop/Dropout", full_shape = array<i64: 4, 8>, split = #cleave.sharding<[{}, {"tensor"}]>} : tensor<4x3xf32>
+  return
+}
+
+// -----
+
+func.func @dropout_split_alone(%x: tensor<4x4xf32>) {
+  // expected-error @+1 {{'cleave.dropout' op full_shape and split come together}}
+  %0 = cleave.dropout %x {ratio = 0.5 : f64, stream = "/drop/Dropout", full_shape = array<i64: 4, 8>} : tensor<4x4xf32>
+  return
+}
+
 //===----------------------------------------------------------------------===//
 // Matrix products
 //===----------------------------------------------------------------------===//

@@ -120,6 +120,16 @@ func.func @gelu(%x: tensor<2x8x256xf32>) {
   return
 }
 
+// A dropout, and a rank's slice of one (its heads split over "tensor").
+// CHECK-LABEL: func.func @dropout
+func.func @dropout(%x: tensor<2x8x64xf32>, %p: tensor<2x2x8x8xf32>) {
+  // CHECK: cleave.dropout %{{.*}} {ratio = 1.000000e-01 : f64, stream = "/drop/Dropout"} : tensor<2x8x64xf32>
+  %0 = cleave.dropout %x {ratio = 0.1 : f64, stream = "/drop/Dropout"} : tensor<2x8x64xf32>
+  // CHECK: cleave.dropout %{{.*}} {full_shape = array<i64: 2, 4, 8, 8>, ratio = 1.000000e-01 : f64, split = #cleave.sharding<[{}, {"tensor"}, {}, {}]>, stream = "/attn/Dropout"} : tensor<2x2x8x8xf32>
+  %1 = cleave.dropout %p {ratio = 0.1 : f64, stream = "/attn/Dropout", full_shape = array<i64: 2, 4, 8, 8>, split = #cleave.sharding<[{}, {"tensor"}, {}, {}]>} : tensor<2x2x8x8xf32>
+  return
+}
+
 // CHECK-LABEL: func.func @cast
 func.func @cast(%m: tensor<8x8xi1>, %x: tensor<4xf32>) {
   // CHECK: cleave.cast %{{.*}} : tensor<8x8xi1> -> tensor<8x8xf32>

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "KernelTestSupport.h"
+#include "runtime/Random.h"
 
 #include <algorithm>
 #include <functional>
@@ -36,6 +37,7 @@ TEST(CpuKernelDispatch, EveryDialectOpHasAKernel) {
                                        "concat",
                                        "cos",
                                        "div",
+                                       "dropout",
                                        "embedding",
                                        "equal",
                                        "erf",
@@ -758,6 +760,83 @@ TEST(CpuMovement, Concat) {
   RUN_ERROR("concat: the operands' sizes along axis 1 add up to 6, but the "
             "result has 5",
             "concat", {{"axis", intA(1)}}, {&a, &a}, out5);
+}
+
+//===----------------------------------------------------------------------===//
+// Dropout (docs/dropout.md)
+//===----------------------------------------------------------------------===//
+
+/// dropout's attributes: the compiler's and the runtime's.
+Attributes dropoutAttrs(int64_t step, int64_t first, int64_t samples,
+                        std::vector<int64_t> full = {},
+                        std::vector<int64_t> offsets = {}) {
+  Attributes a = {{"ratio", floatA(0.25)},
+                  {"stream", stringA("/drop/Dropout")},
+                  {"seed", intA(5)},
+                  {"step", intA(step)},
+                  {"first_sample", intA(first)},
+                  {"samples", intA(samples)}};
+  if (!full.empty()) {
+    a["full_shape"] = intsA(full);
+    a["offsets"] = intsA(offsets);
+  }
+  return a;
+}
+
+// A kept element is x / (1 - ratio), a dropped one 0, about ratio of them
+// dropped; the mask is the stream's (Random.h) for the element's global
+// index; a slice (a tensor rank's heads, another microbatch's samples)
+// draws exactly the bits of its elements in the whole.
+TEST(CpuDropout, MaskIsPerGlobalElement) {
+  Buf x = random(DType::F32, {4, 6, 8}), y = make(DType::F32, {4, 6, 8});
+  RUN_OK("dropout", dropoutAttrs(3, 0, 4), {&x}, y);
+  int64_t dropped = 0;
+  uint64_t key = splitmix64(streamKey(5, "/drop/Dropout") ^ 3);
+  for (int64_t i = 0; i < x.size(); ++i) {
+    bool kept = uniform53(key, uint64_t(i)) >= 0.25;
+    EXPECT_EQ(y.at(i), kept ? double(float(x.at(i)) * (1.0f / 0.75f)) : 0.0)
+        << i;
+    dropped += !kept;
+  }
+  EXPECT_GT(dropped, x.size() / 8);
+  EXPECT_LT(dropped, x.size() * 3 / 8);
+
+  // Samples 2 and 3 as their own microbatch, columns 4..7 as a rank's
+  // slice of the last dimension.
+  Buf part = make(DType::F32, {2, 6, 4}), partY = make(DType::F32, {2, 6, 4});
+  for (int64_t i = 0; i < part.size(); ++i) {
+    std::vector<int64_t> at = unflatten(part.shape, i);
+    part.set(i, x.at(flatten(x.shape, {at[0] + 2, at[1], at[2] + 4})));
+  }
+  RUN_OK("dropout", dropoutAttrs(3, 2, 2, {2, 6, 8}, {0, 0, 4}), {&part},
+         partY);
+  for (int64_t i = 0; i < part.size(); ++i) {
+    std::vector<int64_t> at = unflatten(part.shape, i);
+    EXPECT_EQ(partY.at(i), y.at(flatten(y.shape, {at[0] + 2, at[1], at[2] + 4})))
+        << i;
+  }
+
+  // Another step, another mask.
+  Buf other = make(DType::F32, {4, 6, 8});
+  RUN_OK("dropout", dropoutAttrs(4, 0, 4), {&x}, other);
+  EXPECT_NE(std::memcmp(other.bytes.data(), y.bytes.data(), y.bytes.size()), 0);
+}
+
+TEST(CpuDropout, BadAttributes) {
+  Buf x = random(DType::F32, {4, 6}), y = make(DType::F32, {4, 6});
+  Attributes a = dropoutAttrs(0, 0, 3);
+  RUN_ERROR("dropout: the full tensor's 4 rows are not an equal number per "
+            "sample of the 3 of the microbatch",
+            "dropout", a, {&x}, y);
+  a = dropoutAttrs(0, 0, 4);
+  a["ratio"] = floatA(1.0);
+  RUN_ERROR("dropout: ratio must be in (0, 1), got 1", "dropout", a, {&x}, y);
+  RUN_ERROR("dropout: x [4, 6] at offsets [0, 4] is not inside full_shape "
+            "[4, 8]",
+            "dropout", dropoutAttrs(0, 0, 4, {4, 8}, {0, 4}), {&x}, y);
+  a = dropoutAttrs(0, 0, 4);
+  a.erase("step");
+  RUN_ERROR("dropout: missing attribute 'step'", "dropout", a, {&x}, y);
 }
 
 } // namespace

@@ -241,6 +241,31 @@ TEST_P(CudaKernelsTyped, Activations) {
     }
 }
 
+// dropout draws the CPU's mask (ops/DropoutStream.h): whole, and a slice
+// of a full tensor at offsets, in a later microbatch; past one grid too.
+TEST_P(CudaKernelsTyped, Dropout) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  DType dtype = GetParam();
+  Attributes attrs = {{"ratio", floatA(0.1)},  {"stream", stringA("/drop")},
+                      {"seed", intA(5)},       {"step", intA(3)},
+                      {"first_sample", intA(4)}, {"samples", intA(2)}};
+  Buf x = random(dtype, {2, 37, 65}, -2, 2, 11);
+  ASSERT_NO_FATAL_FAILURE(compareWithCpu("dropout", attrs, {&x},
+                                         {Buf(dtype, x.shape)},
+                                         tolerance(dtype)));
+  attrs["full_shape"] = intsA({2, 74, 130});
+  attrs["offsets"] = intsA({0, 37, 65});
+  ASSERT_NO_FATAL_FAILURE(compareWithCpu("dropout", attrs, {&x},
+                                         {Buf(dtype, x.shape)},
+                                         tolerance(dtype)));
+  Buf big = random(dtype, {2, 17, 1 << 20}, -2, 2, 12);
+  attrs.erase("full_shape");
+  attrs.erase("offsets");
+  ASSERT_NO_FATAL_FAILURE(compareWithCpu("dropout", attrs, {&big},
+                                         {Buf(dtype, big.shape)},
+                                         tolerance(dtype)));
+}
+
 //===----------------------------------------------------------------------===//
 // softmax, log_softmax
 //===----------------------------------------------------------------------===//
