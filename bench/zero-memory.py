@@ -107,11 +107,17 @@ def main():
                            "--set", "ddp=true",
                            "--set", "batch_size=%d" % a.ranks] + flags
             print("<!-- %s -->" % " ".join(compile_cmd[1:]))
+            # Compiled again unless OUT holds this command's program, made
+            # after the model and the compiler.
             plan_path = os.path.join(out, "plan.json")
-            if not (os.path.exists(plan_path) and
+            made_by = os.path.join(out, "compile-command.txt")
+            if not (os.path.exists(plan_path) and os.path.exists(made_by) and
+                    open(made_by).read() == " ".join(compile_cmd) and
                     os.path.getmtime(plan_path) > max(
                         os.path.getmtime(onnx), os.path.getmtime(compile_cmd[0]))):
                 run(compile_cmd)
+                with open(made_by, "w") as f:
+                    f.write(" ".join(compile_cmd))
             plan = json.load(open(os.path.join(out, "plan.json")))
             rank0 = plan["ranks"][0]
             mem = rank0["predicted_memory"]
