@@ -1386,6 +1386,32 @@ def Cleave_WaitParamOp : Cleave_Op<"wait_param"> {
   let hasVerifier = 1;
 }
 
+def Cleave_GatherNextHopOp : Cleave_Op<"gather_next_hop"> {
+  let summary = "completes a started hierarchical gather's first hop and starts its second";
+  let description = [{
+    A started hierarchical gather (`cleave.gather_param` with an `event` and
+    `cleave.gather_per_host`, SMP's `sdp_hierarchical_allgather`) with this
+    op starts only its first hop there, the gather within this rank's host
+    block; this op waits for that hop and starts the second, across hosts,
+    which the `cleave.wait_param` completes (`cleave-prefetch-gathers`
+    places the first hop one gather ahead of the second, so that both
+    overlap compute). Without it both hops start at the gather. It comes
+    after its gather and before the wait, in the same block, at most one a
+    gather.
+
+    ```mlir
+    %v = cleave.gather_param @"h.1.mlp.c_fc.weight" event 3 {cleave.gather_per_host = 2 : i64} : tensor<64x256xf32>
+    %a = cleave.matmul ...                 // overlaps the first hop
+    cleave.gather_next_hop %v : tensor<64x256xf32>
+    %b = cleave.matmul ...                 // overlaps the second
+    cleave.wait_param %v : tensor<64x256xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_FloatTensor:$gathered);
+  let assemblyFormat = "$gathered attr-dict `:` type($gathered)";
+  let hasVerifier = 1;
+}
+
 def Cleave_WaitScatterOp : Cleave_Op<"wait_scatter"> {
   let summary = "waits for a started reduce-scatter of a gradient bucket";
   let description = [{

@@ -306,6 +306,34 @@ LogicalResult GatherParamOp::verify() {
   if (!wait)
     return emitOpError() << "started gather (event " << *getEvent()
                          << ") has no cleave.wait_param";
+  int nextHops = 0;
+  for (Operation *user : getResult().getUsers())
+    nextHops += isa<GatherNextHopOp>(user);
+  if (nextHops > 1)
+    return emitOpError() << "started gather (event " << *getEvent()
+                         << ") has more than one cleave.gather_next_hop";
+  return success();
+}
+
+LogicalResult GatherNextHopOp::verify() {
+  auto gather = getGathered().getDefiningOp<GatherParamOp>();
+  if (!gather || !gather.getEvent() || !gather->hasAttr(kGatherPerHostAttr))
+    return emitOpError() << "needs a value that a started hierarchical "
+                            "cleave.gather_param (with an event and "
+                         << kGatherPerHostAttr << ") defines";
+  if (gather->getBlock() != (*this)->getBlock())
+    return emitOpError() << "is not in the block of its gather";
+  for (Operation *user : getGathered().getUsers()) {
+    if (user == *this)
+      continue;
+    Operation *reader = (*this)->getBlock()->findAncestorOpInBlock(*user);
+    if (reader && reader->isBeforeInBlock(*this))
+      return emitOpError() << "comes after a "
+                           << (isa<WaitParamOp>(user) ? "wait for" : "reader of")
+                           << " the gathered parameter "
+                           << gather.getNameAttr()
+                           << "; the next hop must come first";
+  }
   return success();
 }
 
@@ -317,7 +345,7 @@ LogicalResult WaitParamOp::verify() {
   if (gather->getBlock() != (*this)->getBlock())
     return emitOpError() << "is not in the block of its gather";
   for (Operation *user : getGathered().getUsers())
-    if (user != *this) {
+    if (user != *this && !isa<GatherNextHopOp>(user)) {
       Operation *reader = (*this)->getBlock()->findAncestorOpInBlock(*user);
       if (reader && reader->isBeforeInBlock(*this))
         return emitOpError()

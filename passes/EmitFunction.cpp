@@ -292,6 +292,26 @@ LogicalResult RankProgram::emitFunction(func::FuncOp func) {
       addFrees(op, fn, freeable, lastUser);
       continue;
     }
+    if (auto next = dyn_cast<GatherNextHopOp>(op)) {
+      auto gather = next.getGathered().getDefiningOp<GatherParamOp>();
+      std::optional<int64_t> event = gather ? gather.getEvent() : std::nullopt;
+      auto first = event ? firstHopEvents.find(*event) : firstHopEvents.end();
+      auto second = event ? secondHops.find(*event) : secondHops.end();
+      if (first == firstHopEvents.end() || second == secondHops.end())
+        return op.emitError() << "starts the second hop of a gather whose "
+                                 "first hop this function has not started";
+      pb::Event *e = fn->add_body()->mutable_event();
+      e->set_id(first->second);
+      e->set_wait(true);
+      pb::Collective *c = fn->add_body()->mutable_collective();
+      c->set_kind(pb::ALL_GATHER);
+      c->set_group(second->second[0]);
+      c->add_inputs(second->second[1]);
+      c->add_outputs(second->second[2]);
+      c->set_event(startedEvent(gatherEvents, *event));
+      addFrees(op, fn, freeable, lastUser);
+      continue;
+    }
     if (auto gather = dyn_cast<GatherParamOp>(op)) {
       if (failed(emitGatherParam(gather, fn)))
         return failure();
@@ -709,6 +729,18 @@ LogicalResult RankProgram::emitGatherParam(GatherParamOp gather,
     c->add_outputs(*block);
     input = *block;
     group = acrossHosts;
+    // With a cleave.gather_next_hop (cleave-prefetch-gathers) only the
+    // first hop starts here; the next hop waits for it and starts the
+    // second.
+    std::optional<int64_t> event = gather.getEvent();
+    if (event && llvm::any_of(gather->getUsers(), [](Operation *user) {
+          return isa<GatherNextHopOp>(user);
+        })) {
+      c->set_event(startedEvent(firstHopEvents, *event));
+      secondHops[*event] = {*group, input, *padded};
+      tensorOf[gather.getResult()] = *whole;
+      return success();
+    }
   }
   pb::Collective *c = fn->add_body()->mutable_collective();
   c->set_kind(pb::ALL_GATHER);

@@ -6,10 +6,14 @@
 // for it just before its first reader, within the bound on live gathered
 // elements (SMP's sdp_max_live_parameters): see Passes.td. It runs before
 // the memory plan, which then gives a started gather its space from the
-// start on, so the plan stays what the runtime uses.
+// start on, so the plan stays what the runtime uses. A hierarchical
+// gather's first hop (within the host) starts one gather earlier still,
+// and a cleave.gather_next_hop starts its second where a flat gather
+// would start.
 //
 //===----------------------------------------------------------------------===//
 
+#include "ir/AttrNames.h"
 #include "ir/CleaveOps.h"
 #include "ir/DistributionOps.h"
 #include "passes/Passes.h"
@@ -33,6 +37,10 @@ struct Gather {
   GatherParamOp op;
   int64_t at = 0, firstRead = 0, lastRead = 0, elements = 0;
   int64_t start = 0; // where it will start (at, or earlier)
+  // A hierarchical gather (cleave.gather_per_host): where its first hop
+  // starts (start, or one gather earlier); the second starts at `start`.
+  int64_t first = 0;
+  bool hierarchical = false;
 };
 
 struct PrefetchGathers
@@ -89,7 +97,8 @@ struct PrefetchGathers
         continue;
       Gather g;
       g.op = gather;
-      g.at = g.start = g.firstRead = g.lastRead = index[op];
+      g.at = g.start = g.first = g.firstRead = g.lastRead = index[op];
+      g.hierarchical = gather->hasAttr(kGatherPerHostAttr);
       bool read = false;
       for (Operation *user : gather->getUsers()) {
         Operation *reader = block.findAncestorOpInBlock(*user);
@@ -111,7 +120,7 @@ struct PrefetchGathers
     auto liveAt = [&](int64_t k) {
       int64_t live = 0;
       for (const Gather &g : gathers)
-        if (g.start <= k && k <= g.lastRead)
+        if (g.first <= k && k <= g.lastRead)
           live += g.elements;
       return live;
     };
@@ -127,22 +136,42 @@ struct PrefetchGathers
         candidates.push_back(gathers[j].at);
       // Only where compute runs between the start and the reader: a
       // start followed at once by its wait would overlap nothing.
-      auto computes = [&](int64_t from) {
-        for (int64_t k = from; k < g.firstRead; ++k)
+      auto computes = [&](int64_t from, int64_t to) {
+        for (int64_t k = from; k < to; ++k)
           if (!isa<GatherParamOp, ConstantOp>(ops[k]))
             return true;
         return false;
       };
       for (int64_t q : candidates) {
-        if (q >= g.at || !computes(q))
+        if (q >= g.at || !computes(q, g.firstRead))
           break;
         bool fits = true;
         for (int64_t k = q; fits && k < g.at; ++k)
           fits = liveAt(k) + g.elements <= maxLive;
         if (fits) {
-          g.start = q;
+          g.start = g.first = q;
           break;
         }
+      }
+      // A prefetched hierarchical gather starts its first hop (within the
+      // host) one gather earlier still, at the nearest earlier place with
+      // compute before the second hop's start, if that fits.
+      if (!g.hierarchical || g.start >= g.at || g.start == 0)
+        continue;
+      SmallVector<int64_t> earlier;
+      for (size_t j = i; j-- > 0;)
+        if (gathers[j].at < g.start)
+          earlier.push_back(gathers[j].at);
+      earlier.push_back(0);
+      for (int64_t q : earlier) {
+        if (!computes(q, g.start))
+          continue;
+        bool fits = true;
+        for (int64_t k = q; fits && k < g.start; ++k)
+          fits = liveAt(k) + g.elements <= maxLive;
+        if (fits)
+          g.first = q;
+        break;
       }
     }
 
@@ -152,17 +181,24 @@ struct PrefetchGathers
     for (const Gather &g : gathers)
       if (g.start < g.at)
         moved.insert(g.op);
+    auto anchorOf = [&](const Gather &g, int64_t at) {
+      while (moved.contains(ops[at]) && ops[at] != g.op)
+        ++at;
+      return ops[at];
+    };
     for (Gather &g : gathers) {
       if (g.start >= g.at)
         continue;
-      int64_t anchor = g.start;
-      while (moved.contains(ops[anchor]) && ops[anchor] != g.op)
-        ++anchor;
+      Operation *anchor = anchorOf(g, g.first);
       OpBuilder b(g.op.getContext());
       b.setInsertionPoint(ops[g.firstRead]);
       b.create<WaitParamOp>(g.op.getLoc(), g.op.getResult());
-      if (ops[anchor] != g.op)
-        g.op->moveBefore(ops[anchor]);
+      if (g.first < g.start) {
+        b.setInsertionPoint(anchorOf(g, g.start));
+        b.create<GatherNextHopOp>(g.op.getLoc(), g.op.getResult());
+      }
+      if (anchor != g.op)
+        g.op->moveBefore(anchor);
       g.op.setEventAttr(b.getI64IntegerAttr(nextEvent++));
     }
   }

@@ -23,6 +23,7 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <array>
 #include <map>
 #include <optional>
 #include <utility>
@@ -160,12 +161,18 @@ private:
   /// The started gradient buckets' (cleave.reduce_scatter with a
   /// cleave.event) program events, likewise.
   std::map<int64_t, int> scatterEvents;
+  /// The first hops of started hierarchical gathers that a
+  /// cleave.gather_next_hop completes, by the gather's IR event, likewise;
+  /// and the second hop each then starts: {group, input, output}.
+  std::map<int64_t, int> firstHopEvents;
+  std::map<int64_t, std::array<int, 3>> secondHops;
   /// The program event of IR event `event` in `events`, numbered after
   /// every event numbered so far.
   int startedEvent(std::map<int64_t, int> &events, int64_t event) {
     return events
         .try_emplace(event, int(gradientEvents.size() + gatherEvents.size() +
-                                scatterEvents.size()) +
+                                scatterEvents.size() +
+                                firstHopEvents.size()) +
                                 1)
         .first->second;
   }

@@ -159,7 +159,15 @@ void Runtime::markLive(int id) {
     return;
   }
   liveBytes_ += tensorBytes_[id];
-  peakBytes_ = std::max(peakBytes_, liveBytes_);
+  int category = peakCategory_[id];
+  liveByCategory_[category] += tensorBytes_[id];
+  categoryPeak_[category] =
+      std::max(categoryPeak_[category], liveByCategory_[category]);
+  if (liveBytes_ > peakBytes_) {
+    peakBytes_ = liveBytes_;
+    std::copy(std::begin(liveByCategory_), std::end(liveByCategory_),
+              std::begin(atPeakByCategory_));
+  }
 }
 
 void Runtime::markDead(int id) {
@@ -167,6 +175,15 @@ void Runtime::markDead(int id) {
     return;
   live_[id] = 0;
   (onHost_[id] ? hostLiveBytes_ : liveBytes_) -= tensorBytes_[id];
+  if (!onHost_[id])
+    liveByCategory_[int(peakCategory_[id])] -= tensorBytes_[id];
+}
+
+const char *cleave::runtime::peakCategoryName(int category) {
+  static const char *const names[kPeakCategories] = {
+      "parameters", "gradients", "optimizer_state", "gathered_parameters",
+      "activations", "other"};
+  return category >= 0 && category < kPeakCategories ? names[category] : "?";
 }
 
 Status Runtime::allocateArenas() {
@@ -177,8 +194,42 @@ Status Runtime::allocateArenas() {
   tensorBytes_.resize(n);
   live_.assign(n, 0);
   onHost_.assign(n, 0);
+  // The gathered parameters: ACTIVATIONS that an ALL_GATHER of a forward
+  // or backward function writes from a parameter's chunk (or, the second
+  // hop of a hierarchical gather, from a view of the host's block);
+  // sequence parallelism's gathers read activations.
+  peakCategory_.assign(n, 5);
+  for (const pb::Function &f : program_.functions()) {
+    if (f.kind() == pb::OPTIMIZER)
+      continue;
+    for (const pb::Instruction &inst : f.body()) {
+      if (!inst.has_collective())
+        continue;
+      const pb::Collective &c = inst.collective();
+      if (c.kind() != pb::ALL_GATHER || c.inputs_size() != 1 ||
+          c.outputs_size() != 1)
+        continue;
+      int in = c.inputs(0), out = c.outputs(0);
+      if (in < 0 || in >= n || out < 0 || out >= n)
+        continue;
+      pb::Category from = program_.tensors(in).category();
+      if ((from == pb::PARAMETERS || from == pb::VIEW) &&
+          program_.tensors(out).category() == pb::ACTIVATIONS)
+        peakCategory_[out] = 3;
+    }
+  }
   for (int i = 0; i < n; ++i) {
     const pb::Tensor &t = program_.tensors(i);
+    switch (t.category()) {
+    case pb::PARAMETERS: peakCategory_[i] = 0; break;
+    case pb::GRADIENTS: peakCategory_[i] = 1; break;
+    case pb::OPTIMIZER_STATE: peakCategory_[i] = 2; break;
+    case pb::ACTIVATIONS:
+      if (peakCategory_[i] != 3)
+        peakCategory_[i] = 4;
+      break;
+    default: break;
+    }
     onHost_[i] = program_.buffers(t.buffer()).space() == pb::HOST;
     TensorRef &ref = tensors_[i];
     ref.data = static_cast<char *>(arenas_->base(t.buffer())) + t.offset();
@@ -333,6 +384,35 @@ Status Runtime::prepare() {
           op.place += ", tensor '" + program_.tensors(id).name() + "'";
       }
       fn.ops.push_back(std::move(op));
+    }
+    // A collective that writes a view (the first hop of a hierarchical
+    // gather, into the host's block) makes live the tensor whose bytes the
+    // view is, which a later collective of the function writes from that
+    // view (the second hop, into the gathered parameter's padded space):
+    // the plan gives that space from the first hop on.
+    auto covers = [&](int whole, int part) {
+      const pb::Tensor &w = program_.tensors(whole), &p = program_.tensors(part);
+      return w.category() != pb::VIEW && w.buffer() == p.buffer() &&
+             w.offset() <= p.offset() &&
+             p.offset() + tensorBytes_[part] <= w.offset() + tensorBytes_[whole];
+    };
+    for (size_t i = 0; i < fn.ops.size(); ++i) {
+      Op &op = fn.ops[i];
+      if (op.kind != Op::Kind::Collective || op.written.size() != 1 ||
+          program_.tensors(op.written[0]).category() != pb::VIEW)
+        continue;
+      int view = op.written[0];
+      for (size_t j = i + 1; j < fn.ops.size(); ++j) {
+        const pb::Instruction &later = source.body(int(j));
+        if (!later.has_collective() || later.collective().inputs_size() != 1 ||
+            later.collective().inputs(0) != view ||
+            later.collective().outputs_size() != 1)
+          continue;
+        int whole = later.collective().outputs(0);
+        if (covers(whole, view))
+          op.written.push_back(whole);
+        break;
+      }
     }
     for (int id : reads) {
       if (tokenIds.count(id))
@@ -802,6 +882,15 @@ Status Runtime::runStep(int64_t step, const TokenData *data,
   result.predictedLivePeakByRank = part(1);
   result.hostLivePeakByRank = part(2);
   result.predictedHostLivePeakByRank = part(3);
+  result.peakCategoriesByRank.assign(kPeakCategories * world, 0);
+  for (int c = 0; c < kPeakCategories; ++c)
+    result.peakCategoriesByRank[me * kPeakCategories + c] =
+        atPeakByCategory_[c];
+  CLEAVE_CHECK(comm_.maxAll(result.peakCategoriesByRank));
+  result.categoryPeaksByRank.assign(kPeakCategories * world, 0);
+  for (int c = 0; c < kPeakCategories; ++c)
+    result.categoryPeaksByRank[me * kPeakCategories + c] = categoryPeak_[c];
+  CLEAVE_CHECK(comm_.maxAll(result.categoryPeaksByRank));
   result.seconds = std::chrono::duration<double>(
                        std::chrono::steady_clock::now() - start)
                        .count();

@@ -103,6 +103,14 @@ struct RunOptions {
   bool trace = false;       // record a TraceRecorder span per function run
 };
 
+/// The parts of the measured device live peak (StepResult::
+/// peakCategoriesByRank): parameters, gradients, optimizer state, gathered
+/// parameters (the ACTIVATIONS tensors a forward or backward ALL_GATHER
+/// writes: ZeRO-3's gathers), the other activations, and the rest
+/// (constants, step inputs and outputs, workspace).
+constexpr int kPeakCategories = 6;
+const char *peakCategoryName(int category);
+
 /// What one step measured, already combined over the world.
 struct StepResult {
   bool hasLoss = false;
@@ -119,6 +127,14 @@ struct StepResult {
   // prediction of it (MemoryPlan.live_peak_bytes, .host_live_peak_bytes).
   std::vector<uint64_t> livePeakByRank, predictedLivePeakByRank;
   std::vector<uint64_t> hostLivePeakByRank, predictedHostLivePeakByRank;
+  // Per rank, what the measured device live peak (livePeakByRank) was made
+  // of at the moment it was reached: kPeakCategories entries per rank
+  // (index = rank * kPeakCategories + category, peakCategoryName's order).
+  std::vector<uint64_t> peakCategoriesByRank;
+  // Per rank, each category's own high-water mark since start (the same
+  // layout): the most gathered parameters live at once, which plan.json's
+  // gathered_parameters predicts, need not be live at the peak.
+  std::vector<uint64_t> categoryPeaksByRank;
   bool lossScaled = false; // the program scales its loss (fp16)
   double lossScale = 0;    // the scale this step used
   bool skipped = false;    // gradients overflowed: no optimizer step
@@ -286,6 +302,12 @@ private:
   std::vector<char> live_;
   std::vector<char> onHost_; // by tensor: in a HOST buffer
   uint64_t liveBytes_ = 0, peakBytes_ = 0;
+  // By tensor: its peakCategoryName index; the device live bytes of each,
+  // now and when peakBytes_ was reached.
+  std::vector<char> peakCategory_;
+  uint64_t liveByCategory_[kPeakCategories] = {};
+  uint64_t atPeakByCategory_[kPeakCategories] = {};
+  uint64_t categoryPeak_[kPeakCategories] = {};
   uint64_t hostLiveBytes_ = 0, hostPeakBytes_ = 0;
   std::vector<int> lossTensors_, gradientTensors_, stepTensors_,
       lossScaleTensors_;

@@ -1,6 +1,7 @@
 //===- Metrics.cpp - the per-step metrics file (JSON lines) ---------------===//
 
 #include "runtime/Metrics.h"
+#include "runtime/Executor.h"
 #include "runtime/Json.h"
 
 #include <cerrno>
@@ -36,6 +37,22 @@ std::string cleave::runtime::metricsLine(const StepMetrics &m) {
           return true;
       return false;
     };
+    size_t world = m.livePeakByRank.size();
+    auto categories = [&](const char *key, const std::vector<uint64_t> &v) {
+      if (v.size() != world * kPeakCategories)
+        return;
+      s += std::string(", \"") + key + "\": {";
+      for (int c = 0; c < kPeakCategories; ++c) {
+        std::vector<uint64_t> byRank;
+        for (size_t r = 0; r < world; ++r)
+          byRank.push_back(v[r * kPeakCategories + c]);
+        s += std::string(c ? ", " : "") + "\"" + peakCategoryName(c) +
+             "\": " + list(byRank);
+      }
+      s += "}";
+    };
+    categories("live_peak_categories", m.peakCategoriesByRank);
+    categories("category_peak_bytes", m.categoryPeaksByRank);
     if (any(m.hostLivePeakByRank) || any(m.predictedHostLivePeakByRank)) {
       s += ", \"host_live_peak_bytes\": " + list(m.hostLivePeakByRank);
       s += ", \"predicted_host_live_peak_bytes\": " +

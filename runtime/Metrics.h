@@ -6,7 +6,11 @@
 //   "host_peak_bytes", "predicted_host_peak_bytes"; then per rank, as arrays
 //   indexed by world rank, "live_peak_bytes" and "predicted_live_peak_bytes"
 //   (device) and, with a host arena, "host_live_peak_bytes" and
-//   "predicted_host_live_peak_bytes"
+//   "predicted_host_live_peak_bytes", and "live_peak_categories" (what each
+//   rank's live peak held when reached: {"parameters": [per rank],
+//   "gradients", "optimizer_state", "gathered_parameters", "activations",
+//   "other"}) and "category_peak_bytes" (each category's own peak, the
+//   same form)
 // and, for a program with fp16 loss scaling, "loss_scale" (the scale the
 // step used) and "skipped" (true when its gradients overflowed and the
 // optimizer did not run).
@@ -47,6 +51,12 @@ struct StepMetrics {
   // host ("host_live_peak_bytes", "predicted_host_live_peak_bytes").
   std::vector<uint64_t> livePeakByRank, predictedLivePeakByRank;
   std::vector<uint64_t> hostLivePeakByRank, predictedHostLivePeakByRank;
+  // Per rank, the parts of live_peak_bytes when it was reached
+  // ("live_peak_categories": {NAME: [per rank]}, Executor.h's
+  // peakCategoryName order; kPeakCategories entries per rank here).
+  std::vector<uint64_t> peakCategoriesByRank;
+  // Per rank, each category's own peak ("category_peak_bytes", same form).
+  std::vector<uint64_t> categoryPeaksByRank;
   bool lossScaled = false;
   double lossScale = 0;
   bool skipped = false;

@@ -243,3 +243,45 @@ module attributes {cleave.mesh = #cleave.mesh<["data"=2]>} {
     return %n : tensor<16xf32>
   }
 }
+
+// -----
+
+// cleave.gather_next_hop needs a started hierarchical gather
+// (sdp_hierarchical_allgather's first hop).
+module attributes {cleave.mesh = #cleave.mesh<["data"=4]>} {
+  cleave.parameter @w {cleave.param_axis = "data", cleave.state_axis = "data"} : tensor<3x5xf32>
+  func.func @forward() -> tensor<3x5xf32> {
+    %w = cleave.gather_param @w event 1 : tensor<3x5xf32>
+    // expected-error @+1 {{needs a value that a started hierarchical cleave.gather_param (with an event and cleave.gather_per_host) defines}}
+    cleave.gather_next_hop %w : tensor<3x5xf32>
+    cleave.wait_param %w : tensor<3x5xf32>
+    return %w : tensor<3x5xf32>
+  }
+}
+
+// -----
+
+module attributes {cleave.mesh = #cleave.mesh<["data"=4]>} {
+  cleave.parameter @w {cleave.param_axis = "data", cleave.state_axis = "data"} : tensor<3x5xf32>
+  func.func @forward() -> tensor<3x5xf32> {
+    %w = cleave.gather_param @w event 1 {cleave.gather_per_host = 2 : i64} : tensor<3x5xf32>
+    cleave.wait_param %w : tensor<3x5xf32>
+    // expected-error @+1 {{comes after a wait for the gathered parameter @w; the next hop must come first}}
+    cleave.gather_next_hop %w : tensor<3x5xf32>
+    return %w : tensor<3x5xf32>
+  }
+}
+
+// -----
+
+module attributes {cleave.mesh = #cleave.mesh<["data"=4]>} {
+  cleave.parameter @w {cleave.param_axis = "data", cleave.state_axis = "data"} : tensor<3x5xf32>
+  func.func @forward() -> tensor<3x5xf32> {
+    // expected-error @+1 {{started gather (event 1) has more than one cleave.gather_next_hop}}
+    %w = cleave.gather_param @w event 1 {cleave.gather_per_host = 2 : i64} : tensor<3x5xf32>
+    cleave.gather_next_hop %w : tensor<3x5xf32>
+    cleave.gather_next_hop %w : tensor<3x5xf32>
+    cleave.wait_param %w : tensor<3x5xf32>
+    return %w : tensor<3x5xf32>
+  }
+}

@@ -72,6 +72,23 @@ TEST(Metrics, LivePeaksPerRank) {
             std::string::npos);
 }
 
+TEST(Metrics, LivePeakCategoriesPerRank) {
+  StepMetrics m;
+  m.livePeakByRank = {100, 90};
+  m.predictedLivePeakByRank = {100, 95};
+  // Rank 0's six parts, then rank 1's (Executor.h's peakCategoryName).
+  m.peakCategoriesByRank = {40, 30, 20, 5, 4, 1, 40, 30, 10, 0, 9, 1};
+  EXPECT_NE(metricsLine(m).find(
+                "\"live_peak_categories\": {\"parameters\": [40, 40], "
+                "\"gradients\": [30, 30], \"optimizer_state\": [20, 10], "
+                "\"gathered_parameters\": [5, 0], \"activations\": [4, 9], "
+                "\"other\": [1, 1]}"),
+            std::string::npos);
+  // Not written when the runtime measured none.
+  m.peakCategoriesByRank.clear();
+  EXPECT_EQ(metricsLine(m).find("live_peak_categories"), std::string::npos);
+}
+
 TEST(Metrics, WritesOneLinePerStep) {
   TempDir dir;
   MetricsWriter writer;

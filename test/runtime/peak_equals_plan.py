@@ -98,6 +98,12 @@ def main():
                 print("%s rank %d: an arena is smaller than its live peak"
                       % (name, r))
                 failed += 1
+            # What the measured peak held when reached adds up to it.
+            parts = sum(v[r] for v in last["live_peak_categories"].values())
+            if parts != m:
+                print("%s rank %d: the live peak's categories add up to %d, "
+                      "not %d" % (name, r, parts, m))
+                failed += 1
             if steps[0]["live_peak_bytes"][r] > p:
                 print("%s rank %d: the first step measured more than the plan"
                       % (name, r))

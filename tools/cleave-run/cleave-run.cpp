@@ -568,6 +568,8 @@ Status reportStep(Startup &s, const Runtime &runtime, int64_t step,
   m.predictedLivePeakByRank = r.predictedLivePeakByRank;
   m.hostLivePeakByRank = r.hostLivePeakByRank;
   m.predictedHostLivePeakByRank = r.predictedHostLivePeakByRank;
+  m.peakCategoriesByRank = r.peakCategoriesByRank;
+  m.categoryPeaksByRank = r.categoryPeaksByRank;
   m.lossScaled = r.lossScaled;
   m.lossScale = r.lossScale;
   m.skipped = r.skipped;
