@@ -148,6 +148,15 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
       stage.addPass(createDataParallel(dp));
     }
   }
+  if (options.train && options.sequenceParallel &&
+      (options.remat.empty() || options.remat == "none")) {
+    // Sequence parallelism without checkpointing: the all-gathers before
+    // the column-parallel products are gathered again in the backward, so
+    // the forward saves the rank's part (Megatron; docs/tensor-parallel.md).
+    RematOptions remat;
+    remat.strategy = "none";
+    pm.addPass(createRemat(remat));
+  }
   if (options.train && !options.remat.empty() && options.remat != "none") {
     // Activation checkpointing once the backward exists and before the
     // memory plan, which then sees the recomputed segments' short lives.

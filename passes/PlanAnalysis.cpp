@@ -160,6 +160,12 @@ void planTensorSplits(ModuleOp m, StagePlan &s) {
     func.walk([&](Operation *op) {
       if (auto reduce = dyn_cast<TpReduceOp>(op))
         add("tp_reduce", "sum", reduce.getOperand());
+      // Sequence parallelism's collectives, counted by the whole tensor
+      // (the gather's result, the reduce-scatter's input).
+      else if (auto gather = dyn_cast<SpAllGatherOp>(op))
+        add("sp_all_gather", "", gather.getResult());
+      else if (auto scatter = dyn_cast<SpReduceScatterOp>(op))
+        add("sp_reduce_scatter", "sum", scatter.getInput());
       else if (auto all = dyn_cast<AllReduceOp>(op);
                all && all.getGroup() == kTensorAxis)
         add("all_reduce", all.getReduce(), all.getInput());
@@ -735,7 +741,9 @@ static llvm::json::Object tensorParallelJSON(const Plan &plan) {
           {"stage", st.stage},
           {"function", c.function},
           {"op", c.op},
-          {"kind", "all_reduce"},
+          {"kind", c.op == "sp_all_gather"       ? "all_gather"
+                   : c.op == "sp_reduce_scatter" ? "reduce_scatter"
+                                                 : "all_reduce"},
           {"reduce", c.reduce},
           {"axis", "tensor"},
           {"per_run", c.count},

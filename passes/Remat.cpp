@@ -74,6 +74,16 @@ bool recomputable(Operation *op) {
   return op && (isMemoryEffectFree(op) || isa<TpCopyOp>(op));
 }
 
+/// Sequence parallelism's all-gather before a column-parallel product
+/// (not one whose gradient is the rank's part): gathered again in the
+/// backward, as Megatron does, so the forward saves the rank's part of
+/// the sequence rather than the whole. Every tensor rank runs the same
+/// backward, so its peers gather again too.
+bool isSequenceGather(Operation *op) {
+  auto gather = dyn_cast_or_null<SpAllGatherOp>(op);
+  return gather && !gather.getSplitGrad();
+}
+
 /// Ops every function makes for itself: storage names, not work.
 bool isStorage(Operation *op) {
   return isa<ConstantOp, AxisIndexOp, GetParamOp>(op);
@@ -86,14 +96,21 @@ struct Remat : mlir::cleave::impl::RematBase<Remat> {
   // or the attention cores.
   int64_t group = 1;
   bool selective = false;
+  /// Segments: the gather chains of sequence parallelism only.
+  bool gathersOnly = false;
   llvm::StringMap<int64_t> prefixMatches;
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
     StringRef s = strategy;
-    if (s == "none" || s.empty())
-      return;
-    if (s == "each") {
+    if (s == "none" || s.empty()) {
+      // Without checkpointing, only sequence parallelism's gathers.
+      bool any = false;
+      module.walk([&](SpAllGatherOp g) { any |= isSequenceGather(g); });
+      if (!any)
+        return;
+      gathersOnly = true;
+    } else if (s == "each") {
       group = 1;
     } else if (s == "contiguous") {
       group = 0;
@@ -214,6 +231,33 @@ struct Remat : mlir::cleave::impl::RematBase<Remat> {
     return found;
   }
 
+  /// Each sequence-parallel gather with the layout ops around it (the
+  /// transposes to and from dimension 0, the reshapes of a flattened
+  /// activation, the f's of grouped-query attention), as ranges of `work`:
+  /// the chain from the rank's part to what the products read.
+  SmallVector<Range> gatherChains() {
+    SmallVector<Range> chains;
+    int64_t n = work.size();
+    for (int64_t i = 0; i < n; ++i) {
+      if (!isSequenceGather(work[i]))
+        continue;
+      int64_t begin = i, end = i + 1;
+      while (begin > 0 &&
+             isa<TransposeOp, ReshapeOp>(work[begin - 1]) &&
+             work[begin - 1]->getResult(0).hasOneUse() &&
+             *work[begin - 1]->getResult(0).getUsers().begin() == work[begin])
+        --begin;
+      while (end < n && isa<TransposeOp, ReshapeOp, TpCopyOp>(work[end]) &&
+             work[end]->getOperand(0).getDefiningOp() == work[end - 1])
+        ++end;
+      if (!chains.empty() && chains.back().end > begin)
+        continue;
+      chains.push_back({begin, end});
+      i = end - 1;
+    }
+    return chains;
+  }
+
   /// A sharded parameter (ZeRO-3) a recomputed segment reads is gathered
   /// again in the backward rather than saved whole from the forward, which
   /// would keep every layer's gathered parameters for the whole step. The
@@ -244,7 +288,9 @@ struct Remat : mlir::cleave::impl::RematBase<Remat> {
       }
 
     SmallVector<Range> segments;
-    if (selective) {
+    if (gathersOnly) {
+      segments = gatherChains();
+    } else if (selective) {
       for (auto [begin, end] : attentionCores(work))
         segments.push_back({begin, end});
     } else {
@@ -282,6 +328,9 @@ struct Remat : mlir::cleave::impl::RematBase<Remat> {
           duplicates.push_back(arg.getArgNumber());
         }
       }
+    auto canRecompute = [&](Operation *op) {
+      return recomputable(op) || (gathersOnly && isSequenceGather(op));
+    };
     auto opInSegment = [&](Operation *op, int64_t s) {
       auto it = op ? segmentOf.find(op) : segmentOf.end();
       return it != segmentOf.end() && it->second == s;
@@ -308,7 +357,7 @@ struct Remat : mlir::cleave::impl::RematBase<Remat> {
           Operation *def = u.getDefiningOp();
           if (def && isa<GetParamOp, GatherParamOp>(def))
             stack.push_back(def); // read again: a name, or gathered again
-          else if (!inSegment(u, s) || kept.contains(u) || !recomputable(def))
+          else if (!inSegment(u, s) || kept.contains(u) || !canRecompute(def))
             needs.insert(u);
           else
             stack.push_back(def);
@@ -323,7 +372,7 @@ struct Remat : mlir::cleave::impl::RematBase<Remat> {
     auto candidates = [&](int64_t s) {
       SmallVector<Value> values;
       for (auto &[v, arg] : argOf)
-        if (inSegment(v, s) && recomputable(v.getDefiningOp()))
+        if (inSegment(v, s) && canRecompute(v.getDefiningOp()))
           values.push_back(v);
       return values;
     };
@@ -338,7 +387,8 @@ struct Remat : mlir::cleave::impl::RematBase<Remat> {
       SmallVector<Value> values = candidates(s);
       for (Value v : values)
         for (Operation *user : v.getUsers())
-          if (!selective && user != ret && !opInSegment(user, s))
+          if (!selective && !gathersOnly && user != ret &&
+              !opInSegment(user, s))
             kept.insert(v);
       llvm::SetVector<Value> needs;
       closure(s, values, {}, needs);

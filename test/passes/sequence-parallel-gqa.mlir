@@ -3,41 +3,46 @@
 // (4 query heads, 2 key/value heads) with tensor=4. The attention norm's
 // output enters wq under an f over "tensor" and wk, wv under an f over the
 // sub-axis "tensor":(1)2 (ranks 0 and 1 hold key/value head 0, ranks 2
-// and 3 head 1). The first becomes an all-gather (its gradient a
-// reduce-scatter over the whole axis). The second cannot: ranks 0 and 1
-// compute the same gradient of the key/value projections' input, which a
-// reduce-scatter over all four ranks would count twice. It becomes the
-// all-gather whose gradient is the rank's part of the sequence
-// (split_grad), then the f over the sub-axis: the gradient is summed over
-// "tensor":(1)2 on the whole sequence, and each rank keeps its part.
-// (Hugging Face Llama, Mistral, Qwen2 and Gemma with 2 key/value heads at
-// tensor 4 with sequence_parallel trained with wrong gradients before.)
+// and 3 head 1). The second cannot become a plain all-gather: ranks 0 and
+// 1 compute the same gradient of the key/value projections' input, which
+// a reduce-scatter over all four ranks would count twice. (Hugging Face
+// Llama, Mistral, Qwen2 and Gemma with 2 key/value heads at tensor 4 with
+// sequence_parallel trained with wrong gradients that way before.) The
+// norm's output is gathered once, with the rank's part of the sequence as
+// its gradient (split_grad); the f over (1)2 follows for wk and wv, and
+// after it an f over the minor sub-axis (2)2 for wq: the query path's
+// gradient is summed over (2)2 then (1)2, i.e. over the whole axis, the
+// key/value path's over (1)2 only. (Before, the norm's output was gathered
+// twice, once per f: two whole [batch, seq, d] buffers and collectives.)
 // RUN: cleave-opt %s --cleave-propagate-shardings=tensor=4 --cleave-partition-tensor --cleave-sequence-parallel | FileCheck %s
 // RUN: cleave-opt %s --cleave-propagate-shardings=tensor=4 --cleave-partition-tensor --cleave-sequence-parallel --cleave-autodiff | FileCheck %s --check-prefix=GRAD
 
 // CHECK-LABEL: func.func @forward
 // CHECK: %[[H:.*]] = cleave.rms_norm {{.*}} -> tensor<2x1x16xf32>
 // CHECK: %[[HT:.*]] = cleave.transpose %[[H]] {perm = array<i64: 1, 0, 2>} : tensor<2x1x16xf32> -> tensor<1x2x16xf32>
-// CHECK: %[[KVG:.*]] = cleave.sp_all_gather %[[HT]] {axes = ["tensor"], dim = 0 : i64, split_grad} : tensor<1x2x16xf32> -> tensor<4x2x16xf32>
-// CHECK: %[[KVH:.*]] = cleave.transpose %[[KVG]]
-// CHECK: %[[KVF:.*]] = cleave.tp_copy %[[KVH]] {axes = ["tensor:(1)2"]} : tensor<2x4x16xf32>
-// CHECK: %[[QG:.*]] = cleave.sp_all_gather %{{.*}} {axes = ["tensor"], dim = 0 : i64} : tensor<1x2x16xf32> -> tensor<4x2x16xf32>
-// CHECK: %[[QH:.*]] = cleave.transpose %[[QG]]
-// CHECK: cleave.matmul %[[QH]], {{.*}} : (tensor<2x4x16xf32>, tensor<4x16xf32>) -> tensor<2x4x4xf32>
+// CHECK: %[[G:.*]] = cleave.sp_all_gather %[[HT]] {axes = ["tensor"], dim = 0 : i64, split_grad} : tensor<1x2x16xf32> -> tensor<4x2x16xf32>
+// CHECK: %[[GH:.*]] = cleave.transpose %[[G]]
+// CHECK: %[[KVF:.*]] = cleave.tp_copy %[[GH]] {axes = ["tensor:(1)2"]} : tensor<2x4x16xf32>
+// CHECK: %[[QF:.*]] = cleave.tp_copy %[[KVF]] {axes = ["tensor:(2)2"]} : tensor<2x4x16xf32>
+// CHECK-NOT: cleave.sp_all_gather
+// CHECK: cleave.matmul %[[QF]], {{.*}} : (tensor<2x4x16xf32>, tensor<4x16xf32>) -> tensor<2x4x4xf32>
 // CHECK: cleave.matmul %[[KVF]], {{.*}} : (tensor<2x4x16xf32>, tensor<4x16xf32>) -> tensor<2x4x4xf32>
 // CHECK: cleave.matmul %[[KVF]], {{.*}} : (tensor<2x4x16xf32>, tensor<4x16xf32>) -> tensor<2x4x4xf32>
 
-// The backward: the sum over the sub-axis on the whole sequence, then the
-// rank's rows of it (a gather at axis_index), added to the query
-// projection's reduce-scattered part; no reduce-scatter of it.
+// The backward of the attention norm's output: the query projection's
+// gradient summed over (2)2, added to the key/value projections', the sum
+// over (1)2, then the rank's rows of it (a gather at axis_index); no
+// reduce-scatter of it.
 // GRAD-LABEL: func.func @forward_backward
-// GRAD: %[[S:.*]] = cleave.tp_reduce %{{.*}} {axes = ["tensor:(1)2"]} : tensor<2x4x16xf32>
+// GRAD: %[[Q:.*]] = cleave.tp_reduce %{{.*}} {axes = ["tensor:(2)2"]} : tensor<2x4x16xf32>
+// GRAD: %[[QKV:.*]] = cleave.add %{{.*}}, %[[Q]] : (tensor<2x4x16xf32>, tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
+// GRAD: %[[S:.*]] = cleave.tp_reduce %[[QKV]] {axes = ["tensor:(1)2"]} : tensor<2x4x16xf32>
 // GRAD-NOT: cleave.sp_reduce_scatter
 // GRAD: %[[ST:.*]] = cleave.transpose %[[S]] {perm = array<i64: 1, 0, 2>} : tensor<2x4x16xf32> -> tensor<4x2x16xf32>
 // GRAD: cleave.axis_index {axis = "tensor"}
 // GRAD: %[[PART:.*]] = cleave.gather %[[ST]], {{.*}} {axis = 0 : i64} : (tensor<4x2x16xf32>, tensor<1xi64>) -> tensor<1x2x16xf32>
 // GRAD: %[[PT:.*]] = cleave.transpose %[[PART]]
-// GRAD: cleave.add %{{.*}}, %[[PT]] : (tensor<2x1x16xf32>, tensor<2x1x16xf32>) -> tensor<2x1x16xf32>
+// GRAD: cleave.rms_norm_grad %[[PT]]
 
 cleave.parameter @tok_embeddings.weight : tensor<32x16xf32>
 cleave.parameter @attention_norm.weight : tensor<16xf32>
