@@ -1,10 +1,19 @@
 #!/bin/sh
 # Runs a command; on MPI rank $1 (or without mpirun when $1 is 0) the
-# process gets SIGTERM after $2 seconds (the test of a run stopped mid-way).
-#   signal_after.sh RANK SECONDS COMMAND...
-rank=$1 seconds=$2
+# process gets SIGTERM after $2 seconds, or, when $2 is a path, once that
+# path exists (at most 300 s): the test of a run stopped mid-way. A path
+# keeps a test that needs some checkpoints before the stop independent of
+# how fast a loaded machine runs the steps.
+#   signal_after.sh RANK SECONDS|PATH COMMAND...
+rank=$1 when=$2
 shift 2
 if [ "${OMPI_COMM_WORLD_RANK:-0}" = "$rank" ]; then
-  (sleep "$seconds"; kill -TERM $$) &
+  case $when in
+  *[!0-9.]*)
+    (i=0
+     while [ ! -e "$when" ] && [ $i -lt 3000 ]; do sleep 0.1; i=$((i + 1)); done
+     kill -TERM $$) & ;;
+  *) (sleep "$when"; kill -TERM $$) & ;;
+  esac
 fi
 exec "$@"
