@@ -252,6 +252,13 @@ def SequenceParallel : Pass<"cleave-sequence-parallel", "ModuleOp"> {
     gradient every rank holds. The sequence length (the token ids' second
     dimension) must be a multiple of the degree, and no function may
     return a split activation: errors naming the spec key.
+    The sequence may also sit merged in a dimension (`outer * seq *
+    inner`, e.g. a flattened `[batch*seq, d]` before a product): such a
+    layout is followed through per-token ops and reshapes, and its
+    collectives run on the dimension viewed as `[outer, seq*inner]`. A
+    value that feeds an f over the whole axis and one over a sub-axis
+    (grouped-query attention) is gathered once. A dropout in the region
+    draws its mask at its elements' places in the full tensor.
     Without a `tensor` axis of more than one rank the module is unchanged.
 
     ```mlir
@@ -858,6 +865,11 @@ def PrefetchGathers : Pass<"cleave-prefetch-gathers", "ModuleOp"> {
     later up to its own place, where it stays synchronous); 0 prefetches
     nothing. A started gather's space is taken from its start, so the
     memory plan, after this pass, counts the earlier starts exactly.
+    A hierarchical gather (`sdp_hierarchical_allgather`: inside the host,
+    then across hosts) starts its second hop where a flat gather would
+    start, and its first hop one gather earlier when compute lies between
+    and `max-live` allows (`cleave.gather_next_hop` waits for the first hop
+    and starts the second; docs/zero.md).
 
     ```mlir
     // before
