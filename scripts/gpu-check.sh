@@ -129,7 +129,7 @@ if [ $pack_only = 0 ]; then
     launch=("$build/bin/cleave-run")
     [ "$ranks" -gt 1 ] && launch=(mpirun -np "$ranks" --oversubscribe --allow-run-as-root "$build/bin/cleave-run" --threads 1)
     "${launch[@]}" "$dir/program" --device cpu --data "$repo/data/tokens.bin" --steps 10 \
-      --save-params "$dir/cpu-params.safetensors" >"$dir/cpu.log" 2>&1 ||
+      --save-params "$dir/cpu-params.safetensors" </dev/null >"$dir/cpu.log" 2>&1 ||
       die "cleave-run --device cpu failed for case $name (log $dir/cpu.log)"
   done <<'CASES'
 gpt2-fp32 gpt2-toy fp32 1
@@ -137,6 +137,8 @@ llama-fp32 llama-toy fp32 1
 gpt2-bf16 gpt2-toy bf16 1
 llama-bf16 llama-toy bf16 1
 gpt2-pp2dp2-fp32 gpt2-toy fp32 4 "pipeline_parallel_degree": 2, "ddp": true,
+gpt2-offload-fp32 gpt2-toy fp32 1 "activation_checkpointing": "each", "offload_activations": true, "activation_loading_horizon": 1,
+llama-tp2-fp32 llama-toy fp32 2 "tensor_parallel_degree": 2,
 CASES
 
   # The benchmark's programs: shapes-only exports (generated weights, no

@@ -28,7 +28,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 # name -> (world size, spec keys). Tensor layouts run with and without
-# sequence parallelism; the sharded ones are issue 14's.
+# sequence parallelism; the sharded ones are issue 14's, with no persistence
+# threshold so that every parameter is sharded (SMP's default of 10^6
+# elements would keep each of the toys' parameters whole: a ZeRO-1 program).
 LAYOUTS = {
     "t2": (2, {"tensor_parallel_degree": 2}),
     "t4": (4, {"tensor_parallel_degree": 4}),
@@ -40,9 +42,10 @@ LAYOUTS = {
     "z1t2d2": (4, {"shard_optimizer_state": True, "tensor_parallel_degree": 2}),
     "z1t2p2d2": (8, {"shard_optimizer_state": True, "tensor_parallel_degree": 2,
                      "pipeline_parallel_degree": 2}),
-    "sdp2x2": (4, {"sharded_data_parallel_degree": 2}),
-    "sdp4": (4, {"sharded_data_parallel_degree": 4}),
-    "sdp2t2": (4, {"sharded_data_parallel_degree": 2, "tensor_parallel_degree": 2}),
+    "sdp2x2": (4, {"sharded_data_parallel_degree": 2, "sdp_param_persistence_threshold": 0}),
+    "sdp4": (4, {"sharded_data_parallel_degree": 4, "sdp_param_persistence_threshold": 0}),
+    "sdp2t2": (4, {"sharded_data_parallel_degree": 2, "tensor_parallel_degree": 2,
+                     "sdp_param_persistence_threshold": 0}),
 }
 
 SPEC = {"batch_size": 8, "microbatches": 2, "ddp": True,
