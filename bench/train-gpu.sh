@@ -20,14 +20,14 @@ trap 'rm -rf "$work"' EXIT
 rows=()
 for config in gpt2-124m gpt2-350m; do
   cleave="{}"
-  for program in $(ls -d "$pack"/bench/"$config"-b* 2>/dev/null | sort -t b -k3 -n -r); do
+  for program in $(ls -d "$pack"/bench/"$config"-b*/ 2>/dev/null | sed 's|/$||' | sort -t b -k3 -n -r); do
     batch=${program##*-b}
     if "$pack/bin/cleave-run" "$program" --device cuda --data data/tokens.bin \
       --steps "$steps" --metrics "$work/$config.jsonl" >"$work/$config-b$batch.log" 2>&1; then
       cleave=$("$py" - "$work/$config.jsonl" "$batch" <<'PY'
 import json, sys
 steps = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-timed = [s["tokens_per_second"] for s in steps[3:]]
+timed = [s["tokens_per_s"] for s in steps[3:]]
 print(json.dumps({"mode": "cleave", "batch": int(sys.argv[2]),
                   "tokens_per_second": sum(timed) / len(timed)}))
 PY
@@ -36,7 +36,7 @@ PY
     fi
     echo "cleave-run $config batch $batch: $(tail -1 "$work/$config-b$batch.log")"
   done
-  torch=$("$py" bench/torch_train_gpu.py "$config" --seq 1024 --batches 64,48,32,24,16,8,4 --steps "$steps")
+  torch=$("$py" bench/torch_train_gpu.py "$config" --seq 1024 --batches 64,48,32,24,16,8,4 --steps "$steps" --modes "${TORCH_MODES:-eager,compile}" | grep '^{')
   rows+=("$("$py" - "$config" "$cleave" <<PY
 import json, sys
 config, cleave = sys.argv[1], json.loads(sys.argv[2])

@@ -37,6 +37,7 @@ check() { # name, command...
 for case in "$pack"/cases/*/; do
   case=${case%/}
   name=$(basename "$case")
+  [[ "$name" =~ ${CLEAVE_GPU_CASES:-.} ]] || continue
   ranks=$(cat "$case/ranks")
   precision=$(cat "$case/precision")
   config=$(cat "$case/config")

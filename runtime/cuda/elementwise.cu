@@ -27,8 +27,9 @@
 // step, with 32-bit index arithmetic when the result has fewer than 2^31
 // elements.
 // cast converts between f32, bf16 and f16 through float (exact from the
-// 16-bit types), rounding to nearest even as the CPU's convert does; a cast
-// to the same type is a device-to-device copy.
+// 16-bit types), rounding to nearest even as the CPU's convert does; to and
+// from i64, i32 and bool as the CPU's cast (nonzero is true, a float to an
+// integer truncates); a cast to the same type is a device-to-device copy.
 //
 //===----------------------------------------------------------------------===//
 
@@ -38,6 +39,7 @@
 #include "runtime/cuda/CudaKernels.h"
 
 #include <climits>
+#include <cstdint>
 #include <type_traits>
 
 using namespace cleave::runtime;
@@ -417,8 +419,24 @@ __global__ void dropoutElements(const T *__restrict__ x, T *__restrict__ out,
 template <typename S, typename D, typename Index>
 __global__ void convert(const S *__restrict__ x, D *__restrict__ out, Index n) {
   for (Index i = Index(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += Index(gridDim.x) * blockDim.x)
-    out[i] = fromFloat<D>(toFloat(x[i]));
+       i += Index(gridDim.x) * blockDim.x) {
+    auto v = loadValue(x[i]);
+    if constexpr (std::is_same_v<D, Bool>)
+      out[i] = Bool(v != 0); // anything nonzero (NaN included) is true
+    else if constexpr (std::is_same_v<S, Bool>)
+      out[i] = storeValue<D>(int(v != 0));
+    else if constexpr (isDeviceFloat<S> && !isDeviceFloat<D>) {
+      // As ONNX Cast and the CPU: toward zero, NaN to 0, saturating.
+      constexpr D lo = std::is_same_v<D, int32_t> ? D(INT32_MIN) : D(INT64_MIN);
+      constexpr D hi = std::is_same_v<D, int32_t> ? D(INT32_MAX) : D(INT64_MAX);
+      double d = double(v);
+      out[i] = !(d == d)           ? D(0)
+               : d <= double(lo) ? lo
+               : d >= double(hi) ? hi
+                                 : D(d);
+    } else
+      out[i] = storeValue<D>(v);
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -783,11 +801,11 @@ Status castKernel(const KernelArgs &a, cudaStream_t stream) {
   const TensorRef &x = a.in(0), &out = a.out();
   CLEAVE_CHECK(a.expectShape(out, x.shape, "the result"));
   int64_t n = x.numElements();
-  return visitDeviceFloat(
+  return visitDevice<Types::Comparable>(
       a, x.dtype,
       [&](auto from) -> Status {
         using S = typename decltype(from)::type;
-        return visitDeviceFloat(
+        return visitDevice<Types::Comparable>(
             a, out.dtype,
             [&](auto to) -> Status {
               using D = typename decltype(to)::type;

@@ -87,8 +87,8 @@ TEST(CudaKernelsTest, ErrorsInsteadOfCrashes) {
                             {t(DType::F32, {})}, nullptr),
               "target has shape [5], expected [4]");
   expectError(runCudaKernel("cast", {}, {t(DType::F32, {4})},
-                            {t(DType::I32, {4})}, nullptr),
-              "no CUDA kernel for element type i32 (the result)");
+                            {t(DType::F64, {4})}, nullptr),
+              "no CUDA kernel for element type f64 (the result)");
   expectError(
       runCudaKernel("attention", {},
                     {t(DType::F32, {1, 3, 4, 8}), t(DType::F32, {1, 2, 4, 8}),
@@ -535,6 +535,30 @@ TEST_P(CudaKernelsTyped, Cast) {
         ASSERT_NO_FATAL_FAILURE(
             compareWithCpu("cast", {}, {&x}, {Buf(to, shape)}, {0, 0}));
       }
+}
+
+/// Casts to and from bool and the integer types (the vocab-parallel
+/// cross-entropy casts its rank's mask of targets), against the CPU's.
+TEST(CudaKernels, CastIntegersAndBool) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  unsigned seed = 1100;
+  const DType types[] = {DType::Bool, DType::I32, DType::I64,
+                         DType::F32,  DType::BF16, DType::F16};
+  for (DType from : types)
+    for (DType to : types) {
+      bool floats = from != DType::Bool && from != DType::I32 &&
+                    from != DType::I64;
+      if (floats && to != DType::Bool && to != DType::I32 &&
+          to != DType::I64)
+        continue; // CudaKernelsTyped.Cast
+      SCOPED_TRACE(std::string(dtypeName(from)) + " to " + dtypeName(to));
+      // Zeros among the values (bool's false), and, from floats, fractions
+      // to truncate.
+      Buf x = from == DType::Bool ? random(from, {1000, 3}, 0, 2, ++seed)
+                                  : random(from, {1000, 3}, -3, 3, ++seed);
+      ASSERT_NO_FATAL_FAILURE(
+          compareWithCpu("cast", {}, {&x}, {Buf(to, {1000, 3})}, {0, 0}));
+    }
 }
 
 //===----------------------------------------------------------------------===//
