@@ -14,7 +14,10 @@ semantics and batches). The losses (1e-5 relative, compare_losses.py) and
 final parameters (compare_params.py) must agree. Then what cleave-run saved
 (--save-params) goes back into the transformers model (for the first
 export through export_hf.py --import-params, save_pretrained and
-from_pretrained; for the others with load_cleave_params), and its loss on the next batch must equal that of PyTorch's trained model
+from_pretrained; for the others, the checkpoint of the last step as
+`cleave-checkpoint export` writes it, with load_cleave_params: strict
+load_state_dict), and its loss on the next batch must equal that of
+PyTorch's trained model
 (1e-5 relative). With --layouts, the last export also trains on 2 ranks
 under mpirun (data parallel, or a 2-stage pipeline of 2 microbatches,
 tensor parallel of degree 2 with and without sequence parallelism) or 4
@@ -159,7 +162,11 @@ def check_family(family, d, tokens_path, tokens, steps, opsets, variants, layout
             rc, text = run(["cleave-run", out, "--threads", "1", "--data", tokens_path,
                             "--steps", str(steps),
                             "--metrics", out + ".jsonl", "--save-params",
-                            out + ".safetensors"])
+                            out + ".safetensors", "--checkpoint-dir", out + ".ck"])
+        if rc == 0:
+            # The checkpoint of the last step as a user exports it.
+            rc, text = run(["cleave-checkpoint", "export", out + ".ck", "-o",
+                            out + ".exported.safetensors"])
         if rc != 0:
             print("%s: FAILED\n%s" % (tag, "\n".join("   " + l for l in text.splitlines()[:6])))
             failed += 1
@@ -182,8 +189,10 @@ def check_family(family, d, tokens_path, tokens, steps, opsets, variants, layout
             if brc == 0:
                 m, t, _ = export_hf.load_model(back)
         else:
+            # The others' through the checkpoint: cleave-checkpoint export
+            # writes the state_dict's own names.
             m, t, _ = export_hf.load_model(folder)
-            export_hf.load_cleave_params(m, out + ".safetensors")
+            export_hf.load_cleave_params(m, out + ".exported.safetensors")
         if brc == 0:
             export_hf.with_loss_forward(m, t)
             loaded = loss_on(m, tokens, steps)
