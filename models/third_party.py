@@ -386,14 +386,14 @@ def check_no_dropout(name, model, idx, tgt):
                          % (name, float(a), float(b)))
 
 
-def export_training(outdir, only=None, seed=0, steps=10, verbose=True):
+def export_training(outdir, only=None, seed=0, steps=10, verbose=True, batch=BATCH):
     """For training: each model exported as a user who trains exports it
     (training mode, no constant folding: one initializer per parameter,
     named as in state_dict, none merged by value), and PyTorch's reference
     run of `steps` steps under DESIGN.md's semantics on DIR/tokens.bin
     (reference.train: its batches, AdamW with weight decay on ndim >= 2
     only, clip_grad_norm_).  Writes <name>_train_op{14,17}[_dyn].onnx
-    (static batch BATCH, or dynamic), <name>.train/ (losses.json,
+    (static batch `batch`, or dynamic), <name>.train/ (losses.json,
     params_init and params_final safetensors, keyed by initializer name:
     the parameters and the buffers the export made initializers, which
     stay unchanged) and <name>.spec.json, the spec to train it with: those
@@ -415,7 +415,7 @@ def export_training(outdir, only=None, seed=0, steps=10, verbose=True):
             continue
         torch.manual_seed(seed)
         model = cls()
-        idx, tgt = reference.get_batch(tokens, 0, BATCH, SEQ)
+        idx, tgt = reference.get_batch(tokens, 0, batch, SEQ)
         check_no_dropout(name, model, idx, tgt)
         weights = reference.named_weights(model)
         inits = None
@@ -431,10 +431,10 @@ def export_training(outdir, only=None, seed=0, steps=10, verbose=True):
                 assert inits is None or sorted(found) == sorted(inits), (path, found)
                 inits = found
         ref = reference.write_training_reference(
-            model, tokens, BATCH, SEQ, steps, opt, inits, os.path.join(outdir, name + ".train"),
+            model, tokens, batch, SEQ, steps, opt, inits, os.path.join(outdir, name + ".train"),
             info={"seed": seed, "data": "tokens.bin"})
         frozen = ref["frozen_parameters"]
-        spec = {"batch_size": BATCH, "optimizer": opt}
+        spec = {"batch_size": batch, "optimizer": opt}
         if frozen:
             spec["frozen_parameters"] = frozen
         with open(os.path.join(outdir, name + ".spec.json"), "w") as f:
@@ -453,9 +453,12 @@ def main():
     ap.add_argument("--train", action="store_true",
                     help="training exports and PyTorch training references "
                          "(export_training) instead of the inference exports")
+    ap.add_argument("--batch", type=int, default=BATCH,
+                    help="with --train: the global batch (default %d); the "
+                         "static exports take it whole" % BATCH)
     a = ap.parse_args()
     if a.train:
-        export_training(a.outdir, a.only, a.seed)
+        export_training(a.outdir, a.only, a.seed, batch=a.batch)
     else:
         export_all(a.outdir, a.only, a.seed)
 
