@@ -153,6 +153,9 @@ def check_family(family, d, tokens_path, tokens, steps, opsets, variants, layout
         json.dump({"batch_size": BATCH, "optimizer": OPTIMIZER}, f)
     for tag, path, variant in exports:
         out = os.path.join(d, tag + ".program")
+        # The first export loads back through export_hf.py; the others
+        # through the checkpoint of the last step, as a user exports it.
+        first = tag == exports[0][0]
         rc, text = run(["cleave-compile", path, "--spec", spec, "--set",
                         "microbatches=" + ("2" if variant == "dyn" else "1"), "-o", out])
         if rc == 0:
@@ -162,11 +165,11 @@ def check_family(family, d, tokens_path, tokens, steps, opsets, variants, layout
             rc, text = run(["cleave-run", out, "--threads", "1", "--data", tokens_path,
                             "--steps", str(steps),
                             "--metrics", out + ".jsonl", "--save-params",
-                            out + ".safetensors", "--checkpoint-dir", out + ".ck"])
-        if rc == 0:
-            # The checkpoint of the last step as a user exports it.
-            rc, text = run(["cleave-checkpoint", "export", out + ".ck", "-o",
-                            out + ".exported.safetensors"])
+                            out + ".safetensors"] +
+                           ([] if first else ["--checkpoint-dir", out + ".ck"]))
+            if rc == 0 and not first:
+                rc, text = run(["cleave-checkpoint", "export", out + ".ck", "-o",
+                                out + ".exported.safetensors"])
         if rc != 0:
             print("%s: FAILED\n%s" % (tag, "\n".join("   " + l for l in text.splitlines()[:6])))
             failed += 1
@@ -181,7 +184,7 @@ def check_family(family, d, tokens_path, tokens, steps, opsets, variants, layout
         # does save_pretrained, then from_pretrained), the others' in this
         # process (the same load_cleave_params, without a second start).
         brc, btext = 0, ""
-        if tag == exports[0][0]:
+        if first:
             back = os.path.join(d, tag + ".trained")
             brc, btext = run([sys.executable, os.path.join(MODELS, "export_hf.py"),
                               folder, "--import-params", out + ".safetensors",
