@@ -6,6 +6,8 @@
 #include "runtime/cuda/CudaBackend.h"
 #endif
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
@@ -20,6 +22,12 @@ Status Backend::allocateHost(uint64_t bytes, uint64_t alignment, void *&base) {
   if (int error = posix_memalign(&base, alignment, size))
     return Status::error("cannot allocate " + std::to_string(bytes) +
                          " bytes of host memory: " + std::strerror(error));
+  // Huge pages where the kernel gives them on request (transparent huge
+  // pages in "madvise" mode): a large buffer's first touch faults once per
+  // 2 MiB, not once per 4 KiB. Advice only: its failure changes nothing.
+  const uint64_t huge = uint64_t(2) << 20;
+  if (alignment % huge == 0 && size >= huge)
+    madvise(base, size & ~(huge - 1), MADV_HUGEPAGE);
   std::memset(base, 0, size);
   return Status::ok();
 }
@@ -42,8 +50,8 @@ std::vector<std::string> cleave::runtime::describeBackends() {
   else if (gpus.empty())
     line += " (no device)";
   for (size_t i = 0; i < gpus.size(); ++i)
-    line += (i ? ", GPU " : ": GPU ") + std::to_string(i) + " (" + gpus[i] +
-            ")";
+    line +=
+        (i ? ", GPU " : ": GPU ") + std::to_string(i) + " (" + gpus[i] + ")";
   lines.push_back(line);
 #else
   lines.push_back("cuda (not built: nvcc was not found at configure time)");

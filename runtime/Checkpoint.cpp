@@ -14,14 +14,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/Checkpoint.h"
+#include "runtime/Crc32c.h"
 #include "runtime/Executor.h"
 #include "runtime/Sha256.h"
 
 #include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -62,6 +61,41 @@ std::string ints(const std::vector<int64_t> &v) { return formatInts(v); }
 
 std::string errnoText() { return std::strerror(errno); }
 
+/// `size` lowercase hex digits, as the writer gives a checksum.
+bool isHex(const std::string &text, size_t size) {
+  return text.size() == size &&
+         text.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
+/// A piece's own check, over its bytes fed in order: its CRC-32C, or the
+/// SHA-256 of a manifest from before them.
+class PieceCheck {
+public:
+  explicit PieceCheck(const CheckpointPiece &piece) : piece_(&piece) {}
+  void update(const char *data, size_t size) {
+    if (piece_->crc32c.empty())
+      sha_.update(data, size);
+    else
+      crc_.update(data, size);
+  }
+  /// Empty when the bytes match the manifest; else "have CRC-32C x, the
+  /// manifest says y". Once: the check is spent after it.
+  std::string mismatch() {
+    bool crc = !piece_->crc32c.empty();
+    std::string actual = crc ? crc_.hexDigest() : sha_.hexDigest();
+    const std::string &expected = crc ? piece_->crc32c : piece_->sha256;
+    if (actual == expected)
+      return "";
+    return std::string("have ") + (crc ? "CRC-32C " : "SHA-256 ") + actual +
+           ", the manifest says " + expected;
+  }
+
+private:
+  const CheckpointPiece *piece_;
+  Sha256 sha_;
+  Crc32c crc_;
+};
+
 bool exists(const std::string &path) {
   struct stat st;
   return stat(path.c_str(), &st) == 0;
@@ -85,27 +119,64 @@ Status syncFolder(const std::string &path) {
   return Status::ok();
 }
 
+/// O_DIRECT's alignment of memory, file offset and size (4096 covers
+/// every logical block size Linux file systems use).
+constexpr uintptr_t kDirectAlign = 4096;
+
 /// Writes pieces to `path` through `path`.tmp: write, fsync, rename, fsync
 /// the folder. `produce` is called with a sink until it returns false.
+/// `direct`: the file is opened with O_DIRECT, so that what is page-aligned
+/// in a piece goes from memory to the disk without a copy into the page
+/// cache (the kernel's copy was a third of a save's CPU time); the rest of
+/// a piece, and every piece where the file system refuses O_DIRECT (tmpfs),
+/// is written through the page cache.
 template <typename Produce>
 Status writeAtomically(const std::string &folder, const std::string &name,
-                       Produce &&produce) {
+                       Produce &&produce, bool direct = false) {
   std::string path = folder + "/" + name, temp = path + ".tmp";
-  int fd = open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  int flags = O_WRONLY | O_CREAT | O_TRUNC;
+  int fd = direct ? open(temp.c_str(), flags | O_DIRECT, 0644) : -1;
+  if (fd < 0) {
+    direct = false;
+    fd = open(temp.c_str(), flags, 0644);
+  }
   if (fd < 0)
     return Status::error(temp + ": cannot create: " + errnoText());
-  Status status = produce([&](const void *data, size_t size) -> Status {
-    const char *p = static_cast<const char *>(data);
+  auto buffered = [&] {
+    if (direct && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_DIRECT) == 0)
+      direct = false;
+    return !direct;
+  };
+  uint64_t offset = 0;
+  auto writeAll = [&](const char *p, size_t size) -> Status {
     while (size) {
       ssize_t n = write(fd, p, size);
       if (n < 0 && errno == EINTR)
+        continue;
+      // O_DIRECT refused for this write (a file system with larger
+      // blocks): the page cache takes it and the rest.
+      if (n < 0 && errno == EINVAL && direct && buffered())
         continue;
       if (n <= 0)
         return Status::error(temp + ": write failed: " + errnoText());
       p += n;
       size -= size_t(n);
+      offset += uint64_t(n);
     }
     return Status::ok();
+  };
+  Status status = produce([&](const void *data, size_t size) -> Status {
+    const char *p = static_cast<const char *>(data);
+    if (direct && reinterpret_cast<uintptr_t>(p) % kDirectAlign == 0 &&
+        offset % kDirectAlign == 0) {
+      size_t aligned = size & ~size_t(kDirectAlign - 1);
+      CLEAVE_CHECK(writeAll(p, aligned));
+      p += aligned;
+      size -= aligned;
+    }
+    if (size && direct && !buffered())
+      return Status::error(temp + ": cannot leave O_DIRECT: " + errnoText());
+    return writeAll(p, size);
   });
   if (status && fsync(fd) != 0)
     status = Status::error(temp + ": fsync failed: " + errnoText());
@@ -402,7 +473,8 @@ std::vector<FlatRun> cleave::runtime::flatRuns(
     }
     for (size_t d = k; d < rank; ++d)
       full += start[d] * fullStride[d];
-    int64_t lo = std::max(begin, b * block), hi = std::min(end, b * block + block);
+    int64_t lo = std::max(begin, b * block),
+            hi = std::min(end, b * block + block);
     runs.push_back({full + lo - b * block, lo - begin, hi - lo});
   }
   return runs;
@@ -627,8 +699,8 @@ Status cleave::runtime::readCheckpointManifest(const std::string &folder,
                                "': boxes is not a list of {start, size} "
                                "with a boxes_axis");
         piece.boxesAxis = int(axis);
-        std::string misfit = boxesMisfit(shape, piece.sliceSize, piece.boxes,
-                                         piece.boxesAxis);
+        std::string misfit =
+            boxesMisfit(shape, piece.sliceSize, piece.boxes, piece.boxesAxis);
         if (misfit.empty() && piece.sliceStart != piece.boxes[0].start)
           misfit = "slice_start " + ints(piece.sliceStart) +
                    " is not its first box's start";
@@ -666,9 +738,15 @@ Status cleave::runtime::readCheckpointManifest(const std::string &folder,
       }
       if (t.find("sha256")) {
         piece.sha256 = stringMember(t, "sha256");
-        if (piece.sha256.size() != 64)
+        if (!isHex(piece.sha256, 64))
           return Status::error(which + ": tensor '" + name +
                                "': sha256 is not 64 hex digits");
+      }
+      if (t.find("crc32c")) {
+        piece.crc32c = stringMember(t, "crc32c");
+        if (!isHex(piece.crc32c, 8))
+          return Status::error(which + ": tensor '" + name +
+                               "': crc32c is not 8 hex digits");
       }
       if (pieceBytes != elements * int64_t(dtypeSize(dtype)) || offset < 0 ||
           uint64_t(offset) + uint64_t(pieceBytes) > rank.bytes)
@@ -708,29 +786,31 @@ Status cleave::runtime::streamCheckpointFile(
   const CheckpointRank &rank = m.ranks[rankIndex];
   std::string path = m.filePath(rankIndex);
   Sha256 hash;
-  // Each tensor's own hash, where the manifest has one: a flipped byte is
+  // Each tensor's own check, where the manifest has one: a flipped byte is
   // then named by its tensor, not only its file.
-  struct Hashed {
+  struct Checked {
     const std::string *name;
     const CheckpointPiece *piece;
-    Sha256 hash;
+    PieceCheck check;
   };
-  std::vector<Hashed> pieces;
+  std::vector<Checked> pieces;
   for (auto &[name, t] : m.tensors)
     for (const CheckpointPiece &p : t.pieces)
-      if (p.rankIndex == rankIndex && !p.sha256.empty())
-        pieces.push_back({&name, &p, Sha256()});
-  std::sort(pieces.begin(), pieces.end(), [](const Hashed &a, const Hashed &b) {
-    return a.piece->offset < b.piece->offset;
-  });
+      if (p.rankIndex == rankIndex && p.hasOwnCheck())
+        pieces.push_back({&name, &p, PieceCheck(p)});
+  std::sort(pieces.begin(), pieces.end(),
+            [](const Checked &a, const Checked &b) {
+              return a.piece->offset < b.piece->offset;
+            });
   size_t first = 0; // pieces before it end before the chunk
-  // When the tensors' hashes cover every byte of the file (what a writer
-  // of them writes: the file is its tensors), they say all the file's
-  // would: it is not computed again (a second pass over every byte).
+  // When the tensors' SHA-256s cover every byte of the file (what a writer
+  // of them wrote: the file is its tensors), they say all the file's
+  // would: it is not computed again (a second pass over every byte). Their
+  // CRC-32Cs do not: the file's SHA-256 is checked with them.
   uint64_t coveredTo = 0;
-  for (const Hashed &h : pieces)
-    if (h.piece->offset <= coveredTo)
-      coveredTo = std::max(coveredTo, h.piece->offset + h.piece->bytes);
+  for (const Checked &c : pieces)
+    if (!c.piece->sha256.empty() && c.piece->offset <= coveredTo)
+      coveredTo = std::max(coveredTo, c.piece->offset + c.piece->bytes);
   bool fileHash = coveredTo < rank.bytes;
   // 64 MiB: a read is cheap next to hashing it, and leaves no trace in the
   // memory of a rank.
@@ -756,18 +836,17 @@ Status cleave::runtime::streamCheckpointFile(
           uint64_t begin = std::max(at, p.offset);
           uint64_t end = std::min(at + size, p.offset + p.bytes);
           if (begin < end)
-            pieces[i].hash.update(data + (begin - at), size_t(end - begin));
+            pieces[i].check.update(data + (begin - at), size_t(end - begin));
         }
         consume(at, data, size);
       }));
-  for (Hashed &h : pieces) {
-    std::string actual = h.hash.hexDigest();
-    if (actual != h.piece->sha256)
+  for (Checked &c : pieces) {
+    std::string mismatch = c.check.mismatch();
+    if (!mismatch.empty())
       return Status::error(
-          path + ": bytes [" + str(int64_t(h.piece->offset)) + ", " +
-          str(int64_t(h.piece->offset + h.piece->bytes)) + ") of tensor '" +
-          *h.name + "' have SHA-256 " + actual + ", the manifest says " +
-          h.piece->sha256 + ": the file is corrupt");
+          path + ": bytes [" + str(int64_t(c.piece->offset)) + ", " +
+          str(int64_t(c.piece->offset + c.piece->bytes)) + ") of tensor '" +
+          *c.name + "' " + mismatch + ": the file is corrupt");
   }
   if (!fileHash)
     return Status::ok();
@@ -788,11 +867,11 @@ struct NamedPiece {
 };
 
 /// Reads only `pieces` of rank file `rankIndex` (every one with its own
-/// SHA-256 in the manifest), each in chunks handed to `consume(offset,
+/// check in the manifest), each in chunks handed to `consume(offset,
 /// data, size)`, and checks the file's size before and each piece's
-/// SHA-256 after it is read: a rank that needs one tensor of a file reads
-/// that tensor's bytes, not the file. Errors name the file, the tensor and
-/// its bytes, as streamCheckpointFile's.
+/// CRC-32C (or SHA-256) after it is read: a rank that needs one tensor of a
+/// file reads that tensor's bytes, not the file. Errors name the file, the
+/// tensor and its bytes, as streamCheckpointFile's.
 Status readCheckpointPieces(
     const CheckpointManifest &m, int rankIndex, std::vector<NamedPiece> pieces,
     const std::function<void(uint64_t, const char *, size_t)> &consume) {
@@ -818,21 +897,22 @@ Status readCheckpointPieces(
   if (fstat(fd, &st) != 0)
     return Status::error(path + ": cannot stat: " + errnoText());
   if (uint64_t(st.st_size) != rank.bytes)
-    return Status::error(path + ": " + str(int64_t(st.st_size)) +
-                         " bytes, the manifest says " +
-                         str(int64_t(rank.bytes)) +
-                         ": the file is truncated or was replaced");
+    return Status::error(
+        path + ": " + str(int64_t(st.st_size)) + " bytes, the manifest says " +
+        str(int64_t(rank.bytes)) + ": the file is truncated or was replaced");
   uint64_t largest = 0;
   for (const NamedPiece &p : pieces)
     largest = std::max(largest, p.piece->bytes);
   // 64 MiB, as a whole file's stream.
-  std::vector<char> chunk(size_t(std::min<uint64_t>(largest, uint64_t(64) << 20)));
+  std::vector<char> chunk(
+      size_t(std::min<uint64_t>(largest, uint64_t(64) << 20)));
   for (const NamedPiece &p : pieces) {
     const CheckpointPiece &piece = *p.piece;
-    Sha256 hash;
+    PieceCheck check(piece);
     uint64_t done = 0;
     while (done < piece.bytes) {
-      size_t want = size_t(std::min<uint64_t>(chunk.size(), piece.bytes - done));
+      size_t want =
+          size_t(std::min<uint64_t>(chunk.size(), piece.bytes - done));
       ssize_t n = pread(fd, chunk.data(), want, off_t(piece.offset + done));
       if (n < 0 && errno == EINTR)
         continue;
@@ -841,17 +921,16 @@ Status readCheckpointPieces(
             path + ": read failed at byte " +
             str(int64_t(piece.offset + done)) + " (tensor '" + *p.name +
             "'): " + (n == 0 ? "unexpected end of file" : errnoText()));
-      hash.update(chunk.data(), size_t(n));
+      check.update(chunk.data(), size_t(n));
       consume(piece.offset + done, chunk.data(), size_t(n));
       done += uint64_t(n);
     }
-    std::string actual = hash.hexDigest();
-    if (actual != piece.sha256)
-      return Status::error(
-          path + ": bytes [" + str(int64_t(piece.offset)) + ", " +
-          str(int64_t(piece.offset + piece.bytes)) + ") of tensor '" +
-          *p.name + "' have SHA-256 " + actual + ", the manifest says " +
-          piece.sha256 + ": the file is corrupt");
+    std::string mismatch = check.mismatch();
+    if (!mismatch.empty())
+      return Status::error(path + ": bytes [" + str(int64_t(piece.offset)) +
+                           ", " + str(int64_t(piece.offset + piece.bytes)) +
+                           ") of tensor '" + *p.name + "' " + mismatch +
+                           ": the file is corrupt");
   }
   return Status::ok();
 }
@@ -869,10 +948,9 @@ Status cleave::runtime::planSlice(const CheckpointManifest &m,
                                               request.boxes, request.boxesAxis)
                                 : std::string();
     if (!misfit.empty())
-      return Status::error(m.manifestPath() + ": tensor '" + t.name +
-                           "' is " + ints(t.shape) +
-                           " in the checkpoint; the slice asked for: " +
-                           misfit);
+      return Status::error(
+          m.manifestPath() + ": tensor '" + t.name + "' is " + ints(t.shape) +
+          " in the checkpoint; the slice asked for: " + misfit);
   }
   for (size_t d = 0; inside && d < t.shape.size(); ++d)
     inside &= request.start[d] >= 0 && request.size[d] >= 0 &&
@@ -882,11 +960,11 @@ Status cleave::runtime::planSlice(const CheckpointManifest &m,
   if (inside && request.flatSize >= 0)
     inside = request.flatStart >= 0 &&
              request.flatStart <= boxElements - request.flatSize;
-  std::string range =
-      request.flatSize < 0
-          ? std::string()
-          : " (its elements [" + str(request.flatStart) + ", " +
-                str(request.flatStart + request.flatSize) + "))";
+  std::string range = request.flatSize < 0
+                          ? std::string()
+                          : " (its elements [" + str(request.flatStart) + ", " +
+                                str(request.flatStart + request.flatSize) +
+                                "))";
   if (!inside)
     return Status::error(
         m.manifestPath() + ": tensor '" + t.name + "' is " + ints(t.shape) +
@@ -964,10 +1042,10 @@ Status cleave::runtime::readSlices(const CheckpointManifest &m,
     for (Use &u : uses) {
       const CheckpointPiece &p = *u.piece;
       const SliceRequest &r = *u.request;
-      bool wholeBox = p.flatSize < 0 ||
-                      (p.flatStart == 0 && p.flatSize == elementsOf(p.sliceSize));
-      bool wholeRequest = r.flatSize < 0 ||
-                          (r.flatStart == 0 && r.flatSize == elementsOf(r.size));
+      bool wholeBox = p.flatSize < 0 || (p.flatStart == 0 &&
+                                         p.flatSize == elementsOf(p.sliceSize));
+      bool wholeRequest = r.flatSize < 0 || (r.flatStart == 0 &&
+                                             r.flatSize == elementsOf(r.size));
       if (p.sliceStart == r.start && p.sliceSize == r.size &&
           p.boxes == r.boxes && p.boxesAxis == r.boxesAxis &&
           ((wholeBox && wholeRequest) ||
@@ -987,16 +1065,16 @@ Status cleave::runtime::readSlices(const CheckpointManifest &m,
                     size_t(end - begin));
       }
     };
-    // With a SHA-256 per piece, only the needed pieces are read and
+    // With a check per piece, only the needed pieces are read and
     // checked; a manifest without them (older) has only the file's, so
     // the whole file is read to check it.
     std::vector<NamedPiece> pieces;
-    bool ownHashes = true;
+    bool ownChecks = true;
     for (const Use &u : uses) {
       pieces.push_back({&u.request->tensor->name, u.piece});
-      ownHashes &= !u.piece->sha256.empty();
+      ownChecks &= u.piece->hasOwnCheck();
     }
-    if (ownHashes && !everyFile)
+    if (ownChecks && !everyFile)
       CLEAVE_CHECK(readCheckpointPieces(m, rankIndex, pieces, consume));
     else
       CLEAVE_CHECK(streamCheckpointFile(m, rankIndex, consume));
@@ -1009,14 +1087,14 @@ Status cleave::runtime::readSlices(const CheckpointManifest &m,
       const CheckpointTensor &t = *u.request->tensor;
       const SliceRequest &r = *u.request;
       const CheckpointPiece &p = *u.piece;
-      forEachSharedRun(
-          sliceRuns(t.shape, r.start, r.size, r.boxes, r.boxesAxis,
-                    r.flatStart, r.flatSize),
-          sliceRuns(t.shape, p.sliceStart, p.sliceSize, p.boxes, p.boxesAxis,
-                    p.flatStart, p.flatSize),
-          [&](int64_t at, int64_t in, int64_t n) {
-            std::memcpy(to + at * element, from + in * element, n * element);
-          });
+      forEachSharedRun(sliceRuns(t.shape, r.start, r.size, r.boxes, r.boxesAxis,
+                                 r.flatStart, r.flatSize),
+                       sliceRuns(t.shape, p.sliceStart, p.sliceSize, p.boxes,
+                                 p.boxesAxis, p.flatStart, p.flatSize),
+                       [&](int64_t at, int64_t in, int64_t n) {
+                         std::memcpy(to + at * element, from + in * element,
+                                     n * element);
+                       });
       std::string().swap(u.buffer);
     }
   }
@@ -1141,6 +1219,7 @@ void CheckpointWriter::start() {
   status_ = Status::ok();
   entry.clear();
   pending_ = true;
+  writeBegan = Clock::now();
   // The thread inherits the mask: a stop signal is the main thread's to
   // take (its handler sets the flag the step boundary reads).
   sigset_t stops, old;
@@ -1158,59 +1237,99 @@ Status CheckpointWriter::join() {
   return status_;
 }
 
+CheckpointWriter::~CheckpointWriter() {
+  if (thread_.joinable())
+    thread_.join();
+  release();
+}
+
+void CheckpointWriter::release() {
+  if (bytes_)
+    backend_->releaseHost(bytes_);
+  bytes_ = nullptr;
+  backend_ = nullptr;
+  capacity_ = fileBytes_ = 0;
+}
+
+Status CheckpointWriter::reserve(Backend &backend, size_t fileBytes) {
+  // Whole pages: O_DIRECT writes the last one's start too.
+  size_t want = (std::max<size_t>(fileBytes, 1) + kDirectAlign - 1) &
+                ~size_t(kDirectAlign - 1);
+  if (!bytes_ || backend_ != &backend || capacity_ < want) {
+    release();
+    void *base = nullptr;
+    // 2 MiB: huge pages where the kernel gives them, so that the first
+    // copy into it does not fault in a page every 4 KiB.
+    CLEAVE_CHECK(backend.allocateHost(want, uint64_t(2) << 20, base));
+    backend_ = &backend;
+    bytes_ = static_cast<char *>(base);
+    capacity_ = want;
+  }
+  fileBytes_ = fileBytes;
+  return Status::ok();
+}
+
 void CheckpointWriter::write() {
-  // Training first: the writer (and the hashing thread it starts, which
-  // inherits this) takes the cores when the step leaves them idle. On a
-  // host whose cores all run the step's kernels, a writer at the step's
-  // priority stalls every parallel loop it preempts a thread of.
-  setpriority(PRIO_PROCESS, pid_t(syscall(SYS_gettid)), 19);
-  writeBegan = Clock::now();
-  Sha256 hash;
-  uint64_t offset = 0;
-  std::string list;
-  status_ = writeAtomically(folder, file, [&](auto &&sink) -> Status {
-    for (const Tensor &t : tensors) {
-      // The file's hash and the tensor's, each a pass over the bytes: side
-      // by side, so that the second costs no time where a core is free.
-      Sha256 own;
-      std::thread fileHash(
-          [&] { hash.update(t.bytes.data(), t.bytes.size()); });
-      own.update(t.bytes.data(), t.bytes.size());
-      Status written = sink(t.bytes.data(), t.bytes.size());
-      fileHash.join();
-      CLEAVE_CHECK(written);
-      list += std::string(list.empty() ? "" : ",") + "\n        " + t.head +
-              ", \"offset\": " + str(int64_t(offset)) +
-              ", \"bytes\": " + str(int64_t(t.bytes.size())) +
-              ", \"sha256\": \"" + own.hexDigest() + "\"}";
-      offset += t.bytes.size();
+  // At the step's priority: the thread mostly waits for the disk, and its
+  // one pass of hashing, beside the step, slows the steps after the save by
+  // about its own CPU time (measured in docs/checkpoint-format.md). At the
+  // lowest priority it finished only when the next save waited for it.
+  //
+  // The file's SHA-256 and each tensor's CRC-32C, in one pass over the
+  // bytes (a mebibyte at a time: the CRC reads what the SHA left in the
+  // cache), on a thread of its own while this one waits for the disk.
+  std::string fileDigest;
+  std::vector<std::string> own(tensors.size());
+  std::thread hashing([&] {
+    Sha256 hash;
+    const size_t chunk = size_t(1) << 20;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      Crc32c crc;
+      const char *p = bytes_ + tensors[i].offset;
+      for (size_t done = 0; done < tensors[i].bytes; done += chunk) {
+        size_t n = std::min(chunk, tensors[i].bytes - done);
+        hash.update(p + done, n);
+        crc.update(p + done, n);
+      }
+      own[i] = crc.hexDigest();
     }
-    return Status::ok();
+    fileDigest = hash.hexDigest();
   });
-  if (status_)
+  status_ = writeAtomically(
+      folder, file,
+      [&](auto &&sink) -> Status { return sink(bytes_, fileBytes_); },
+      /*direct=*/true);
+  hashing.join();
+  if (status_) {
+    std::string list;
+    for (size_t i = 0; i < tensors.size(); ++i)
+      list += std::string(i ? "," : "") + "\n        " + tensors[i].head +
+              ", \"offset\": " + str(int64_t(tensors[i].offset)) +
+              ", \"bytes\": " + str(int64_t(tensors[i].bytes)) +
+              ", \"crc32c\": \"" + own[i] + "\"}";
     entry = rankHead + ",\n      \"file\": " + jsonQuote(file) +
-            ", \"bytes\": " + str(int64_t(offset)) + ", \"sha256\": \"" +
-            hash.hexDigest() + "\"" + rankTail + ",\n      \"tensors\": [" +
-            list + "]}";
+            ", \"bytes\": " + str(int64_t(fileBytes_)) + ", \"sha256\": \"" +
+            fileDigest + "\"" + rankTail + ",\n      \"tensors\": [" + list +
+            "]}";
+  }
   writeEnded = Clock::now();
   done_.store(true, std::memory_order_release);
 }
 
 std::string Runtime::pieceHead(const StateTensor &s) {
-  std::string head =
-      "{\"name\": " + jsonQuote(s.name) + ", \"kind\": \"" + s.kind +
-      "\", \"dtype\": \"" + dtypeText(s.dtype) +
-      "\", \"shape\": " + ints(s.fullShape) +
-      ", \"slice_start\": " + ints(s.sliceStart) +
-      ", \"slice_size\": " + ints(s.sliceSize);
+  std::string head = "{\"name\": " + jsonQuote(s.name) + ", \"kind\": \"" +
+                     s.kind + "\", \"dtype\": \"" + dtypeText(s.dtype) +
+                     "\", \"shape\": " + ints(s.fullShape) +
+                     ", \"slice_start\": " + ints(s.sliceStart) +
+                     ", \"slice_size\": " + ints(s.sliceSize);
   if (s.flatSize >= 0)
     head += ", \"flat_range\": " + ints({s.flatStart, s.flatSize});
   if (!s.boxes.empty()) {
     head += ", \"boxes\": [";
     for (size_t b = 0; b < s.boxes.size(); ++b)
-      head += std::string(b ? ", " : "") + "{\"start\": " +
-              ints(s.boxes[b].start) + ", \"size\": " +
-              ints(s.boxes[b].size) + "}";
+      head += std::string(b ? ", " : "") +
+              "{\"start\": " + ints(s.boxes[b].start) +
+              ", \"size\": " + ints(s.boxes[b].size) + "}";
     head += "], \"boxes_axis\": " + str(s.boxesAxis);
   }
   return head;
@@ -1244,6 +1363,37 @@ Status Runtime::decideCheckpointWrites() {
   return Status::ok();
 }
 
+Status Runtime::layoutCheckpointFile(const std::vector<StateTensor> &state) {
+  CheckpointWriter &w = checkpoint_;
+  if (w.pending())
+    return Status::error("a checkpoint save is still pending: its memory "
+                         "cannot be laid out again");
+  w.tensors.resize(size_t(
+      std::count(checkpointWrites_.begin(), checkpointWrites_.end(), 1)));
+  size_t fileBytes = 0;
+  for (size_t i = 0, j = 0; i < state.size(); ++i) {
+    if (!checkpointWrites_[i])
+      continue;
+    const StateTensor &s = state[i];
+    CheckpointWriter::Tensor &t = w.tensors[j++];
+    t.offset = fileBytes;
+    // A ZeRO-1 chunk without its padding.
+    t.bytes = s.flatSize >= 0 ? size_t(s.flatSize) * dtypeSize(s.dtype)
+                              : size_t(s.bytes);
+    t.head = pieceHead(s);
+    fileBytes += t.bytes;
+  }
+  // The same pieces at every save: the memory of the last one is reused.
+  return w.reserve(*backend_, fileBytes);
+}
+
+Status Runtime::reserveCheckpointMemory() {
+  if (!initialized_)
+    return Status::error("the runtime is not initialized");
+  CLEAVE_CHECK(decideCheckpointWrites());
+  return layoutCheckpointFile(stateTensors());
+}
+
 Status Runtime::snapshotCheckpoint(const std::string &folder, int64_t steps,
                                    const TokenData *data) {
   CheckpointWriter &w = checkpoint_;
@@ -1253,19 +1403,13 @@ Status Runtime::snapshotCheckpoint(const std::string &folder, int64_t steps,
   w.step = steps;
   w.dataPath = data ? data->path() : "";
   w.dataTokens = data ? data->size() : 0;
-  // The same pieces at every save: the memory of the last one is reused.
-  w.tensors.resize(size_t(
-      std::count(checkpointWrites_.begin(), checkpointWrites_.end(), 1)));
+  CLEAVE_CHECK(layoutCheckpointFile(state));
   for (size_t i = 0, j = 0; i < state.size(); ++i) {
     if (!checkpointWrites_[i])
       continue;
-    const StateTensor &s = state[i];
-    CheckpointWriter::Tensor &t = w.tensors[j++];
-    CLEAVE_CHECK(readTensor(s.id, t.bytes));
-    // A ZeRO-1 chunk without its padding.
-    if (s.flatSize >= 0)
-      t.bytes.resize(size_t(s.flatSize) * dtypeSize(s.dtype));
-    t.head = pieceHead(s);
+    const CheckpointWriter::Tensor &t = w.tensors[j++];
+    CLEAVE_CHECK(backend_->download(w.bytes() + t.offset,
+                                    tensor(state[i].id).data, t.bytes));
   }
   const pb::Mesh &mesh = program_.mesh();
   // A rank without an optimizer function (a pipeline stage with no

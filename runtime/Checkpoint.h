@@ -40,6 +40,8 @@
 
 namespace cleave::runtime {
 
+class Backend;
+
 /// The newest manifest version this code reads. Version 2 added pieces
 /// with a flat range (ZeRO-1's optimizer state), version 3 pieces of
 /// several boxes (tensor parallelism with a blocked sharding); a manifest
@@ -84,7 +86,10 @@ struct CheckpointPiece {
   int boxesAxis = 0;
   int64_t flatStart = 0, flatSize = -1; // -1: the whole box
   uint64_t offset = 0, bytes = 0;
-  std::string sha256; // of its bytes; empty in manifests before it
+  // Its bytes' own check: a CRC-32C (8 hex digits) from writers since
+  // 2026-11-28, a SHA-256 from those before; neither in the first ones.
+  std::string crc32c, sha256;
+  bool hasOwnCheck() const { return !crc32c.empty() || !sha256.empty(); }
   /// The elements it holds.
   int64_t elements() const;
 };
@@ -124,9 +129,9 @@ std::vector<FlatRun> sliceRuns(const std::vector<int64_t> &shape,
 
 /// Calls f(aLocal, bLocal, count) for each run the two run lists (of one
 /// tensor) share; returns the elements they share.
-int64_t forEachSharedRun(
-    const std::vector<FlatRun> &a, const std::vector<FlatRun> &b,
-    const std::function<void(int64_t, int64_t, int64_t)> &f);
+int64_t
+forEachSharedRun(const std::vector<FlatRun> &a, const std::vector<FlatRun> &b,
+                 const std::function<void(int64_t, int64_t, int64_t)> &f);
 
 /// A tensor by its name: a parameter's ONNX initializer name, or
 /// `NAME.<state>` for its optimizer state.
@@ -206,8 +211,9 @@ class CheckpointWriter {
 public:
   using Clock = std::chrono::steady_clock;
   struct Tensor {
-    std::string head;        // its manifest entry up to "offset"
-    std::vector<char> bytes; // what the file holds of it
+    std::string head;  // its manifest entry up to "offset"
+    size_t offset = 0; // where its bytes start in the file and in bytes()
+    size_t bytes = 0;  // how many the file holds of it
   };
 
   CheckpointWriter() = default;
@@ -215,10 +221,14 @@ public:
   CheckpointWriter &operator=(const CheckpointWriter &) = delete;
   /// Waits for the thread: a run that ends without committing leaves the
   /// file without its manifest, which is no checkpoint.
-  ~CheckpointWriter() {
-    if (thread_.joinable())
-      thread_.join();
-  }
+  ~CheckpointWriter();
+
+  /// Memory for the file's bytes (the tensors back to back, as the file
+  /// holds them), from `backend`'s host memory (page-locked on CUDA) and
+  /// page-aligned so that the file is written without the page cache.
+  /// Kept while the size is the same: every save of a program reuses it.
+  Status reserve(Backend &backend, size_t fileBytes);
+  char *bytes() { return bytes_; }
 
   // Filled at the step boundary, before start().
   std::string folder, file; // the step-S folder; rank-<r>.bin
@@ -245,7 +255,11 @@ public:
 
 private:
   void write();
+  void release();
 
+  Backend *backend_ = nullptr; // whose host memory bytes_ is
+  char *bytes_ = nullptr;
+  size_t fileBytes_ = 0, capacity_ = 0;
   std::thread thread_;
   std::atomic<bool> done_{false};
   bool pending_ = false;
@@ -256,10 +270,10 @@ private:
 struct CheckpointSaveTimes {
   std::string folder;
   int64_t step = -1;
-  double copy = 0;   // the state copied to host memory: training waited
-  double write = 0;  // the rank file written, hashed, fsynced (background)
-  double wait = 0;   // training waited for the writer at the commit
-  double commit = 0; // the agreement and the manifest
+  double copy = 0;    // the state copied to host memory: training waited
+  double write = 0;   // the rank file written, hashed, fsynced (background)
+  double wait = 0;    // training waited for the writer at the commit
+  double commit = 0;  // the agreement and the manifest
   bool saved = false; // false: nothing was pending, or already complete
 };
 
@@ -278,8 +292,8 @@ struct SliceRequest {
 /// Chooses the pieces that fill `request`'s box: one piece holding the
 /// whole box, in `preferredRank`'s file if it has one (a same-layout load
 /// reads its own file where it can), else the first; else pieces that
-/// together cover it. An error naming the tensor and the manifest when the box lies
-/// outside the tensor or the checkpoint does not hold all of it.
+/// together cover it. An error naming the tensor and the manifest when the box
+/// lies outside the tensor or the checkpoint does not hold all of it.
 Status planSlice(const CheckpointManifest &manifest, int preferredRank,
                  SliceRequest &request);
 

@@ -196,6 +196,11 @@ public:
   /// checkpoint already complete there is kept.
   Status startCheckpoint(const std::string &root, int64_t steps,
                          const TokenData *data, CheckpointSaveTimes &times);
+  /// Lays out this rank's checkpoint file and allocates the host memory
+  /// its saves copy the state to (page-locked on CUDA), so that the first
+  /// save does not wait for it; a save does it by itself otherwise.
+  /// Collective (the ranks agree which of them writes a shared piece).
+  Status reserveCheckpointMemory();
   /// Whether a started save is not committed yet (the same on every rank).
   bool checkpointPending() const { return checkpoint_.pending(); }
   /// Whether this rank's writer has finished (ranks differ).
@@ -257,6 +262,8 @@ private:
   /// (checkpointWrites_): a piece several ranks hold alike is written by
   /// the lowest of them. Collective.
   Status decideCheckpointWrites();
+  /// Each piece's place in this rank's file, and the memory for it.
+  Status layoutCheckpointFile(const std::vector<StateTensor> &state);
   /// The slices this rank reads from checkpoint `m`, one per
   /// stateTensors() entry, in its order; `used` marks the checkpoint's
   /// tensors (by name order) this rank reads.

@@ -2,6 +2,7 @@
 //------===//
 
 #include "runtime/Checkpoint.h"
+#include "runtime/Crc32c.h"
 #include "runtime/Json.h"
 #include "runtime/LossScaler.h"
 #include "runtime/Sha256.h"
@@ -160,6 +161,54 @@ TEST(Sha256, HardwareEqualsPortable) {
   }
 }
 
+// RFC 3720's check value and test vectors, in one piece and in pieces.
+TEST(Crc32c, KnownValues) {
+  for (bool hardware : {false, true}) {
+    if (hardware && !Crc32c::hardwareAvailable())
+      continue;
+    Crc32c digits(hardware);
+    digits.update("123456789", 9);
+    EXPECT_EQ(digits.value(), 0xe3069283u) << hardware;
+    EXPECT_EQ(digits.hexDigest(), "e3069283");
+    std::string zeros(32, '\0'), ones(32, '\xff');
+    Crc32c z(hardware), o(hardware);
+    z.update(zeros.data(), 7);
+    z.update(zeros.data() + 7, 25);
+    o.update(ones.data(), ones.size());
+    EXPECT_EQ(z.value(), 0x8a9136aau) << hardware;
+    EXPECT_EQ(o.value(), 0x62a8ab43u) << hardware;
+    EXPECT_EQ(Crc32c(hardware).hexDigest(), "00000000");
+  }
+}
+
+// The crc32 instruction equals the table for every length and alignment
+// near a word, and for a large buffer fed in uneven pieces.
+TEST(Crc32c, HardwareEqualsTable) {
+  if (!Crc32c::hardwareAvailable())
+    GTEST_SKIP() << "no SSE4.2 on this CPU";
+  std::string text;
+  uint32_t x = 54321;
+  for (int i = 0; i < (1 << 20) + 13; ++i) {
+    x = x * 1664525u + 1013904223u;
+    text += char(x >> 24);
+  }
+  for (size_t start = 0; start < 8; ++start)
+    for (size_t n = 0; n < 40; ++n) {
+      Crc32c fast, slow(/*allowHardware=*/false);
+      fast.update(text.data() + start, n);
+      slow.update(text.data() + start, n);
+      EXPECT_EQ(fast.value(), slow.value()) << start << " + " << n;
+    }
+  Crc32c fast, slow(/*allowHardware=*/false);
+  for (size_t at = 0, step = 1; at < text.size();
+       at += step, step = step * 3 + 1) {
+    size_t n = std::min(step, text.size() - at);
+    fast.update(text.data() + at, n);
+    slow.update(text.data() + at, n);
+  }
+  EXPECT_EQ(fast.value(), slow.value());
+}
+
 TEST(Json, BadEscapesAndNumbersAreErrors) {
   JsonValue v;
   std::string error;
@@ -182,6 +231,10 @@ namespace {
 /// as rank 0 rows 0-2, rank 1 rows 3-5 columns 0-1, rank 2 rows 3-5
 /// columns 2-3; `b` [4] whole on ranks 0 and 2; `s` a scalar on rank 1.
 struct SplitCheckpoint {
+  /// Each tensor's own check: a CRC-32C, as writers give it now, or a
+  /// SHA-256 (manifests before it).
+  explicit SplitCheckpoint(bool crc = true) : crc(crc) {}
+  bool crc;
   std::string folder;
   std::vector<std::string> files{"", "", ""};
   std::vector<std::string> tensors{"", "", ""};
@@ -211,14 +264,22 @@ struct SplitCheckpoint {
          (flatSize < 0 ? std::string()
                        : ", \"flat_range\": " + ints({flatStart, flatSize})) +
          ", \"offset\": " + std::to_string(files[rank].size()) +
-         ", \"bytes\": " + std::to_string(values.size() * 4) +
-         ", \"sha256\": \"" +
-         sha(std::string(reinterpret_cast<const char *>(values.data()),
-                         values.size() * 4)) +
+         ", \"bytes\": " + std::to_string(values.size() * 4) + ", \"" +
+         (crc ? "crc32c" : "sha256") + "\": \"" +
+         ownCheck(std::string(reinterpret_cast<const char *>(values.data()),
+                              values.size() * 4)) +
          "\"}";
     files[rank].append(reinterpret_cast<const char *>(values.data()),
                        values.size() * 4);
     version = flatSize < 0 ? version : 2;
+  }
+
+  std::string ownCheck(const std::string &bytes) const {
+    if (!crc)
+      return sha(bytes);
+    Crc32c c;
+    c.update(bytes.data(), bytes.size());
+    return c.hexDigest();
   }
 
   /// The elements of a [rows, 4] tensor whose value is their row-major
@@ -276,9 +337,11 @@ struct SplitCheckpoint {
     }
     std::string manifest =
         "{\"format\": \"cleave-checkpoint\", \"version\": " +
-        std::to_string(version) + ", \"step\": 2, "
+        std::to_string(version) +
+        ", \"step\": 2, "
         "\"layout\": {\"world_size\": " +
-        std::to_string(world) + ", \"data_degree\": 1, "
+        std::to_string(world) +
+        ", \"data_degree\": 1, "
         "\"pipeline_degree\": 1, \"tensor_degree\": 3}, \"ranks\": [" +
         ranks + "]}";
     std::FILE *f = std::fopen((folder + "/manifest.json").c_str(), "w");
@@ -374,10 +437,10 @@ TEST(CheckpointSlices, MissingPartsAndBadFilesAreErrors) {
   std::fputc('x', f);
   std::fclose(f);
   ASSERT_TRUE(readCheckpointManifest(ck.folder, m));
-  // As a manifest from before per-tensor hashes: the file's names it.
+  // As a manifest from before per-tensor checks: the file's names it.
   for (auto &[name, t] : m.tensors)
     for (CheckpointPiece &p : t.pieces)
-      p.sha256.clear();
+      p.sha256.clear(), p.crc32c.clear();
   std::vector<NamedTensor> full;
   status = readFullTensors(m, false, full);
   ASSERT_FALSE(status);
@@ -471,8 +534,8 @@ TEST(CheckpointSlices, FlatRunsEqualAnElementWalk) {
     for (size_t i = 0; i < aIndexes.size(); ++i)
       if (bAt.count(aIndexes[i]))
         expected.push_back({int64_t(i), bAt[aIndexes[i]]});
-    int64_t count = forEachSharedRun(
-        aRuns, bRuns, [&](int64_t at, int64_t in, int64_t n) {
+    int64_t count =
+        forEachSharedRun(aRuns, bRuns, [&](int64_t at, int64_t in, int64_t n) {
           for (int64_t i = 0; i < n; ++i)
             shared.push_back({at + i, in + i});
         });
@@ -565,8 +628,8 @@ TEST(CheckpointSlices, BoxRunsEqualAnElementWalk) {
         walked.push_back(r.full + i);
     }
     ASSERT_EQ(walked, full) << "trial " << trial;
-    std::vector<FlatRun> sorted = sliceRuns(shape, boxes[0].start, local,
-                                            boxes, axis, flatStart, flatSize);
+    std::vector<FlatRun> sorted = sliceRuns(shape, boxes[0].start, local, boxes,
+                                            axis, flatStart, flatSize);
     for (size_t i = 1; i < sorted.size(); ++i)
       ASSERT_LE(sorted[i - 1].full + sorted[i - 1].count, sorted[i].full);
     for (const FlatRun &r : sorted)
@@ -615,11 +678,11 @@ TEST(CheckpointSlices, FlatRangesFromAnySplit) {
     requests[i].flatStart = flatStart;
     requests[i].flatSize = flatSize;
   };
-  request(0, "w", {0, 0}, {6, 4}, 0, -1);   // whole: plain data parallel
-  request(1, "w", {1, 1}, {4, 2}, 2, 5);    // a range across all four
-  request(2, "w", {0, 0}, {6, 4}, 7, 10);   // ZeRO-1 on 2 without tensor
-  request(3, "b", {0}, {5}, 3, 2);          // chunks of another degree
-  request(4, "b", {0}, {5}, 5, 0);          // padding only: nothing read
+  request(0, "w", {0, 0}, {6, 4}, 0, -1); // whole: plain data parallel
+  request(1, "w", {1, 1}, {4, 2}, 2, 5);  // a range across all four
+  request(2, "w", {0, 0}, {6, 4}, 7, 10); // ZeRO-1 on 2 without tensor
+  request(3, "b", {0}, {5}, 3, 2);        // chunks of another degree
+  request(4, "b", {0}, {5}, 5, 0);        // padding only: nothing read
   for (SliceRequest &r : requests) {
     status = planSlice(m, -1, r);
     ASSERT_TRUE(status) << status.message();
@@ -654,32 +717,38 @@ TEST(CheckpointSlices, FlatRangesFromAnySplit) {
       << status.message();
 }
 
-// A flipped byte names its tensor, its bytes and its file.
+// A flipped byte names its tensor, its bytes and its file, by its
+// CRC-32C and by the SHA-256 of older manifests.
 TEST(CheckpointSlices, AFlippedByteNamesItsTensor) {
-  SplitCheckpoint ck;
-  ck.write();
-  CheckpointManifest m;
-  ASSERT_TRUE(readCheckpointManifest(ck.folder, m));
-  const CheckpointPiece &w = m.tensors["w"].pieces[2];
-  std::string path = ck.folder + "/rank-2.bin";
-  std::FILE *f = std::fopen(path.c_str(), "r+b");
-  std::fseek(f, long(w.offset + 5), SEEK_SET);
-  std::fputc(0x5a, f);
-  std::fclose(f);
-  std::vector<NamedTensor> full;
-  Status status = readFullTensors(m, false, full);
-  ASSERT_FALSE(status);
-  EXPECT_NE(status.message().find(
-                path + ": bytes [" + std::to_string(w.offset) + ", " +
-                std::to_string(w.offset + w.bytes) + ") of tensor 'w' have "
-                "SHA-256 "),
-            std::string::npos)
-      << status.message();
-  EXPECT_NE(status.message().find(", the manifest says " + w.sha256 +
-                                  ": the file is corrupt"),
-            std::string::npos)
-      << status.message();
-  EXPECT_TRUE(full.empty());
+  for (bool crc : {true, false}) {
+    SplitCheckpoint ck(crc);
+    ck.write();
+    CheckpointManifest m;
+    ASSERT_TRUE(readCheckpointManifest(ck.folder, m));
+    const CheckpointPiece &w = m.tensors["w"].pieces[2];
+    ASSERT_EQ(w.crc32c.empty(), !crc);
+    ASSERT_EQ(w.sha256.empty(), crc);
+    std::string path = ck.folder + "/rank-2.bin";
+    std::FILE *f = std::fopen(path.c_str(), "r+b");
+    std::fseek(f, long(w.offset + 5), SEEK_SET);
+    std::fputc(0x5a, f);
+    std::fclose(f);
+    std::vector<NamedTensor> full;
+    Status status = readFullTensors(m, false, full);
+    ASSERT_FALSE(status);
+    EXPECT_NE(status.message().find(
+                  path + ": bytes [" + std::to_string(w.offset) + ", " +
+                  std::to_string(w.offset + w.bytes) + ") of tensor 'w' have " +
+                  (crc ? "CRC-32C " : "SHA-256 ")),
+              std::string::npos)
+        << status.message();
+    EXPECT_NE(status.message().find(", the manifest says " +
+                                    (crc ? w.crc32c : w.sha256) +
+                                    ": the file is corrupt"),
+              std::string::npos)
+        << status.message();
+    EXPECT_TRUE(full.empty());
+  }
 }
 
 // A reader that needs one tensor of a file reads and checks only that
@@ -688,73 +757,77 @@ TEST(CheckpointSlices, AFlippedByteNamesItsTensor) {
 // is read and its SHA-256 checked; an export checks every byte; a file of
 // the wrong size is refused before anything is read.
 TEST(CheckpointSlices, ReadsOnlyTheBytesItNeeds) {
-  SplitCheckpoint ck;
-  ck.write();
-  CheckpointManifest m;
-  ASSERT_TRUE(readCheckpointManifest(ck.folder, m));
-  const CheckpointPiece &w = m.tensors["w"].pieces[0]; // rank 0's, offset 0
-  ASSERT_EQ(w.rankIndex, 0);
-  std::string path = ck.folder + "/rank-0.bin";
-  std::FILE *f = std::fopen(path.c_str(), "r+b");
-  std::fseek(f, long(w.offset + 2), SEEK_SET);
-  std::fputc(0x5a, f);
-  std::fclose(f);
-  auto readB = [&](const CheckpointManifest &manifest) {
+  for (bool crc : {true, false}) {
+    SCOPED_TRACE(crc ? "CRC-32C" : "SHA-256");
+    const char *own = crc ? "CRC-32C " : "SHA-256 ";
+    SplitCheckpoint ck(crc);
+    ck.write();
+    CheckpointManifest m;
+    ASSERT_TRUE(readCheckpointManifest(ck.folder, m));
+    const CheckpointPiece &w = m.tensors["w"].pieces[0]; // rank 0's, offset 0
+    ASSERT_EQ(w.rankIndex, 0);
+    std::string path = ck.folder + "/rank-0.bin";
+    std::FILE *f = std::fopen(path.c_str(), "r+b");
+    std::fseek(f, long(w.offset + 2), SEEK_SET);
+    std::fputc(0x5a, f);
+    std::fclose(f);
+    auto readB = [&](const CheckpointManifest &manifest) {
+      std::vector<SliceRequest> requests(1);
+      requests[0].tensor = &manifest.tensors.at("b");
+      requests[0].start = {0};
+      requests[0].size = {4};
+      Status status = planSlice(manifest, 0, requests[0]);
+      if (status && requests[0].pieces.front()->rankIndex != 0)
+        return Status::error("planned another rank's piece");
+      if (status)
+        status = readSlices(manifest, requests);
+      if (status && floats(requests[0].bytes) != std::vector<float>{1, 2, 3, 4})
+        return Status::error("wrong bytes");
+      return status;
+    };
+    Status status = readB(m);
+    EXPECT_TRUE(status) << status.message();
+    // The damaged tensor itself is refused, by name.
     std::vector<SliceRequest> requests(1);
-    requests[0].tensor = &manifest.tensors.at("b");
-    requests[0].start = {0};
-    requests[0].size = {4};
-    Status status = planSlice(manifest, 0, requests[0]);
-    if (status && requests[0].pieces.front()->rankIndex != 0)
-      return Status::error("planned another rank's piece");
-    if (status)
-      status = readSlices(manifest, requests);
-    if (status && floats(requests[0].bytes) != std::vector<float>{1, 2, 3, 4})
-      return Status::error("wrong bytes");
-    return status;
-  };
-  Status status = readB(m);
-  EXPECT_TRUE(status) << status.message();
-  // The damaged tensor itself is refused, by name.
-  std::vector<SliceRequest> requests(1);
-  requests[0].tensor = &m.tensors["w"];
-  requests[0].start = {0, 0};
-  requests[0].size = {3, 4};
-  ASSERT_TRUE(planSlice(m, 0, requests[0]));
-  status = readSlices(m, requests);
-  ASSERT_FALSE(status);
-  EXPECT_NE(status.message().find(path + ": bytes [0, 48) of tensor 'w' have "
-                                  "SHA-256 "),
-            std::string::npos)
-      << status.message();
-  // An export reads every file whole: the flip is found.
-  std::vector<NamedTensor> full;
-  status = readFullTensors(m, false, full);
-  ASSERT_FALSE(status);
-  EXPECT_NE(status.message().find("of tensor 'w' have SHA-256 "),
-            std::string::npos)
-      << status.message();
-  // Without tensor hashes the file's own is all there is: read whole.
-  CheckpointManifest old = m;
-  for (auto &[name, t] : old.tensors)
-    for (CheckpointPiece &p : t.pieces)
-      p.sha256.clear();
-  status = readB(old);
-  ASSERT_FALSE(status);
-  EXPECT_NE(status.message().find(path + ": SHA-256 "), std::string::npos)
-      << status.message();
-  EXPECT_NE(status.message().find("does not match the manifest's"),
-            std::string::npos)
-      << status.message();
-  // A short file: refused by its size, whatever is read of it.
-  ASSERT_EQ(truncate(path.c_str(), off_t(m.ranks[0].bytes - 4)), 0);
-  status = readB(m);
-  ASSERT_FALSE(status);
-  EXPECT_NE(status.message().find(
-                path + ": " + std::to_string(m.ranks[0].bytes - 4) +
-                " bytes, the manifest says " +
-                std::to_string(m.ranks[0].bytes) +
-                ": the file is truncated or was replaced"),
-            std::string::npos)
-      << status.message();
+    requests[0].tensor = &m.tensors["w"];
+    requests[0].start = {0, 0};
+    requests[0].size = {3, 4};
+    ASSERT_TRUE(planSlice(m, 0, requests[0]));
+    status = readSlices(m, requests);
+    ASSERT_FALSE(status);
+    EXPECT_NE(status.message().find(
+                  path + ": bytes [0, 48) of tensor 'w' have " + own),
+              std::string::npos)
+        << status.message();
+    // An export reads every file whole: the flip is found.
+    std::vector<NamedTensor> full;
+    status = readFullTensors(m, false, full);
+    ASSERT_FALSE(status);
+    EXPECT_NE(status.message().find(std::string("of tensor 'w' have ") + own),
+              std::string::npos)
+        << status.message();
+    // Without tensor hashes the file's own is all there is: read whole.
+    CheckpointManifest old = m;
+    for (auto &[name, t] : old.tensors)
+      for (CheckpointPiece &p : t.pieces)
+        p.sha256.clear(), p.crc32c.clear();
+    status = readB(old);
+    ASSERT_FALSE(status);
+    EXPECT_NE(status.message().find(path + ": SHA-256 "), std::string::npos)
+        << status.message();
+    EXPECT_NE(status.message().find("does not match the manifest's"),
+              std::string::npos)
+        << status.message();
+    // A short file: refused by its size, whatever is read of it.
+    ASSERT_EQ(truncate(path.c_str(), off_t(m.ranks[0].bytes - 4)), 0);
+    status = readB(m);
+    ASSERT_FALSE(status);
+    EXPECT_NE(status.message().find(path + ": " +
+                                    std::to_string(m.ranks[0].bytes - 4) +
+                                    " bytes, the manifest says " +
+                                    std::to_string(m.ranks[0].bytes) +
+                                    ": the file is truncated or was replaced"),
+              std::string::npos)
+        << status.message();
+  }
 }

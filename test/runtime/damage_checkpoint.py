@@ -10,7 +10,8 @@
   rename-rank R TENSOR NEW  rank R's TENSOR is called NEW in the manifest
   copy TENSOR NEW          rank 0 also holds NEW, a copy of TENSOR's entry
   version V                the manifest says version V
-  drop-tensor-hashes       no tensor has a sha256 (as manifests before them)
+  drop-tensor-hashes       no tensor has a crc32c or sha256 (as manifests
+                           before them)
 """
 import json
 import os
@@ -70,9 +71,10 @@ def main():
         edit_manifest(step_dir, lambda m: m["ranks"][0]["tensors"].append(
             dict(tensor(m, args[0]), name=args[1])))
     elif action == "drop-tensor-hashes":
-        edit_manifest(step_dir, lambda m: [t.pop("sha256", None)
+        edit_manifest(step_dir, lambda m: [t.pop(key, None)
                                            for r in m["ranks"]
-                                           for t in r["tensors"]])
+                                           for t in r["tensors"]
+                                           for key in ("crc32c", "sha256")])
     elif action == "version":
         edit_manifest(step_dir, lambda m: m.update(version=int(args[0])))
     else:
