@@ -80,20 +80,26 @@ bool mlir::cleave::isHostCopy(Operation *op) {
   return isa<OffloadOp, FetchOp>(op);
 }
 
+double mlir::cleave::hostCopySeconds(Operation *op, const Rates &rates) {
+  if (op->getNumOperands() != 1 || rates.hostBytesPerSecond <= 0)
+    return 0;
+  return bytes(op->getOperand(0).getType()) / rates.hostBytesPerSecond;
+}
+
 double mlir::cleave::seconds(const OpCost &cost, const Rates &rates) {
-  double compute = rates.flopsPerSecond > 0 ? cost.flops / rates.flopsPerSecond
-                                            : 0.0;
-  double memory = rates.bytesPerSecond > 0 ? cost.bytes / rates.bytesPerSecond
-                                           : 0.0;
+  double compute =
+      rates.flopsPerSecond > 0 ? cost.flops / rates.flopsPerSecond : 0.0;
+  double memory =
+      rates.bytesPerSecond > 0 ? cost.bytes / rates.bytesPerSecond : 0.0;
   return std::max(compute, memory);
 }
 
 double mlir::cleave::transferSeconds(double bytes, const Rates &rates) {
   if (bytes <= 0)
     return 0;
-  return rates.linkLatencySeconds +
-         (rates.linkBytesPerSecond > 0 ? bytes / rates.linkBytesPerSecond
-                                       : 0.0);
+  return rates.linkLatencySeconds + (rates.linkBytesPerSecond > 0
+                                         ? bytes / rates.linkBytesPerSecond
+                                         : 0.0);
 }
 
 llvm::Expected<Rates> mlir::cleave::defaultRates(llvm::StringRef backend) {
@@ -107,6 +113,9 @@ llvm::Expected<Rates> mlir::cleave::defaultRates(llvm::StringRef backend) {
     r.bytesPerSecond = 1.2383e10;
     r.linkBytesPerSecond = 3.7978e9;
     r.linkLatencySeconds = 8.7985e-7;
+    // A 64 MiB memcpy on one thread (what cpu-staged's upload and
+    // download are), cleave-calibrate on the same machine.
+    r.hostBytesPerSecond = 4.4814e9;
     return r;
   }
   if (backend == "h100") {
@@ -117,6 +126,10 @@ llvm::Expected<Rates> mlir::cleave::defaultRates(llvm::StringRef backend) {
     r.bytesPerSecond = 3.0e12;
     r.linkBytesPerSecond = 4.5e11;
     r.linkLatencySeconds = 1e-5;
+    // PCIe 5 x16 from page-locked memory, 55.0 GB/s each way as measured
+    // on the lent H200 (docs/gpu-runs.md, bench/host-link-gpu.py; an H100
+    // SXM has the same link).
+    r.hostBytesPerSecond = 5.5e10;
     return r;
   }
   return llvm::createStringError(
@@ -152,6 +165,13 @@ llvm::Expected<Rates> mlir::cleave::readRates(llvm::StringRef path) {
                 {"bytes_per_second", &r.bytesPerSecond},
                 {"link_bytes_per_second", &r.linkBytesPerSecond},
                 {"link_latency_seconds", &r.linkLatencySeconds}};
+  if (std::optional<double> host = object->getNumber("host_bytes_per_second")) {
+    if (!(*host > 0))
+      return fail("'host_bytes_per_second' must be positive");
+    r.hostBytesPerSecond = *host;
+  } else if (object->get("host_bytes_per_second")) {
+    return fail("'host_bytes_per_second' is not a number");
+  }
   for (Field f : fields) {
     std::optional<double> v = object->getNumber(f.key);
     if (!v)
@@ -161,6 +181,8 @@ llvm::Expected<Rates> mlir::cleave::readRates(llvm::StringRef path) {
       return fail(llvm::Twine("'") + f.key + "' must be positive");
     *f.value = *v;
   }
+  if (r.hostBytesPerSecond == 0)
+    r.hostBytesPerSecond = r.bytesPerSecond / 2;
   return r;
 }
 
@@ -168,8 +190,10 @@ std::string mlir::cleave::formatRates(const Rates &r) {
   return llvm::formatv("{{\"backend\": \"{0}\", \"flops_per_second\": {1:e}, "
                        "\"bytes_per_second\": {2:e}, "
                        "\"link_bytes_per_second\": {3:e}, "
-                       "\"link_latency_seconds\": {4:e}}",
+                       "\"link_latency_seconds\": {4:e}, "
+                       "\"host_bytes_per_second\": {5:e}}",
                        r.backend, r.flopsPerSecond, r.bytesPerSecond,
-                       r.linkBytesPerSecond, r.linkLatencySeconds)
+                       r.linkBytesPerSecond, r.linkLatencySeconds,
+                       r.hostBytesPerSecond)
       .str();
 }

@@ -33,6 +33,9 @@ struct Rates {
   double bytesPerSecond = 0;     // memory bandwidth, reads plus writes
   double linkBytesPerSecond = 0; // one point-to-point transfer
   double linkLatencySeconds = 0;
+  /// One copy between device and host memory, each way (the host link:
+  /// PCIe on a GPU; a memory copy on the CPU backends).
+  double hostBytesPerSecond = 0;
 };
 
 /// The forward cost of `op`; zero for ops that only name storage
@@ -40,13 +43,13 @@ struct Rates {
 OpCost estimateCost(Operation *op);
 
 /// A copy between device and host memory (cleave.offload, cleave.fetch).
-/// Its cost is its bytes read and written at the rates' memory rate
-/// (`bytes_per_second`, cleave-calibrate's memory bandwidth): the rate of
-/// the CPU backends' copies (cpu-staged's upload and download are memory
-/// copies); on CUDA the host link is slower than that (not calibrated yet).
 /// It runs on the critical path, once: not part of the forward's work that
-/// the backward costs kBackwardFactor times.
+/// the backward costs kBackwardFactor times. hostCopySeconds prices it.
 bool isHostCopy(Operation *op);
+
+/// Seconds of host copy `op`: its bytes at the rates' host link
+/// (`host_bytes_per_second`).
+double hostCopySeconds(Operation *op, const Rates &rates);
 
 /// Seconds for `cost` at `rates`: the slower of compute and memory.
 double seconds(const OpCost &cost, const Rates &rates);
@@ -63,7 +66,10 @@ llvm::Expected<Rates> defaultRates(llvm::StringRef backend);
 
 /// Rates from a JSON file as cleave-calibrate writes it:
 /// {"backend", "flops_per_second", "bytes_per_second",
-///  "link_bytes_per_second", "link_latency_seconds"}.
+///  "link_bytes_per_second", "link_latency_seconds",
+///  "host_bytes_per_second"}. A file without the last (written before it)
+/// gets half the memory rate: a copy's bytes read and written, as such
+/// files were read.
 llvm::Expected<Rates> readRates(llvm::StringRef path);
 
 /// The JSON text of `rates` (what readRates reads).

@@ -195,10 +195,9 @@ StagePlan planStage(ModuleOp m, int64_t index, int64_t pipelineRanks,
     // The last microbatch's copy of a backward (cleave-overlap-gradients)
     // runs instead of it, not besides it: only the buckets it starts count.
     bool copy = func->hasAttr(kLastMicrobatchOfAttr);
-    if (auto bytes = func->getAttrOfType<DenseI64ArrayAttr>(
-            "cleave.memory_timeline");
-        bytes && !copy)
-    {
+    if (auto bytes =
+            func->getAttrOfType<DenseI64ArrayAttr>("cleave.memory_timeline");
+        bytes && !copy) {
       s.memoryTimeline.push_back(
           {func.getName().str(),
            std::vector<int64_t>(bytes.asArrayRef().begin(),
@@ -227,11 +226,11 @@ StagePlan planStage(ModuleOp m, int64_t index, int64_t pipelineRanks,
       // parameters).
       ArrayAttr bucket;
       if (auto reduce = dyn_cast<AllReduceGradsOp>(op))
-        bucket = reduce.getGroup() == kDataAxis ? reduce.getParams()
-                                                : ArrayAttr();
+        bucket =
+            reduce.getGroup() == kDataAxis ? reduce.getParams() : ArrayAttr();
       else if (auto start = dyn_cast<AllReduceGradsStartOp>(op))
-        bucket = start.getGroup() == kDataAxis ? start.getParams()
-                                               : ArrayAttr();
+        bucket =
+            start.getGroup() == kDataAxis ? start.getParams() : ArrayAttr();
       if (isa<AllReduceGradsOp, AllReduceGradsStartOp>(op)) {
         if (!bucket)
           return;
@@ -254,11 +253,10 @@ StagePlan planStage(ModuleOp m, int64_t index, int64_t pipelineRanks,
         for (Attribute name : scattered)
           if (auto param = lookupParameter(op, name.cast<FlatSymbolRefAttr>()))
             if (std::optional<StateShards> shards = stateShards(param))
-              s.allReduceBytes +=
-                  double(shards->padded()) *
-                  elementBytes(param.getType()
-                                   .cast<RankedTensorType>()
-                                   .getElementType());
+              s.allReduceBytes += double(shards->padded()) *
+                                  elementBytes(param.getType()
+                                                   .cast<RankedTensorType>()
+                                                   .getElementType());
         return;
       }
       if (isa<AllGatherParamsOp>(op))
@@ -280,7 +278,7 @@ StagePlan planStage(ModuleOp m, int64_t index, int64_t pipelineRanks,
       if (isHostCopy(op)) {
         (kind == FunctionKind::Forward ? forwardCopySeconds
                                        : backwardCopySeconds) +=
-            seconds(cost, rates);
+            hostCopySeconds(op, rates);
         return;
       }
       switch (kind) {

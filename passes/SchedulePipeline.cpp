@@ -73,10 +73,11 @@ struct SchedulePipeline
       return scheduleOneStage(module);
     std::optional<pipeline::Kind> k = pipeline::parseKind(kind);
     if (!k)
-      return mlir::emitError(module.getLoc()) << "cleave-pipeline-schedule: kind must be "
-                                   "simple, interleaved or "
-                                   "interleaved_virtual, got '"
-                                << kind << "'";
+      return mlir::emitError(module.getLoc())
+             << "cleave-pipeline-schedule: kind must be "
+                "simple, interleaved or "
+                "interleaved_virtual, got '"
+             << kind << "'";
     int64_t s = stageModules.size();
     if (ranks < 1 || s % ranks != 0)
       return mlir::emitError(module.getLoc())
@@ -118,26 +119,28 @@ struct SchedulePipeline
     if (!built)
       return mlir::emitError(module.getLoc()) << error;
     if (!pipeline::verify(*built, options, error))
-      return mlir::emitError(module.getLoc()) << "cleave-pipeline-schedule: the "
-                                << kind << " schedule would hang: " << error;
+      return mlir::emitError(module.getLoc())
+             << "cleave-pipeline-schedule: the " << kind
+             << " schedule would hang: " << error;
 
     llvm::Expected<Rates> rates =
         ratesFile.empty() ? defaultRates(backend) : readRates(ratesFile);
     if (!rates)
-      return mlir::emitError(module.getLoc()) << llvm::toString(rates.takeError());
+      return mlir::emitError(module.getLoc())
+             << llvm::toString(rates.takeError());
     Builder b(module.getContext());
     for (auto [index, stage] : llvm::enumerate(stageModules)) {
       int64_t id = stage->getAttrOfType<IntegerAttr>("cleave.stage").getInt();
       if (id != (int64_t)index)
         return stage.emitError() << "stage modules must be in order; found "
-                                    "stage " << id << " at position " << index;
+                                    "stage "
+                                 << id << " at position " << index;
       // Per microbatch: the forward's work, the forward ops the backward
       // computes again (cleave-remat) and the host copies of the
       // offloaded checkpoints (cleave-offload-activations), which run once
       // where they are. The last microbatch's copy of a backward
       // (cleave-overlap-gradients) runs instead of it: not counted.
-      double forward = 0, recompute = 0, forwardCopies = 0,
-             backwardCopies = 0;
+      double forward = 0, recompute = 0, forwardCopies = 0, backwardCopies = 0;
       stage.walk([&](func::FuncOp func) {
         auto kind = func->getAttrOfType<StringAttr>("cleave.kind");
         bool isForward = !kind || kind.getValue() == "forward";
@@ -147,10 +150,13 @@ struct SchedulePipeline
         func.walk([&](Operation *op) {
           if (!op->getDialect() || !isa<CleaveDialect>(op->getDialect()))
             return;
+          if (isHostCopy(op)) {
+            (isForward ? forwardCopies : backwardCopies) +=
+                hostCopySeconds(op, *rates);
+            return;
+          }
           double t = seconds(estimateCost(op), *rates);
-          if (isHostCopy(op))
-            (isForward ? forwardCopies : backwardCopies) += t;
-          else if (isForward)
+          if (isForward)
             forward += t;
           else if (op->hasAttr("cleave.recompute"))
             recompute += t;
@@ -168,10 +174,10 @@ struct SchedulePipeline
                                                  recompute + backwardCopies));
       stage->setAttr("cleave.recompute_seconds",
                      b.getF64FloatAttr(forwardOnlyStage ? 0.0 : recompute));
-      stage->setAttr("cleave.host_copy_seconds",
-                     b.getF64FloatAttr(forwardCopies +
-                                       (forwardOnlyStage ? 0.0
-                                                         : backwardCopies)));
+      stage->setAttr(
+          "cleave.host_copy_seconds",
+          b.getF64FloatAttr(forwardCopies +
+                            (forwardOnlyStage ? 0.0 : backwardCopies)));
     }
     SmallVector<Attribute> perRank;
     for (const std::vector<pipeline::Action> &actions : built->perRank) {

@@ -36,6 +36,8 @@ TEST(CostModel, CheckedInRatesAreTheDefaults) {
     EXPECT_DOUBLE_EQ(file->bytesPerSecond, defaults->bytesPerSecond);
     EXPECT_DOUBLE_EQ(file->linkBytesPerSecond, defaults->linkBytesPerSecond);
     EXPECT_DOUBLE_EQ(file->linkLatencySeconds, defaults->linkLatencySeconds);
+    EXPECT_DOUBLE_EQ(file->hostBytesPerSecond, defaults->hostBytesPerSecond);
+    EXPECT_GT(file->hostBytesPerSecond, 0);
   }
   llvm::Expected<Rates> none = defaultRates("tpu");
   ASSERT_FALSE(bool(none));
@@ -70,10 +72,26 @@ TEST(CostModel, BadRatesFilesNameTheProblem) {
                 .takeError()
                 .operator bool(),
             false);
+  const char *withoutHost =
+      "{\"flops_per_second\": 1e9, \"bytes_per_second\": 8e9, "
+      "\"link_bytes_per_second\": 1e9, \"link_latency_seconds\": 0";
+  EXPECT_NE(error(std::string(withoutHost) + ", \"host_bytes_per_second\": 0}")
+                .find("'host_bytes_per_second' must be positive"),
+            std::string::npos);
+  EXPECT_NE(
+      error(std::string(withoutHost) + ", \"host_bytes_per_second\": \"x\"}")
+          .find("'host_bytes_per_second' is not a number"),
+      std::string::npos);
+  // A file from before the host rate: a copy's bytes read and written at
+  // the memory rate, as such files were read.
+  llvm::Expected<Rates> old = readRates(writeTemp(std::string(withoutHost) + "}"));
+  ASSERT_TRUE(bool(old)) << llvm::toString(old.takeError());
+  EXPECT_DOUBLE_EQ(old->hostBytesPerSecond, 4e9);
   Rates r = *defaultRates("cpu");
   llvm::Expected<Rates> back = readRates(writeTemp(formatRates(r)));
   ASSERT_TRUE(bool(back)) << llvm::toString(back.takeError());
   EXPECT_DOUBLE_EQ(back->flopsPerSecond, r.flopsPerSecond);
+  EXPECT_DOUBLE_EQ(back->hostBytesPerSecond, r.hostBytesPerSecond);
 }
 
 TEST(CostModel, CountsProductAndAttentionFlops) {
@@ -112,6 +130,31 @@ TEST(CostModel, CountsProductAndAttentionFlops) {
   r.linkLatencySeconds = 1e-6;
   EXPECT_DOUBLE_EQ(transferSeconds(1e6, r), 1e-6 + 1e-3);
   EXPECT_DOUBLE_EQ(transferSeconds(0, r), 0);
+}
+
+// A host copy is its bytes at the host link's rate, not the memory's.
+TEST(CostModel, HostCopiesCostTheHostLink) {
+  MLIRContext context;
+  context.loadDialect<CleaveDialect, func::FuncDialect>();
+  const char *source = R"mlir(
+    func.func @f(%x: tensor<1024x256xf32>) -> tensor<1024x256xf32> {
+      %h = cleave.offload %x {cleave.memory_space = #cleave.memory_space<host>} : tensor<1024x256xf32>
+      %d = cleave.fetch %h : tensor<1024x256xf32>
+      return %d : tensor<1024x256xf32>
+    })mlir";
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(source, &context);
+  ASSERT_TRUE(bool(module));
+  SmallVector<Operation *> copies;
+  module->walk([&](Operation *op) {
+    if (isHostCopy(op))
+      copies.push_back(op);
+  });
+  ASSERT_EQ(copies.size(), 2u);
+  Rates r = *defaultRates("h100");
+  for (Operation *copy : copies)
+    EXPECT_DOUBLE_EQ(hostCopySeconds(copy, r), 1024.0 * 256 * 4 / 5.5e10);
+  r.hostBytesPerSecond = 0; // unknown: not priced
+  EXPECT_DOUBLE_EQ(hostCopySeconds(copies[0], r), 0);
 }
 
 TEST(CostModel, CountsTheOptimizerUpdateInPlace) {

@@ -5,7 +5,8 @@
 //
 // Times the CPU backend's own kernels: a 1024^3 f32 matrix product (the
 // FLOP/s of products) and an elementwise add over 64 MiB operands (bytes
-// read and written per second); under mpirun with two or more ranks, a
+// read and written per second) and a 64 MiB memory copy (the host copies
+// of activation offload); under mpirun with two or more ranks, a
 // ping-pong of 16 MiB and of 8 bytes between ranks 0 and 1 (the link's
 // bandwidth and latency). Rank 0 writes the rates as JSON, the format
 // `cleave-compile --rates` reads (passes/CostModel.h). Without a second
@@ -127,6 +128,14 @@ Status calibrate(const Flags &flags, Communicator &comm) {
     return runCpuKernel("add", {}, {tx, ty}, {tz});
   }));
   double bytes = 3.0 * m * sizeof(float) / add;
+  // Host copies (activation offload): on the CPU backends a memory copy on
+  // one thread (cpu-staged's upload and download), counted once.
+  double copy = 0;
+  CLEAVE_CHECK(timeIt(flags.seconds, copy, [&] {
+    std::memcpy(z.data(), x.data(), size_t(m) * sizeof(float));
+    return Status::ok();
+  }));
+  double host = double(m) * sizeof(float) / copy;
 
   // The link: rank 0 and 1 ping-pong; the others wait.
   double link = 0, latency = 0;
@@ -172,15 +181,17 @@ Status calibrate(const Flags &flags, Communicator &comm) {
   std::fprintf(out,
                "{\"backend\": \"cpu\", \"flops_per_second\": %.4e, "
                "\"bytes_per_second\": %.4e, \"link_bytes_per_second\": %.4e, "
-               "\"link_latency_seconds\": %.4e, \"threads\": %d, "
+               "\"link_latency_seconds\": %.4e, "
+               "\"host_bytes_per_second\": %.4e, \"threads\": %d, "
                "\"link_measured\": %s}\n",
-               flops, bytes, link, latency, omp_get_max_threads(),
+               flops, bytes, link, latency, host, omp_get_max_threads(),
                measuredLink ? "true" : "false");
   if (std::fclose(out) != 0)
     return Status::error("writing " + flags.output + " failed");
   std::printf("matrix products: %.1f GFLOP/s (%d threads)\n", flops / 1e9,
               omp_get_max_threads());
   std::printf("memory: %.1f GB/s read and written\n", bytes / 1e9);
+  std::printf("host copies: %.1f GB/s copied\n", host / 1e9);
   if (measuredLink)
     std::printf("link: %.2f GB/s, latency %.1f us\n", link / 1e9,
                 latency * 1e6);
