@@ -29,6 +29,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <set>
 #include <thread>
@@ -1269,47 +1270,96 @@ Status CheckpointWriter::reserve(Backend &backend, size_t fileBytes) {
   return Status::ok();
 }
 
-void CheckpointWriter::write() {
-  // At the step's priority: the thread mostly waits for the disk, and its
-  // one pass of hashing, beside the step, slows the steps after the save by
-  // about its own CPU time (measured in docs/checkpoint-format.md). At the
-  // lowest priority it finished only when the next save waited for it.
-  //
-  // The file's SHA-256 and each tensor's CRC-32C, in one pass over the
-  // bytes (a mebibyte at a time: the CRC reads what the SHA left in the
-  // cache), on a thread of its own while this one waits for the disk.
-  std::string fileDigest;
-  std::vector<std::string> own(tensors.size());
-  std::thread hashing([&] {
-    Sha256 hash;
-    const size_t chunk = size_t(1) << 20;
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      Crc32c crc;
-      const char *p = bytes_ + tensors[i].offset;
-      for (size_t done = 0; done < tensors[i].bytes; done += chunk) {
-        size_t n = std::min(chunk, tensors[i].bytes - done);
-        hash.update(p + done, n);
-        crc.update(p + done, n);
-      }
-      own[i] = crc.hexDigest();
+void CheckpointWriter::hashAll() {
+  Sha256 hash;
+  tensorDigests_.assign(tensors.size(), "");
+  const size_t chunk = size_t(1) << 20;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    Crc32c crc;
+    const char *p = bytes_ + tensors[i].offset;
+    for (size_t done = 0; done < tensors[i].bytes; done += chunk) {
+      size_t n = std::min(chunk, tensors[i].bytes - done);
+      hash.update(p + done, n);
+      crc.update(p + done, n);
     }
-    fileDigest = hash.hexDigest();
+    tensorDigests_[i] = crc.hexDigest();
+  }
+  fileDigest_ = hash.hexDigest();
+}
+
+void CheckpointWriter::checkTensors() {
+  tensorDigests_.assign(tensors.size(), "");
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    Crc32c crc;
+    crc.update(bytes_ + tensors[i].offset, tensors[i].bytes);
+    tensorDigests_[i] = crc.hexDigest();
+  }
+}
+
+Status CheckpointWriter::copyIn(const std::function<Status(size_t)> &copy,
+                                bool hashNow) {
+  hashed_ = false;
+  if (!hashNow) {
+    for (size_t i = 0; i < tensors.size(); ++i)
+      CLEAVE_CHECK(copy(i));
+    return Status::ok();
+  }
+  // The bytes copied so far (file order); the largest value: stop.
+  const size_t stop = std::numeric_limits<size_t>::max();
+  std::atomic<size_t> copied{0};
+  std::thread sha([&] {
+    Sha256 hash;
+    size_t done = 0;
+    while (done < fileBytes_) {
+      size_t ready = copied.load(std::memory_order_acquire);
+      if (ready == stop)
+        return;
+      if (ready == done) {
+        std::this_thread::yield();
+        continue;
+      }
+      hash.update(bytes_ + done, ready - done);
+      done = ready;
+    }
+    fileDigest_ = hash.hexDigest();
   });
+  Status status = Status::ok();
+  for (size_t i = 0; i < tensors.size() && status; ++i) {
+    status = copy(i);
+    copied.store(status ? tensors[i].offset + tensors[i].bytes : stop,
+                 std::memory_order_release);
+  }
+  if (status)
+    checkTensors(); // beside the SHA-256, on this thread
+  sha.join();
+  hashed_ = status.isOk();
+  return status;
+}
+
+void CheckpointWriter::write() {
+  // The thread mostly waits for the disk. Where the copy did not hash the
+  // bytes, it hashes them here first, at the step's priority: at the
+  // lowest (nice 19, tried first) it got no CPU beside a step that uses
+  // every core and finished only when the next save waited for it.
+  std::thread hashing;
+  if (!hashed_)
+    hashing = std::thread([this] { hashAll(); });
   status_ = writeAtomically(
       folder, file,
       [&](auto &&sink) -> Status { return sink(bytes_, fileBytes_); },
       /*direct=*/true);
-  hashing.join();
+  if (hashing.joinable())
+    hashing.join();
   if (status_) {
     std::string list;
     for (size_t i = 0; i < tensors.size(); ++i)
       list += std::string(i ? "," : "") + "\n        " + tensors[i].head +
               ", \"offset\": " + str(int64_t(tensors[i].offset)) +
               ", \"bytes\": " + str(int64_t(tensors[i].bytes)) +
-              ", \"crc32c\": \"" + own[i] + "\"}";
+              ", \"crc32c\": \"" + tensorDigests_[i] + "\"}";
     entry = rankHead + ",\n      \"file\": " + jsonQuote(file) +
             ", \"bytes\": " + str(int64_t(fileBytes_)) + ", \"sha256\": \"" +
-            fileDigest + "\"" + rankTail + ",\n      \"tensors\": [" + list +
+            fileDigest_ + "\"" + rankTail + ",\n      \"tensors\": [" + list +
             "]}";
   }
   writeEnded = Clock::now();
@@ -1404,13 +1454,20 @@ Status Runtime::snapshotCheckpoint(const std::string &folder, int64_t steps,
   w.dataPath = data ? data->path() : "";
   w.dataTokens = data ? data->size() : 0;
   CLEAVE_CHECK(layoutCheckpointFile(state));
-  for (size_t i = 0, j = 0; i < state.size(); ++i) {
-    if (!checkpointWrites_[i])
-      continue;
-    const CheckpointWriter::Tensor &t = w.tensors[j++];
-    CLEAVE_CHECK(backend_->download(w.bytes() + t.offset,
-                                    tensor(state[i].id).data, t.bytes));
-  }
+  std::vector<int> ids; // of w.tensors
+  for (size_t i = 0; i < state.size(); ++i)
+    if (checkpointWrites_[i])
+      ids.push_back(state[i].id);
+  // The CPU backends' kernels use the host's cores: hashed now, on them,
+  // not beside the next step (CheckpointWriter::copyIn).
+  bool hashNow = std::string(backend_->name()) != "cuda";
+  CLEAVE_CHECK(w.copyIn(
+      [&](size_t j) {
+        const CheckpointWriter::Tensor &t = w.tensors[j];
+        return backend_->download(w.bytes() + t.offset, tensor(ids[j]).data,
+                                  t.bytes);
+      },
+      hashNow));
   const pb::Mesh &mesh = program_.mesh();
   // A rank without an optimizer function (a pipeline stage with no
   // gradient) never advances its step count or loss scaler: a load into

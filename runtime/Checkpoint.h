@@ -230,6 +230,16 @@ public:
   Status reserve(Backend &backend, size_t fileBytes);
   char *bytes() { return bytes_; }
 
+  /// Copies the state into bytes() by `copy(tensor)` (which fills
+  /// tensors[tensor]'s bytes), in file order. `hashNow`: the file's
+  /// SHA-256 and the tensors' CRC-32Cs are computed here too, the SHA on a
+  /// second thread that follows the copy tensor by tensor, so that the
+  /// writer has only the disk left (for a step whose kernels use every
+  /// core, as the CPU backend's: beside it a hashing thread slowed the
+  /// step after the save by more than the hashing takes here). Otherwise
+  /// the writer hashes (a GPU step leaves the cores idle).
+  Status copyIn(const std::function<Status(size_t)> &copy, bool hashNow);
+
   // Filled at the step boundary, before start().
   std::string folder, file; // the step-S folder; rank-<r>.bin
   int64_t step = -1;
@@ -256,6 +266,14 @@ public:
 private:
   void write();
   void release();
+  /// The file's SHA-256 and each tensor's CRC-32C, in one pass.
+  void hashAll();
+  /// The tensors' CRC-32Cs.
+  void checkTensors();
+
+  std::string fileDigest_;
+  std::vector<std::string> tensorDigests_;
+  bool hashed_ = false; // the digests are those of the bytes now
 
   Backend *backend_ = nullptr; // whose host memory bytes_ is
   char *bytes_ = nullptr;
