@@ -6,6 +6,7 @@
 #include "passes/NodeName.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
 
 #include <algorithm>
 #include <limits>
@@ -125,4 +126,55 @@ mlir::cleave::attentionCores(ArrayRef<Operation *> work) {
       cores.push_back({*begin, position[op] + 1});
   }
   return cores;
+}
+
+std::string mlir::cleave::layerKey(StringRef nodeName) {
+  SmallVector<StringRef> parts;
+  nodeName.split(parts, '/');
+  size_t length = 0;
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    StringRef part = parts[i];
+    length += part.size() + 1;
+    if (part.empty() || !isdigit(static_cast<unsigned char>(part.back())))
+      continue;
+    StringRef stem = part.rtrim("0123456789");
+    if (stem.empty() || stem.endswith(".") || stem.endswith("_"))
+      return nodeName.take_front(length).str();
+  }
+  return "";
+}
+
+SmallVector<std::pair<int64_t, int64_t>>
+mlir::cleave::layersBetweenPlaces(ArrayRef<Operation *> work,
+                                  ArrayRef<int64_t> bounds) {
+  // Pieces into layers by their numbered module.
+  SmallVector<std::pair<std::pair<int64_t, int64_t>, std::string>> pieces;
+  bool anyKey = false;
+  for (size_t i = 0; i + 1 < bounds.size(); ++i) {
+    llvm::StringMap<int64_t> count;
+    std::string key;
+    int64_t best = 0;
+    for (int64_t j = bounds[i]; j < bounds[i + 1]; ++j) {
+      std::string k = layerKey(onnxNodeName(work[j]->getLoc()));
+      if (!k.empty() && ++count[k] > best) {
+        best = count[k];
+        key = k;
+      }
+    }
+    anyKey |= !key.empty();
+    pieces.push_back({{bounds[i], bounds[i + 1]}, key});
+  }
+  SmallVector<std::pair<int64_t, int64_t>> found;
+  for (auto [i, piece] : llvm::enumerate(pieces)) {
+    auto &[range, key] = piece;
+    bool isLayer = anyKey ? !key.empty() : (i > 0 && i + 1 < pieces.size());
+    if (!isLayer)
+      continue;
+    if (anyKey && !found.empty() && found.back().second == range.first &&
+        key == pieces[i - 1].second)
+      found.back().second = range.second;
+    else
+      found.push_back(range);
+  }
+  return found;
 }

@@ -1,4 +1,5 @@
-//===- CutPoints.h - the places between layers of a forward function -*- C++ -*-===//
+//===- CutPoints.h - the places between layers of a forward function -*- C++
+//-*-===//
 //
 // The pipeline partition cuts a forward function into stages, and the remat
 // pass cuts it into layers to checkpoint; both cut where the fewest
@@ -14,6 +15,7 @@
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SmallVector.h"
 
+#include <string>
 #include <utility>
 
 namespace mlir::cleave {
@@ -53,6 +55,22 @@ SmallVector<int64_t> leastCrossingPlaces(ArrayRef<int64_t> crossing);
 /// next to a place between layers).
 void skipCutsInsideNodes(ArrayRef<Operation *> work,
                          MutableArrayRef<int64_t> crossing);
+
+/// The numbered module an ONNX node belongs to: the node name up to its
+/// first path component that ends in a number (`/h.0/`, `/model/layers.3/`,
+/// `/blocks/0/`), or "" if none. The last component is the node's own name
+/// (`MatMul_1`), never a module.
+std::string layerKey(StringRef nodeName);
+
+/// The layers of `work`, as half-open ranges in order: the pieces between
+/// `bounds` (0, the places between layers, work.size()) joined by the
+/// numbered module most of their ops' ONNX nodes belong to (two half blocks
+/// of `/h.3/` are one layer), those of no module left out (the embedding,
+/// the head); for a model whose node names give no module, every piece but
+/// the first and the last. What `activation_checkpointing` checkpoints,
+/// unless the spec names the layers.
+SmallVector<std::pair<int64_t, int64_t>>
+layersBetweenPlaces(ArrayRef<Operation *> work, ArrayRef<int64_t> bounds);
 
 /// The attention cores of `work` (what `activation_checkpointing:
 /// selective` recomputes): each a half-open range of positions from the

@@ -601,6 +601,11 @@ def PipelinePartition : Pass<"cleave-pipeline-partition", "ModuleOp"> {
            "selective activation checkpointing recomputes the attention "
            "cores (product of queries and keys to the softmax): cost their "
            "forward twice">,
+    Option<"offloadEvery", "offload-every", "int64_t", /*default=*/"0",
+           "activation offload copies the checkpoint at the start of every "
+           "offload-every-th layer to host memory and back: cost its bytes "
+           "twice at the host link, in the stage of the layer (0: no "
+           "offload)">,
   ];
 }
 

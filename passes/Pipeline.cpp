@@ -35,8 +35,8 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
   place.placement = options.placement;
   // MiCS: sharding groups smaller than the data-parallel ranks split the
   // data axis in two.
-  bool mics = options.shardedDegree > 1 &&
-              options.shardedDegree < options.dataDegree;
+  bool mics =
+      options.shardedDegree > 1 && options.shardedDegree < options.dataDegree;
   if (mics)
     place.shardedData = options.shardedDegree;
   pm.addPass(createPlaceRanks(place));
@@ -89,6 +89,17 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
                           options.remat != "selective";
     partition.recomputeAttention =
         options.train && options.remat == "selective";
+    // Offload moves one checkpoint a segment: a layer under `each`, k under
+    // `group_<k>`. Under `contiguous` a stage's one checkpoint costs every
+    // stage alike, and `selective` keeps no layer inputs to move: neither
+    // changes where to cut.
+    int64_t group = 0;
+    if (options.remat == "each")
+      group = 1;
+    else if (StringRef(options.remat).startswith("group_") &&
+             StringRef(options.remat).drop_front(6).getAsInteger(10, group))
+      group = 0;
+    partition.offloadEvery = options.train && options.offload ? group : 0;
     pm.addPass(createPipelinePartition(partition));
     // The phase contract: every op in one stage, every crossing value
     // through a stage's boundary; autodiff, the schedule and the emitter

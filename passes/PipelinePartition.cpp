@@ -61,23 +61,25 @@ struct PipelinePartition
   LogicalResult partition() {
     ModuleOp module = getOperation();
     if (stages < 1)
-      return mlir::emitError(module.getLoc()) << "cleave-pipeline-partition: stages must be "
-                                   "at least 1";
+      return mlir::emitError(module.getLoc())
+             << "cleave-pipeline-partition: stages must be "
+                "at least 1";
     if (stages == 1)
       return success();
     if (optimize != "speed" && optimize != "memory")
-      return mlir::emitError(module.getLoc()) << "cleave-pipeline-partition: optimize must "
-                                   "be speed or memory, got '"
-                                << optimize << "'";
+      return mlir::emitError(module.getLoc())
+             << "cleave-pipeline-partition: optimize must "
+                "be speed or memory, got '"
+             << optimize << "'";
     func::FuncOp forward;
     for (auto func : module.getOps<func::FuncOp>()) {
       if (func.isExternal() || func->hasAttr("cleave.kind"))
         continue;
       if (forward)
-        return func.emitError() << "cleave-pipeline-partition expects one "
-                                   "forward function, found @"
-                                << forward.getName() << " and @"
-                                << func.getName();
+        return func.emitError()
+               << "cleave-pipeline-partition expects one "
+                  "forward function, found @"
+               << forward.getName() << " and @" << func.getName();
       forward = func;
     }
     if (!forward)
@@ -132,8 +134,8 @@ struct PipelinePartition
         return mlir::emitError(forward.getLoc())
                << "partition_points: '" << name
                << "' does not come after the previous split point; give the "
-                  "nodes where stages 1.." << static_cast<int64_t>(stages) - 1
-               << " begin, in model order";
+                  "nodes where stages 1.."
+               << static_cast<int64_t>(stages) - 1 << " begin, in model order";
       cuts.push_back(found);
     }
     return cuts;
@@ -162,6 +164,7 @@ struct PipelinePartition
              << " stages";
 
     // Prefix sums of time; memory per piece is computed directly.
+    //
     // With activation checkpointing (cleave-remat, after autodiff) what it
     // will recompute runs forward twice: the layers, between the first and
     // the last place (`each`, `group_<k>`, `contiguous`), or the attention
@@ -174,10 +177,27 @@ struct PipelinePartition
       for (auto [begin, end] : attentionCores(work))
         for (int64_t i = begin; i < end; ++i)
           again[i] = true;
+    // With activation offload (cleave-offload-activations, after remat)
+    // each checkpoint, the input of a segment of `offloadEvery` layers, is
+    // copied to host memory after the forward and back before the
+    // backward: its bytes twice at the host link, in the layer's stage.
+    SmallVector<double> copies(n, 0.0);
+    if (offloadEvery > 0 && rates->hostBytesPerSecond > 0) {
+      SmallVector<int64_t> layerBounds = {0};
+      layerBounds.append(places.begin(), places.end());
+      layerBounds.push_back(n);
+      SmallVector<std::pair<int64_t, int64_t>> layers =
+          layersBetweenPlaces(work, layerBounds);
+      for (size_t l = 0; l < layers.size(); l += offloadEvery) {
+        int64_t at = layers[l].first;
+        copies[at] += 2.0 * double(crossing[at]) / rates->hostBytesPerSecond;
+      }
+    }
     SmallVector<double> time(n + 1, 0.0);
     for (int64_t i = 0; i < n; ++i)
-      time[i + 1] = time[i] + seconds(estimateCost(work[i]), *rates) *
-                                  (1 + kBackwardFactor + (again[i] ? 1 : 0));
+      time[i + 1] = time[i] + copies[i] +
+                    seconds(estimateCost(work[i]), *rates) *
+                        (1 + kBackwardFactor + (again[i] ? 1 : 0));
     SmallVector<int64_t> bounds = {0};
     bounds.append(places.begin(), places.end());
     bounds.push_back(n);
@@ -279,8 +299,8 @@ struct PipelinePartition
     OpBuilder top = OpBuilder::atBlockEnd(module.getBody());
     for (int64_t k = 0; k < s; ++k) {
       int64_t from = bounds[k], to = bounds[k + 1];
-      auto stage = top.create<ModuleOp>(forward.getLoc(),
-                                        ("stage" + std::to_string(k)));
+      auto stage =
+          top.create<ModuleOp>(forward.getLoc(), ("stage" + std::to_string(k)));
       for (NamedAttribute attr : module->getAttrs())
         if (attr.getName().getValue().startswith("cleave."))
           stage->setAttr(attr.getName(), attr.getValue());
@@ -298,8 +318,7 @@ struct PipelinePartition
               auto copy = cast<ParameterOp>(b.clone(*param));
               auto &list = readers[get.getName()];
               if (list.size() > 1)
-                copy->setAttr("cleave.tied_stages",
-                              b.getI64ArrayAttr(list));
+                copy->setAttr("cleave.tied_stages", b.getI64ArrayAttr(list));
             }
 
       // Arguments: the activations received, then the model inputs read.
@@ -317,7 +336,10 @@ struct PipelinePartition
       auto boundaryAttrs = [&](Value v, int64_t index) {
         NamedAttrList list;
         list.append("cleave.boundary", b.getI64IntegerAttr(index));
-        if (v.getType().cast<RankedTensorType>().getElementType().isa<FloatType>())
+        if (v.getType()
+                .cast<RankedTensorType>()
+                .getElementType()
+                .isa<FloatType>())
           list.append("cleave.differentiable", UnitAttr::get(ctx));
         return list.getDictionary(ctx);
       };
@@ -361,8 +383,9 @@ struct PipelinePartition
         for (auto [i, v] : llvm::enumerate(sent)) {
           Value mapped = operandOf(v);
           if (!mapped)
-            return mlir::emitError(forward.getLoc()) << "cleave-pipeline-partition: a "
-                                          "value sent on was never received";
+            return mlir::emitError(forward.getLoc())
+                   << "cleave-pipeline-partition: a "
+                      "value sent on was never received";
           results.push_back(mapped);
           resultAttrs.push_back(boundaryAttrs(v, i));
         }

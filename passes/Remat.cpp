@@ -28,7 +28,6 @@
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringMap.h"
 
-
 namespace mlir::cleave {
 #define GEN_PASS_DEF_REMAT
 #include "passes/Passes.h.inc"
@@ -43,26 +42,6 @@ namespace {
 struct Range {
   int64_t begin, end;
 };
-
-/// The numbered module an ONNX node belongs to: the node name up to its
-/// first path component that ends in a number (`/h.0/`, `/model/layers.3/`,
-/// `/blocks/0/`), or "" if none. The last component is the node's own name
-/// (`MatMul_1`), never a module.
-std::string layerKey(StringRef name) {
-  SmallVector<StringRef> parts;
-  name.split(parts, '/');
-  size_t length = 0;
-  for (size_t i = 0; i + 1 < parts.size(); ++i) {
-    StringRef part = parts[i];
-    length += part.size() + 1;
-    if (part.empty() || !isdigit(static_cast<unsigned char>(part.back())))
-      continue;
-    StringRef stem = part.rtrim("0123456789");
-    if (stem.empty() || stem.endswith(".") || stem.endswith("_"))
-      return name.take_front(length).str();
-  }
-  return "";
-}
 
 /// Only ops without side effects are run again: a collective's or a
 /// transfer's result is kept (cheaper to keep than to communicate again,
@@ -118,15 +97,17 @@ struct Remat : mlir::cleave::impl::RematBase<Remat> {
       selective = true;
     } else if (s.consume_front("group_")) {
       if (s.getAsInteger(10, group) || group < 1) {
-        mlir::emitError(module.getLoc()) << "cleave-remat: strategy '" << strategy
-                           << "' needs a group size of at least 1 after "
-                              "'group_' (e.g. group_2)";
+        mlir::emitError(module.getLoc())
+            << "cleave-remat: strategy '" << strategy
+            << "' needs a group size of at least 1 after "
+               "'group_' (e.g. group_2)";
         return signalPassFailure();
       }
     } else {
-      mlir::emitError(module.getLoc()) << "cleave-remat: unknown strategy '" << strategy
-                         << "'; use each, group_<k>, contiguous, selective "
-                            "or none";
+      mlir::emitError(module.getLoc())
+          << "cleave-remat: unknown strategy '" << strategy
+          << "'; use each, group_<k>, contiguous, selective "
+             "or none";
       return signalPassFailure();
     }
     for (const std::string &prefix : layers)
@@ -143,10 +124,11 @@ struct Remat : mlir::cleave::impl::RematBase<Remat> {
     // only some of the layers.
     for (const std::string &prefix : layers)
       if (prefixMatches[prefix] == 0) {
-        mlir::emitError(module.getLoc()) << "cleave-remat: layer prefix '" << prefix
-                           << "' (activation_checkpointing_layers) matches "
-                              "no ONNX node name; give the prefix the "
-                              "layer's nodes start with, such as '/h.0/'";
+        mlir::emitError(module.getLoc())
+            << "cleave-remat: layer prefix '" << prefix
+            << "' (activation_checkpointing_layers) matches "
+               "no ONNX node name; give the prefix the "
+               "layer's nodes start with, such as '/h.0/'";
         return signalPassFailure();
       }
   }
@@ -199,35 +181,8 @@ struct Remat : mlir::cleave::impl::RematBase<Remat> {
     bounds.append(leastCrossingPlaces(between));
     bounds.push_back(n);
 
-    // Pieces into layers by their numbered module.
-    SmallVector<std::pair<Range, std::string>> pieces;
-    bool anyKey = false;
-    for (size_t i = 0; i + 1 < bounds.size(); ++i) {
-      llvm::StringMap<int64_t> count;
-      std::string key;
-      int64_t best = 0;
-      for (int64_t j = bounds[i]; j < bounds[i + 1]; ++j) {
-        std::string k = layerKey(onnxNodeName(work[j]->getLoc()));
-        if (!k.empty() && ++count[k] > best) {
-          best = count[k];
-          key = k;
-        }
-      }
-      anyKey |= !key.empty();
-      pieces.push_back({{bounds[i], bounds[i + 1]}, key});
-    }
-    for (auto [i, piece] : llvm::enumerate(pieces)) {
-      auto &[range, key] = piece;
-      bool isLayer = anyKey ? !key.empty()
-                            : (i > 0 && i + 1 < pieces.size());
-      if (!isLayer)
-        continue;
-      if (anyKey && !found.empty() && found.back().end == range.begin &&
-          key == pieces[i - 1].second)
-        found.back().end = range.end;
-      else
-        found.push_back(range);
-    }
+    for (auto [begin, end] : layersBetweenPlaces(work, bounds))
+      found.push_back({begin, end});
     return found;
   }
 
@@ -242,8 +197,7 @@ struct Remat : mlir::cleave::impl::RematBase<Remat> {
       if (!isSequenceGather(work[i]))
         continue;
       int64_t begin = i, end = i + 1;
-      while (begin > 0 &&
-             isa<TransposeOp, ReshapeOp>(work[begin - 1]) &&
+      while (begin > 0 && isa<TransposeOp, ReshapeOp>(work[begin - 1]) &&
              work[begin - 1]->getResult(0).hasOneUse() &&
              *work[begin - 1]->getResult(0).getUsers().begin() == work[begin])
         --begin;
@@ -317,9 +271,8 @@ struct Remat : mlir::cleave::impl::RematBase<Remat> {
       if (auto from = backward.getArgAttrOfType<IntegerAttr>(
               arg.getArgNumber(), "cleave.saved_from")) {
         if (from.getInt() < 0 || from.getInt() >= ret->getNumOperands())
-          return backward.emitError()
-                 << "argument " << arg.getArgNumber()
-                 << " has no valid cleave.saved_from";
+          return backward.emitError() << "argument " << arg.getArgNumber()
+                                      << " has no valid cleave.saved_from";
         // A value saved twice is read through its first argument.
         auto [it, inserted] =
             argOf.insert({ret->getOperand(from.getInt()), arg});
