@@ -124,6 +124,7 @@ inline constexpr llvm::StringLiteral kKnownAttrNames[] = {
     "cleave.saved_from",
     "cleave.schedule",
     "cleave.shapes_only",
+    "cleave.shard_collective_seconds",
     "cleave.sharding",
     "cleave.sharding_stop",
     "cleave.slots",

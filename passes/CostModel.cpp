@@ -86,6 +86,39 @@ double mlir::cleave::hostCopySeconds(Operation *op, const Rates &rates) {
   return bytes(op->getOperand(0).getType()) / rates.hostBytesPerSecond;
 }
 
+bool mlir::cleave::isShardCollective(Operation *op) {
+  return isa<GatherParamOp, ReduceScatterOp>(op);
+}
+
+double mlir::cleave::shardCollectiveSeconds(Operation *op, const Rates &rates) {
+  double n = 1, total = 0;
+  if (auto gather = dyn_cast<GatherParamOp>(op)) {
+    ParameterOp param = lookupParameter(gather, gather.getNameAttr());
+    std::optional<StateShards> shards =
+        param ? stateShards(param) : std::nullopt;
+    if (!shards)
+      return 0;
+    n = double(shards->ranks);
+    total = double(shards->padded()) *
+            double(elementBytes(
+                param.getType().cast<RankedTensorType>().getElementType()));
+  } else if (auto scatter = dyn_cast<ReduceScatterOp>(op)) {
+    auto in = scatter.getInput().getType().cast<RankedTensorType>();
+    auto out = scatter.getResult().getType().cast<RankedTensorType>();
+    int64_t dim = scatter.getDim();
+    if (dim < 0 || dim >= out.getRank() || out.getDimSize(dim) <= 0)
+      return 0;
+    n = double(in.getDimSize(dim) / out.getDimSize(dim));
+    total = bytes(in);
+  }
+  if (n < 2)
+    return 0;
+  double wire = rates.linkBytesPerSecond > 0
+                    ? (n - 1) / n * total / rates.linkBytesPerSecond
+                    : 0.0;
+  return wire + (n - 1) * rates.linkLatencySeconds;
+}
+
 double mlir::cleave::seconds(const OpCost &cost, const Rates &rates) {
   double compute =
       rates.flopsPerSecond > 0 ? cost.flops / rates.flopsPerSecond : 0.0;

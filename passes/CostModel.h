@@ -51,6 +51,20 @@ bool isHostCopy(Operation *op);
 /// (`host_bytes_per_second`).
 double hostCopySeconds(Operation *op, const Rates &rates);
 
+/// A collective of sharded data parallelism that the model prices as a
+/// ring over its group: a sharded parameter's all-gather
+/// (cleave.gather_param, in the forward and again in the backward) and a
+/// reduce-scatter (cleave.reduce_scatter: ZeRO-3's gradients). Like a host
+/// copy it runs where it is, not as forward work the backward costs
+/// again; shardCollectiveSeconds prices it.
+bool isShardCollective(Operation *op);
+
+/// Seconds of shard collective `op` over a group of n ranks: each rank
+/// sends and receives (n-1)/n of the whole tensor's bytes (the padded
+/// parameter; the reduce-scatter's input) in n-1 steps that each pay the
+/// link's latency; 0 for any other op or a group of one.
+double shardCollectiveSeconds(Operation *op, const Rates &rates);
+
 /// Seconds for `cost` at `rates`: the slower of compute and memory.
 double seconds(const OpCost &cost, const Rates &rates);
 

@@ -189,7 +189,8 @@ StagePlan planStage(ModuleOp m, int64_t index, int64_t pipelineRanks,
     ++s.parameters;
     s.parameterBytes += tensorBytes(param.getType());
   }
-  double forwardSeconds = 0, forwardCopySeconds = 0, backwardCopySeconds = 0;
+  double forwardSeconds = 0, forwardCopySeconds = 0, backwardCopySeconds = 0,
+         forwardCollectiveSeconds = 0, backwardCollectiveSeconds = 0;
   bool hasBackward = false;
   for (auto func : m.getOps<func::FuncOp>()) {
     // The last microbatch's copy of a backward (cleave-overlap-gradients)
@@ -281,6 +282,14 @@ StagePlan planStage(ModuleOp m, int64_t index, int64_t pipelineRanks,
             hostCopySeconds(op, rates);
         return;
       }
+      // Sharded data parallelism's gathers and reduce-scatters, as the
+      // copies: where they are.
+      if (isShardCollective(op)) {
+        (kind == FunctionKind::Forward ? forwardCollectiveSeconds
+                                       : backwardCollectiveSeconds) +=
+            shardCollectiveSeconds(op, rates);
+        return;
+      }
       switch (kind) {
       case FunctionKind::Forward:
         s.forwardFlops += cost.flops;
@@ -323,12 +332,17 @@ StagePlan planStage(ModuleOp m, int64_t index, int64_t pipelineRanks,
       recorded("cleave.recompute_seconds").value_or(s.recomputeSeconds);
   s.hostCopySeconds = recorded("cleave.host_copy_seconds")
                           .value_or(forwardCopySeconds + backwardCopySeconds);
+  s.shardCollectiveSeconds =
+      recorded("cleave.shard_collective_seconds")
+          .value_or(forwardCollectiveSeconds + backwardCollectiveSeconds);
   s.forwardSeconds = recorded("cleave.forward_seconds")
-                         .value_or(forwardSeconds + forwardCopySeconds);
+                         .value_or(forwardSeconds + forwardCopySeconds +
+                                   forwardCollectiveSeconds);
   s.backwardSeconds =
       recorded("cleave.backward_seconds")
           .value_or(hasBackward ? forwardSeconds * kBackwardFactor +
-                                      s.recomputeSeconds + backwardCopySeconds
+                                      s.recomputeSeconds + backwardCopySeconds +
+                                      backwardCollectiveSeconds
                                 : 0.0);
   return s;
 }
@@ -772,27 +786,28 @@ llvm::json::Value mlir::cleave::toJSON(const Plan &plan) {
     axes.push_back(llvm::json::Object{{"name", name}, {"size", size}});
   llvm::json::Array stages;
   for (const StagePlan &s : plan.stages)
-    stages.push_back(
-        llvm::json::Object{{"stage", s.stage},
-                           {"pipeline_rank", s.pipelineRank},
-                           {"first_node", s.firstNode},
-                           {"last_node", s.lastNode},
-                           {"ops", s.ops},
-                           {"parameters", s.parameters},
-                           {"parameter_bytes", s.parameterBytes},
-                           {"forward_seconds", s.forwardSeconds},
-                           {"backward_seconds", s.backwardSeconds},
-                           {"recompute_seconds", s.recomputeSeconds},
-                           {"host_copy_seconds", s.hostCopySeconds},
-                           {"forward_flops", s.forwardFlops},
-                           {"backward_flops", s.backwardFlops},
-                           {"optimizer_seconds", s.optimizerSeconds},
-                           {"optimizer_flops", s.optimizerFlops},
-                           {"all_reduce_bytes", s.allReduceBytes},
-                           {"sent_bytes", s.sentBytes},
-                           {"slots", s.slots},
-                           {"predicted_memory", memoryJSON(s.memory)},
-                           {"memory_timeline", timelineJSON(s)}});
+    stages.push_back(llvm::json::Object{
+        {"stage", s.stage},
+        {"pipeline_rank", s.pipelineRank},
+        {"first_node", s.firstNode},
+        {"last_node", s.lastNode},
+        {"ops", s.ops},
+        {"parameters", s.parameters},
+        {"parameter_bytes", s.parameterBytes},
+        {"forward_seconds", s.forwardSeconds},
+        {"backward_seconds", s.backwardSeconds},
+        {"recompute_seconds", s.recomputeSeconds},
+        {"host_copy_seconds", s.hostCopySeconds},
+        {"shard_collective_seconds", s.shardCollectiveSeconds},
+        {"forward_flops", s.forwardFlops},
+        {"backward_flops", s.backwardFlops},
+        {"optimizer_seconds", s.optimizerSeconds},
+        {"optimizer_flops", s.optimizerFlops},
+        {"all_reduce_bytes", s.allReduceBytes},
+        {"sent_bytes", s.sentBytes},
+        {"slots", s.slots},
+        {"predicted_memory", memoryJSON(s.memory)},
+        {"memory_timeline", timelineJSON(s)}});
   // Remat or offload: the peak the same stage would plan without them.
   for (auto [i, s] : llvm::enumerate(plan.stages))
     if (s.peakBytesWithoutRemat)

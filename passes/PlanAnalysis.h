@@ -112,8 +112,11 @@ struct StagePlan {
   /// Of those: the forward ops the backward computes again (cleave-remat's
   /// `cleave.recompute`), in the backward; the copies to host memory and
   /// back (cleave-offload-activations: offloads in the forward, fetches in
-  /// the backward), at the rates' memory rate (CostModel.h, isHostCopy).
-  double recomputeSeconds = 0, hostCopySeconds = 0;
+  /// the backward), at the host link's rate (CostModel.h, hostCopySeconds);
+  /// sharded data parallelism's all-gathers of parameters (forward and
+  /// backward) and reduce-scatters of gradients, at the link's rate
+  /// (shardCollectiveSeconds). All on the critical path.
+  double recomputeSeconds = 0, hostCopySeconds = 0, shardCollectiveSeconds = 0;
   double forwardFlops = 0, backwardFlops = 0;
   /// Once per step.
   double optimizerSeconds = 0, optimizerFlops = 0;

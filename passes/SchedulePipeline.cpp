@@ -136,11 +136,14 @@ struct SchedulePipeline
                                     "stage "
                                  << id << " at position " << index;
       // Per microbatch: the forward's work, the forward ops the backward
-      // computes again (cleave-remat) and the host copies of the
-      // offloaded checkpoints (cleave-offload-activations), which run once
-      // where they are. The last microbatch's copy of a backward
-      // (cleave-overlap-gradients) runs instead of it: not counted.
-      double forward = 0, recompute = 0, forwardCopies = 0, backwardCopies = 0;
+      // computes again (cleave-remat), and the host copies of the
+      // offloaded checkpoints (cleave-offload-activations) and sharded
+      // data parallelism's gathers and reduce-scatters, which run once
+      // where they are. The
+      // last microbatch's copy of a backward (cleave-overlap-gradients)
+      // runs instead of it: not counted.
+      double forward = 0, recompute = 0, forwardCopies = 0, backwardCopies = 0,
+             forwardCollectives = 0, backwardCollectives = 0;
       stage.walk([&](func::FuncOp func) {
         auto kind = func->getAttrOfType<StringAttr>("cleave.kind");
         bool isForward = !kind || kind.getValue() == "forward";
@@ -155,6 +158,11 @@ struct SchedulePipeline
                 hostCopySeconds(op, *rates);
             return;
           }
+          if (isShardCollective(op)) {
+            (isForward ? forwardCollectives : backwardCollectives) +=
+                shardCollectiveSeconds(op, *rates);
+            return;
+          }
           double t = seconds(estimateCost(op), *rates);
           if (isForward)
             forward += t;
@@ -165,19 +173,25 @@ struct SchedulePipeline
       bool forwardOnlyStage = (int64_t)index < forwardOnly;
       stage->setAttr("cleave.slots",
                      b.getI64IntegerAttr(built->slotsPerStage[index]));
-      stage->setAttr("cleave.forward_seconds",
-                     b.getF64FloatAttr(forward + forwardCopies));
+      stage->setAttr(
+          "cleave.forward_seconds",
+          b.getF64FloatAttr(forward + forwardCopies + forwardCollectives));
       stage->setAttr("cleave.backward_seconds",
                      b.getF64FloatAttr(forwardOnlyStage
                                            ? 0.0
                                            : forward * kBackwardFactor +
-                                                 recompute + backwardCopies));
+                                                 recompute + backwardCopies +
+                                                 backwardCollectives));
       stage->setAttr("cleave.recompute_seconds",
                      b.getF64FloatAttr(forwardOnlyStage ? 0.0 : recompute));
       stage->setAttr(
           "cleave.host_copy_seconds",
           b.getF64FloatAttr(forwardCopies +
                             (forwardOnlyStage ? 0.0 : backwardCopies)));
+      stage->setAttr(
+          "cleave.shard_collective_seconds",
+          b.getF64FloatAttr(forwardCollectives +
+                            (forwardOnlyStage ? 0.0 : backwardCollectives)));
     }
     SmallVector<Attribute> perRank;
     for (const std::vector<pipeline::Action> &actions : built->perRank) {
