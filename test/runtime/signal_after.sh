@@ -5,8 +5,7 @@
 # --keep removes a few steps later must not be missed): the test of a run
 # stopped mid-way. A path keeps a test that needs some checkpoints before
 # the stop independent of how fast a loaded machine runs the steps. The
-# signal is TERM, or the
-# one CLEAVE_TEST_SIGNAL names (INT: a Ctrl-C).
+# signal is TERM, or the one CLEAVE_TEST_SIGNAL names (INT: a Ctrl-C).
 #   signal_after.sh RANK SECONDS|PATH COMMAND...
 rank=$1 when=$2 sig=${CLEAVE_TEST_SIGNAL:-TERM}
 shift 2
