@@ -80,6 +80,9 @@ public:
   virtual const char *name() const = 0;
   /// Whether tensor memory is host memory the executor may use directly.
   virtual bool hostMemory() const = 0;
+  /// Whether its kernels run on the host's cores (the CPU backends): work
+  /// the runtime adds beside a step then takes cores from it.
+  virtual bool kernelsUseHostCores() const { return true; }
   /// Bytes of memory a plan may use, or 0 when unknown, and what has them
   /// ("this machine", "GPU 0").
   virtual uint64_t availableBytes() const = 0;

@@ -1270,28 +1270,19 @@ Status CheckpointWriter::reserve(Backend &backend, size_t fileBytes) {
   return Status::ok();
 }
 
-void CheckpointWriter::hashAll() {
-  Sha256 hash;
+void CheckpointWriter::checkTensors(Sha256 *file) {
   tensorDigests_.assign(tensors.size(), "");
+  // A mebibyte at a time: the CRC reads what the SHA left in the cache.
   const size_t chunk = size_t(1) << 20;
   for (size_t i = 0; i < tensors.size(); ++i) {
     Crc32c crc;
     const char *p = bytes_ + tensors[i].offset;
     for (size_t done = 0; done < tensors[i].bytes; done += chunk) {
       size_t n = std::min(chunk, tensors[i].bytes - done);
-      hash.update(p + done, n);
+      if (file)
+        file->update(p + done, n);
       crc.update(p + done, n);
     }
-    tensorDigests_[i] = crc.hexDigest();
-  }
-  fileDigest_ = hash.hexDigest();
-}
-
-void CheckpointWriter::checkTensors() {
-  tensorDigests_.assign(tensors.size(), "");
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    Crc32c crc;
-    crc.update(bytes_ + tensors[i].offset, tensors[i].bytes);
     tensorDigests_[i] = crc.hexDigest();
   }
 }
@@ -1330,7 +1321,7 @@ Status CheckpointWriter::copyIn(const std::function<Status(size_t)> &copy,
                  std::memory_order_release);
   }
   if (status)
-    checkTensors(); // beside the SHA-256, on this thread
+    checkTensors(nullptr); // beside the SHA-256, on this thread
   sha.join();
   hashed_ = status.isOk();
   return status;
@@ -1343,7 +1334,11 @@ void CheckpointWriter::write() {
   // every core and finished only when the next save waited for it.
   std::thread hashing;
   if (!hashed_)
-    hashing = std::thread([this] { hashAll(); });
+    hashing = std::thread([this] {
+      Sha256 file;
+      checkTensors(&file);
+      fileDigest_ = file.hexDigest();
+    });
   status_ = writeAtomically(
       folder, file,
       [&](auto &&sink) -> Status { return sink(bytes_, fileBytes_); },
@@ -1460,7 +1455,7 @@ Status Runtime::snapshotCheckpoint(const std::string &folder, int64_t steps,
       ids.push_back(state[i].id);
   // The CPU backends' kernels use the host's cores: hashed now, on them,
   // not beside the next step (CheckpointWriter::copyIn).
-  bool hashNow = std::string(backend_->name()) != "cuda";
+  bool hashNow = backend_->kernelsUseHostCores();
   CLEAVE_CHECK(w.copyIn(
       [&](size_t j) {
         const CheckpointWriter::Tensor &t = w.tensors[j];

@@ -41,6 +41,7 @@
 namespace cleave::runtime {
 
 class Backend;
+class Sha256;
 
 /// The newest manifest version this code reads. Version 2 added pieces
 /// with a flat range (ZeRO-1's optimizer state), version 3 pieces of
@@ -266,10 +267,9 @@ public:
 private:
   void write();
   void release();
-  /// The file's SHA-256 and each tensor's CRC-32C, in one pass.
-  void hashAll();
-  /// The tensors' CRC-32Cs.
-  void checkTensors();
+  /// The tensors' CRC-32Cs, and with `file` the file's SHA-256 fed in the
+  /// same pass (the tensors are the file).
+  void checkTensors(Sha256 *file);
 
   std::string fileDigest_;
   std::vector<std::string> tensorDigests_;

@@ -309,6 +309,7 @@ public:
 
   const char *name() const override { return "cuda"; }
   bool hostMemory() const override { return false; }
+  bool kernelsUseHostCores() const override { return false; }
   uint64_t availableBytes() const override {
     size_t free = 0, total = 0;
     if (cudaMemGetInfo(&free, &total) != cudaSuccess) {

@@ -31,6 +31,17 @@ std::string sha(const std::string &text) {
   return h.hexDigest();
 }
 
+/// `size` bytes of a linear congruential sequence from `seed`: input for
+/// comparing a hash's hardware and portable paths.
+std::string pseudoRandomBytes(size_t size, uint32_t seed) {
+  std::string text;
+  for (size_t i = 0; i < size; ++i) {
+    seed = seed * 1664525u + 1013904223u;
+    text += char(seed >> 24);
+  }
+  return text;
+}
+
 std::string tempFolder() {
   char name[] = "/tmp/cleave-checkpoint-test-XXXXXX";
   return mkdtemp(name);
@@ -145,12 +156,7 @@ TEST(Checkpoint, FindAndKeep) {
 TEST(Sha256, HardwareEqualsPortable) {
   if (!Sha256::hardwareAvailable())
     GTEST_SKIP() << "no SHA instructions on this CPU";
-  std::string text;
-  uint32_t x = 12345;
-  for (int i = 0; i < (1 << 20) + 77; ++i) {
-    x = x * 1664525u + 1013904223u;
-    text += char(x >> 24);
-  }
+  std::string text = pseudoRandomBytes((1 << 20) + 77, 12345);
   for (size_t n :
        std::initializer_list<size_t>{0, 1, 55, 56, 63, 64, 65, 127, 128, 129,
                                      1000, 4096, (1 << 20) + 77}) {
@@ -186,12 +192,7 @@ TEST(Crc32c, KnownValues) {
 TEST(Crc32c, HardwareEqualsTable) {
   if (!Crc32c::hardwareAvailable())
     GTEST_SKIP() << "no SSE4.2 on this CPU";
-  std::string text;
-  uint32_t x = 54321;
-  for (int i = 0; i < (1 << 20) + 13; ++i) {
-    x = x * 1664525u + 1013904223u;
-    text += char(x >> 24);
-  }
+  std::string text = pseudoRandomBytes((1 << 20) + 13, 54321);
   for (size_t start = 0; start < 8; ++start)
     for (size_t n = 0; n < 40; ++n) {
       Crc32c fast, slow(/*allowHardware=*/false);
