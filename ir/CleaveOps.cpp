@@ -396,12 +396,13 @@ LogicalResult AttentionOp::verify() {
   if (getMask()) {
     SmallVector<int64_t> scores{q.getDimSize(0), q.getDimSize(1),
                                 q.getDimSize(2), k.getDimSize(2)};
+    // A float mask may be wider than q: under autocast an f32 mask added
+    // to bf16 scores is added in f32, as the kernels add every mask.
     auto maskType = tensorType(getMask());
     if (!maskType.getElementType().isInteger(1) &&
-        maskType.getElementType() != q.getElementType())
-      return emitOpError() << "mask must be i1 (true keeps) or "
-                           << q.getElementType()
-                           << " (added to the scores), got "
+        !maskType.getElementType().isa<FloatType>())
+      return emitOpError() << "mask must be i1 (true keeps) or a float "
+                              "type (added to the scores), got "
                            << maskType.getElementType();
     auto maskShape = maskType.getShape();
     auto merged = broadcastShapes(maskShape, scores);

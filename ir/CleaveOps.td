@@ -472,7 +472,9 @@ def Cleave_AttentionOp : Cleave_Op<"attention", [Pure]> {
     `q: [B, H, Tq, D]`, `k, v: [B, Hkv, Tk, D]` where `H` is a multiple of
     `Hkv` (grouped-query attention repeats each key/value head `H / Hkv`
     times). `causal` masks position `j > i`. An optional `mask` broadcastable
-    to `[B, H, Tq, Tk]` is either `i1` (true keeps) or additive float.
+    to `[B, H, Tq, Tk]` is either `i1` (true keeps) or additive float of
+    any width (the kernels add it in f32: an f32 mask on bf16 scores is
+    what autocast computes).
 
     ```mlir
     %o = cleave.attention %q, %k, %v {causal, scale = 0.125 : f32}

@@ -193,7 +193,7 @@ def check_initializers(proto, weights, path):
 
 
 def write_training_reference(model, tokens, B, T, steps, opt, inits, outdir,
-                             info=None, verbose=False):
+                             info=None, verbose=False, autocast=None):
     """PyTorch's reference for training an export of `model` whose
     initializers are `inits` (parameter and buffer names): trains `model` in
     place (train()) for `steps` steps and writes into `outdir`
@@ -201,7 +201,8 @@ def write_training_reference(model, tokens, B, T, steps, opt, inits, outdir,
     initializer name: the parameters and the buffers the export made
     initializers, which stay unchanged) and losses.json (losses, grad_norms,
     lrs, optimizer, batch, seq, steps, frozen_parameters: the initializers
-    that are no parameter, plus `info`).  Returns losses.json's dict."""
+    that are no parameter, plus `info`); under torch.autocast when
+    `autocast` is "bf16".  Returns losses.json's dict."""
     params = dict(model.named_parameters())
     assert set(params) <= set(inits), \
         "parameters the export lost: %s" % sorted(set(params) - set(inits))
@@ -210,11 +211,14 @@ def write_training_reference(model, tokens, B, T, steps, opt, inits, outdir,
     safetensors_io.save({n: w for n, w in named_weights(model).items() if n in inits},
                         os.path.join(outdir, "params_init.safetensors"))
     model.train()
-    losses, norms, lrs, _ = train(model, tokens, B, T, steps, opt, verbose=verbose)
+    losses, norms, lrs, _ = train(model, tokens, B, T, steps, opt, autocast=autocast,
+                                  verbose=verbose)
     safetensors_io.save({n: w for n, w in named_weights(model).items() if n in inits},
                         os.path.join(outdir, "params_final.safetensors"))
     result = {"losses": losses, "grad_norms": norms, "lrs": lrs, "optimizer": opt,
               "batch": B, "seq": T, "steps": steps, "frozen_parameters": frozen}
+    if autocast:
+        result["autocast"] = autocast
     result.update(info or {})
     with open(os.path.join(outdir, "losses.json"), "w") as f:
         json.dump(result, f, indent=1)

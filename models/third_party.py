@@ -386,7 +386,8 @@ def check_no_dropout(name, model, idx, tgt):
                          % (name, float(a), float(b)))
 
 
-def export_training(outdir, only=None, seed=0, steps=10, verbose=True, batch=BATCH):
+def export_training(outdir, only=None, seed=0, steps=10, verbose=True, batch=BATCH,
+                    autocast=None):
     """For training: each model exported as a user who trains exports it
     (training mode, no constant folding: one initializer per parameter,
     named as in state_dict, none merged by value), and PyTorch's reference
@@ -397,7 +398,8 @@ def export_training(outdir, only=None, seed=0, steps=10, verbose=True, batch=BAT
     params_init and params_final safetensors, keyed by initializer name:
     the parameters and the buffers the export made initializers, which
     stay unchanged) and <name>.spec.json, the spec to train it with: those
-    buffers are its frozen_parameters."""
+    buffers are its frozen_parameters.  With autocast "bf16" the reference
+    trains under torch.autocast and the spec sets bf16."""
     os.makedirs(outdir, exist_ok=True)
     g = torch.Generator().manual_seed(seed + 2)
     tokens = torch.randint(0, VOCAB, (4096,), generator=g)
@@ -432,11 +434,13 @@ def export_training(outdir, only=None, seed=0, steps=10, verbose=True, batch=BAT
                 inits = found
         ref = reference.write_training_reference(
             model, tokens, batch, SEQ, steps, opt, inits, os.path.join(outdir, name + ".train"),
-            info={"seed": seed, "data": "tokens.bin"})
+            info={"seed": seed, "data": "tokens.bin"}, autocast=autocast)
         frozen = ref["frozen_parameters"]
         spec = {"batch_size": batch, "optimizer": opt}
         if frozen:
             spec["frozen_parameters"] = frozen
+        if autocast == "bf16":
+            spec["bf16"] = True
         with open(os.path.join(outdir, name + ".spec.json"), "w") as f:
             json.dump(spec, f, indent=1)
         if verbose:
@@ -456,9 +460,14 @@ def main():
     ap.add_argument("--batch", type=int, default=BATCH,
                     help="with --train: the global batch (default %d); the "
                          "static exports take it whole" % BATCH)
+    ap.add_argument("--autocast", choices=["bf16"],
+                    help="with --train: the reference trains under "
+                         "torch.autocast and the spec sets bf16")
     a = ap.parse_args()
+    if a.autocast and not a.train:
+        ap.error("--autocast needs --train")
     if a.train:
-        export_training(a.outdir, a.only, a.seed, batch=a.batch)
+        export_training(a.outdir, a.only, a.seed, batch=a.batch, autocast=a.autocast)
     else:
         export_all(a.outdir, a.only, a.seed)
 

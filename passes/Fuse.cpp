@@ -1,11 +1,13 @@
 //===- Fuse.cpp - raise exported op chains to the dialect's fused ops -----===//
 //
-// torch.onnx.export spells RMSNorm, SiLU and GELU as chains of elementwise
-// ops, each a pass over memory, rotary embeddings as slices, a negation,
-// a concat and two products, and attention as two products around a
-// softmax that materializes every score. This pass finds those chains and replaces
-// each with the one op that a backend runs as a single fused kernel (and
-// that later passes split and differentiate as a unit). Only exact shapes
+// torch.onnx.export spells LayerNorm (before opset 17), RMSNorm, SiLU and
+// GELU as chains of elementwise ops, each a pass over memory, rotary
+// embeddings as slices, a negation, a concat and two products, and
+// attention as two products around a softmax that materializes every
+// score. This pass finds those chains and replaces each with the one op
+// that a backend runs as a single fused kernel (and that later passes
+// split and differentiate as a unit: a norm's input must stay whole under
+// tensor parallelism, which keeps the residual stream replicated). Only exact shapes
 // of the chains are matched; constants must have the expected values.
 //
 //===----------------------------------------------------------------------===//
@@ -286,6 +288,110 @@ LogicalResult fuseRmsNorm(MulOp mul, PatternRewriter &rewriter) {
       rewriter.getF32FloatAttr(epsilon));
   return success();
 }
+
+/// Whether `mean` is a mean over the last axis of its input, kept.
+bool isLastAxisMean(ReduceMeanOp mean) {
+  auto xType = mean.getX().getType().dyn_cast<RankedTensorType>();
+  return xType && xType.getRank() > 0 && mean.getKeepdims() &&
+         mean.getAxes().size() == 1 &&
+         mean.getAxes()[0] == xType.getRank() - 1;
+}
+
+/// (x - mean(x)) / sqrt(mean((x - mean(x))^2) + eps) over the last axis
+/// (torch.onnx.export's LayerNormalization before opset 17)
+/// -> layer_norm(x) without scale or bias; the scale and bias are then
+/// folded in by FuseLayerNormAffine.
+LogicalResult fuseLayerNorm(DivOp div, PatternRewriter &rewriter) {
+  auto centered = def<SubOp>(div.getLhs());
+  auto sqrt = def<SqrtOp>(div.getRhs());
+  if (!centered || !sqrt)
+    return failure();
+  auto firstMean = def<ReduceMeanOp>(centered.getRhs());
+  Value x = centered.getLhs();
+  if (!firstMean || firstMean.getX() != x || !isLastAxisMean(firstMean))
+    return failure();
+  auto add = def<AddOp>(sqrt.getX());
+  ReduceMeanOp variance;
+  double epsilon = 0;
+  if (!add || !eitherOrder(add, [&](Value p, Value c) {
+        std::optional<double> e = scalarConstant(c);
+        variance = def<ReduceMeanOp>(p);
+        if (!e || !variance)
+          return false;
+        epsilon = *e;
+        return true;
+      }))
+    return failure();
+  if (!isLastAxisMean(variance))
+    return failure();
+  Value squared = variance.getX();
+  bool squaresCentered = false;
+  if (auto pow = def<PowOp>(squared))
+    squaresCentered =
+        pow.getLhs() == centered.getResult() && isConstant(pow.getRhs(), 2.0);
+  else if (auto sq = def<MulOp>(squared))
+    squaresCentered = sq.getLhs() == centered.getResult() &&
+                      sq.getRhs() == centered.getResult();
+  if (!squaresCentered || typeOf(x) != div.getType())
+    return failure();
+  auto xType = x.getType().cast<RankedTensorType>();
+  rewriter.replaceOpWithNewOp<LayerNormOp>(
+      div, div.getType(), x, Value(), Value(),
+      rewriter.getI64IntegerAttr(xType.getRank() - 1),
+      rewriter.getF32FloatAttr(epsilon));
+  return success();
+}
+
+struct FuseLayerNorm : OpRewritePattern<DivOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(DivOp div,
+                                PatternRewriter &rewriter) const override {
+    return fuseLayerNorm(div, rewriter);
+  }
+};
+
+/// Whether `w` is a per-feature vector for the last axis of `x`.
+bool isFeatureVector(Value w, Value x) {
+  auto wType = w.getType().dyn_cast<RankedTensorType>();
+  auto xType = x.getType().cast<RankedTensorType>();
+  return wType && wType.getRank() == 1 &&
+         wType.getDimSize(0) == xType.getShape().back() &&
+         wType.getElementType() == xType.getElementType();
+}
+
+/// layer_norm(x) * w -> layer_norm(x) scale w, then + b -> bias b, where
+/// the norm has no other use and its axis is the last one.
+template <typename OpTy>
+struct FuseLayerNormAffine : OpRewritePattern<OpTy> {
+  using OpRewritePattern<OpTy>::OpRewritePattern;
+  LogicalResult matchAndRewrite(OpTy op,
+                                PatternRewriter &rewriter) const override {
+    constexpr bool isScale = std::is_same_v<OpTy, MulOp>;
+    LayerNormOp norm;
+    Value vector;
+    if (!eitherOrder(op, [&](Value n, Value w) {
+          norm = def<LayerNormOp>(n);
+          if (!norm || !norm->hasOneUse() || n.getType() != op.getType() ||
+              !isFeatureVector(w, n) || norm.getBias() ||
+              (isScale && norm.getScale()))
+            return false;
+          vector = w;
+          return true;
+        }))
+      return failure();
+    auto xType = norm.getX().getType().cast<RankedTensorType>();
+    if (norm.getAxis() != xType.getRank() - 1)
+      return failure();
+    // The scale, when added after, is applied before the bias: a bias
+    // found first leaves the scale alone.
+    Value scale = isScale ? vector : norm.getScale();
+    Value bias = isScale ? Value() : vector;
+    rewriter.replaceOpWithNewOp<LayerNormOp>(
+        op, op.getType(), norm.getX(), scale, bias, norm.getAxisAttr(),
+        norm.getEpsilonAttr());
+    return success();
+  }
+};
 
 struct FuseMul : OpRewritePattern<MulOp> {
   using OpRewritePattern::OpRewritePattern;
@@ -633,8 +739,9 @@ struct Fuse : mlir::cleave::impl::FuseBase<Fuse> {
 
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<FuseMul, FuseAttention, FuseRotary, FoldWeightTranspose>(
-        &getContext());
+    patterns.add<FuseMul, FuseAttention, FuseRotary, FuseLayerNorm,
+                 FuseLayerNormAffine<MulOp>, FuseLayerNormAffine<AddOp>,
+                 FoldWeightTranspose>(&getContext());
     FrozenRewritePatternSet frozen(std::move(patterns));
     // The greedy driver also erases the chains' ops once unused (they are
     // Pure) and folds what it can.

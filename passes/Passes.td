@@ -94,9 +94,11 @@ def PlaceRanks : Pass<"cleave-place-ranks", "ModuleOp"> {
 }
 
 def Fuse : Pass<"cleave-fuse", "ModuleOp"> {
-  let summary = "raises exported op chains to fused ops (attention, rotary, rms_norm, gelu, silu)";
+  let summary = "raises exported op chains to fused ops (attention, rotary, layer_norm, rms_norm, gelu, silu)";
   let description = [{
-    `torch.onnx.export` spells RMSNorm, GELU (exact and tanh) and SiLU as
+    `torch.onnx.export` spells LayerNorm (before opset 17: mean, centre,
+    mean of squares, epsilon, sqrt, divide, then the scale and bias),
+    RMSNorm, GELU (exact and tanh) and SiLU as
     chains of elementwise ops, rotary embeddings (rotate-half) as slices, a
     negation, a concat and products, and attention as two products around a
     softmax (a constant causal mask becomes `causal`; another mask is kept,

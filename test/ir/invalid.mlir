@@ -451,7 +451,7 @@ func.func @attention_mask_too_big(%q: tensor<2x4x8x16xf32>, %m: tensor<3x2x4x8x8
 // -----
 
 func.func @attention_mask_type(%q: tensor<2x4x8x16xf32>, %m: tensor<8x8xi64>) {
-  // expected-error @+1 {{'cleave.attention' op mask must be i1 (true keeps) or 'f32' (added to the scores), got 'i64'}}
+  // expected-error @+1 {{'cleave.attention' op mask must be i1 (true keeps) or a float type (added to the scores), got 'i64'}}
   %0 = cleave.attention %q, %q, %q mask %m {scale = 0.25 : f32}
       : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<8x8xi64>)
       -> tensor<2x4x8x16xf32>

@@ -1,9 +1,11 @@
 // Tests of --cleave-fuse: the chains torch.onnx.export writes for SiLU,
-// GELU (tanh and exact) and RMSNorm become one op each; a chain with any
-// other constant is left alone.
+// GELU (tanh and exact), RMSNorm and LayerNorm become one op each; a
+// chain with any other constant is left alone.
 // RUN: cleave-opt %s --cleave-fuse | FileCheck %s
 
 cleave.parameter @w : tensor<64xf32>
+cleave.parameter @b : tensor<64xf32>
+cleave.parameter @w32 : tensor<32xf32>
 
 // CHECK-LABEL: func.func @silu
 // CHECK-NEXT: %[[Y:.*]] = cleave.silu %arg0 : tensor<2x8x64xf32>
@@ -86,6 +88,86 @@ func.func @rms_norm_weight_first(%x: tensor<2x8x64xf32>) -> tensor<2x8x64xf32> {
   %4 = cleave.mul %w, %x : (tensor<64xf32>, tensor<2x8x64xf32>) -> tensor<2x8x64xf32>
   %5 = cleave.mul %4, %3 : (tensor<2x8x64xf32>, tensor<2x8x1xf32>) -> tensor<2x8x64xf32>
   return %5 : tensor<2x8x64xf32>
+}
+
+// torch.onnx.export's LayerNorm before opset 17: (x - mean(x)) /
+// sqrt(mean((x - mean(x))^2) + eps), then * w and + b (the bias first, as
+// an outside module may write it).
+// CHECK-LABEL: func.func @layer_norm
+// CHECK-DAG: %[[W:.*]] = cleave.get_param @w
+// CHECK-DAG: %[[B:.*]] = cleave.get_param @b
+// CHECK: %[[Y:.*]] = cleave.layer_norm %arg0 scale %[[W]] bias %[[B]] {axis = 2 : i64, epsilon = 9.99999974E-6 : f32}
+// CHECK-NEXT: return %[[Y]]
+func.func @layer_norm(%x: tensor<2x8x64xf32>) -> tensor<2x8x64xf32> {
+  %0 = cleave.reduce_mean %x {axes = array<i64: 2>} : tensor<2x8x64xf32> -> tensor<2x8x1xf32>
+  %1 = cleave.sub %x, %0 : (tensor<2x8x64xf32>, tensor<2x8x1xf32>) -> tensor<2x8x64xf32>
+  %two = cleave.constant dense<2.000000e+00> : tensor<f32>
+  %2 = cleave.pow %1, %two : (tensor<2x8x64xf32>, tensor<f32>) -> tensor<2x8x64xf32>
+  %3 = cleave.reduce_mean %2 {axes = array<i64: 2>} : tensor<2x8x64xf32> -> tensor<2x8x1xf32>
+  %eps = cleave.constant dense<9.99999974E-6> : tensor<f32>
+  %4 = cleave.add %3, %eps : (tensor<2x8x1xf32>, tensor<f32>) -> tensor<2x8x1xf32>
+  %5 = cleave.sqrt %4 : tensor<2x8x1xf32>
+  %6 = cleave.div %1, %5 : (tensor<2x8x64xf32>, tensor<2x8x1xf32>) -> tensor<2x8x64xf32>
+  %w = cleave.get_param @w : tensor<64xf32>
+  %7 = cleave.mul %6, %w : (tensor<2x8x64xf32>, tensor<64xf32>) -> tensor<2x8x64xf32>
+  %b = cleave.get_param @b : tensor<64xf32>
+  %8 = cleave.add %b, %7 : (tensor<64xf32>, tensor<2x8x64xf32>) -> tensor<2x8x64xf32>
+  return %8 : tensor<2x8x64xf32>
+}
+
+// Without the affine part (elementwise_affine=False), the square as a
+// product: a bare layer_norm.
+// CHECK-LABEL: func.func @layer_norm_plain
+// CHECK-NEXT: %[[Y:.*]] = cleave.layer_norm %arg0 {axis = 1 : i64, epsilon = 9.99999997E-7 : f32}
+// CHECK-NEXT: return %[[Y]]
+func.func @layer_norm_plain(%x: tensor<4x32xf32>) -> tensor<4x32xf32> {
+  %0 = cleave.reduce_mean %x {axes = array<i64: 1>} : tensor<4x32xf32> -> tensor<4x1xf32>
+  %1 = cleave.sub %x, %0 : (tensor<4x32xf32>, tensor<4x1xf32>) -> tensor<4x32xf32>
+  %2 = cleave.mul %1, %1 : (tensor<4x32xf32>, tensor<4x32xf32>) -> tensor<4x32xf32>
+  %3 = cleave.reduce_mean %2 {axes = array<i64: 1>} : tensor<4x32xf32> -> tensor<4x1xf32>
+  %eps = cleave.constant dense<9.99999997E-7> : tensor<f32>
+  %4 = cleave.add %eps, %3 : (tensor<f32>, tensor<4x1xf32>) -> tensor<4x1xf32>
+  %5 = cleave.sqrt %4 : tensor<4x1xf32>
+  %6 = cleave.div %1, %5 : (tensor<4x32xf32>, tensor<4x1xf32>) -> tensor<4x32xf32>
+  return %6 : tensor<4x32xf32>
+}
+
+// Not LayerNorm: the variance squares x, not x - mean(x). A norm whose
+// output is also returned keeps its scale as a separate product, and a
+// per-position (not per-feature) factor is not a scale.
+// CHECK-LABEL: func.func @layer_norm_left_alone
+// CHECK-NOT: cleave.layer_norm %arg0
+// CHECK: %[[N:.*]] = cleave.layer_norm %arg1 {axis = 1 : i64
+// CHECK: cleave.mul %[[N]], %arg2
+// CHECK: %[[M:.*]] = cleave.layer_norm %arg1 {axis = 1 : i64
+// CHECK: cleave.mul %[[M]], %{{.*}} : (tensor<4x32xf32>, tensor<32xf32>)
+func.func @layer_norm_left_alone(%x: tensor<4x32xf32>, %y: tensor<4x32xf32>, %p: tensor<4x1xf32>) -> (tensor<4x32xf32>, tensor<4x32xf32>, tensor<4x32xf32>, tensor<4x32xf32>) {
+  %eps = cleave.constant dense<9.99999997E-7> : tensor<f32>
+  %0 = cleave.reduce_mean %x {axes = array<i64: 1>} : tensor<4x32xf32> -> tensor<4x1xf32>
+  %1 = cleave.sub %x, %0 : (tensor<4x32xf32>, tensor<4x1xf32>) -> tensor<4x32xf32>
+  %2 = cleave.mul %x, %x : (tensor<4x32xf32>, tensor<4x32xf32>) -> tensor<4x32xf32>
+  %3 = cleave.reduce_mean %2 {axes = array<i64: 1>} : tensor<4x32xf32> -> tensor<4x1xf32>
+  %4 = cleave.add %3, %eps : (tensor<4x1xf32>, tensor<f32>) -> tensor<4x1xf32>
+  %5 = cleave.sqrt %4 : tensor<4x1xf32>
+  %6 = cleave.div %1, %5 : (tensor<4x32xf32>, tensor<4x1xf32>) -> tensor<4x32xf32>
+  %10 = cleave.reduce_mean %y {axes = array<i64: 1>} : tensor<4x32xf32> -> tensor<4x1xf32>
+  %11 = cleave.sub %y, %10 : (tensor<4x32xf32>, tensor<4x1xf32>) -> tensor<4x32xf32>
+  %12 = cleave.mul %11, %11 : (tensor<4x32xf32>, tensor<4x32xf32>) -> tensor<4x32xf32>
+  %13 = cleave.reduce_mean %12 {axes = array<i64: 1>} : tensor<4x32xf32> -> tensor<4x1xf32>
+  %14 = cleave.add %13, %eps : (tensor<4x1xf32>, tensor<f32>) -> tensor<4x1xf32>
+  %15 = cleave.sqrt %14 : tensor<4x1xf32>
+  %16 = cleave.div %11, %15 : (tensor<4x32xf32>, tensor<4x1xf32>) -> tensor<4x32xf32>
+  %17 = cleave.mul %16, %p : (tensor<4x32xf32>, tensor<4x1xf32>) -> tensor<4x32xf32>
+  %20 = cleave.reduce_mean %y {axes = array<i64: 1>} : tensor<4x32xf32> -> tensor<4x1xf32>
+  %21 = cleave.sub %y, %20 : (tensor<4x32xf32>, tensor<4x1xf32>) -> tensor<4x32xf32>
+  %22 = cleave.mul %21, %21 : (tensor<4x32xf32>, tensor<4x32xf32>) -> tensor<4x32xf32>
+  %23 = cleave.reduce_mean %22 {axes = array<i64: 1>} : tensor<4x32xf32> -> tensor<4x1xf32>
+  %24 = cleave.add %23, %eps : (tensor<4x1xf32>, tensor<f32>) -> tensor<4x1xf32>
+  %25 = cleave.sqrt %24 : tensor<4x1xf32>
+  %26 = cleave.div %21, %25 : (tensor<4x32xf32>, tensor<4x1xf32>) -> tensor<4x32xf32>
+  %w = cleave.get_param @w32 : tensor<32xf32>
+  %27 = cleave.mul %26, %w : (tensor<4x32xf32>, tensor<32xf32>) -> tensor<4x32xf32>
+  return %6, %17, %26, %27 : tensor<4x32xf32>, tensor<4x32xf32>, tensor<4x32xf32>, tensor<4x32xf32>
 }
 
 // Not GELU: 0.6 instead of 0.5. Not RMSNorm: the mean is over axis 1.
