@@ -874,7 +874,7 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
       "world_size", "frozen_parameters", "checkpoint_attentions",
       "activation_checkpointing_layers", "sdp_param_persistence_threshold",
       "sdp_max_live_parameters", "sdp_reduce_bucket_size",
-      "sdp_hierarchical_allgather"};
+      "sdp_hierarchical_allgather", "sdp_prefetch_depth"};
   for (const KeyRule &rule : kRules)
     known.insert(rule.key);
   if (Error e = r.unknownKeys(known))
@@ -918,6 +918,14 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
                            "gathered parameters live at once; 0 starts no "
                            "gather ahead of its reader)",
                            spec.sdpMaxLiveParameters));
+  CLEAVE_SPEC_READ(r.get("sdp_prefetch_depth", spec.sdpPrefetchDepth));
+  if (spec.sdpPrefetchDepth < 0)
+    return r.error("sdp_prefetch_depth",
+                   formatv("must not be negative, got {0} (each sharded "
+                           "parameter's gather starts this many gathers "
+                           "ahead of its reader; 0 gathers each just before "
+                           "it)",
+                           spec.sdpPrefetchDepth));
   CLEAVE_SPEC_READ(r.get("sdp_reduce_bucket_size", spec.sdpReduceBucketSize));
   if (spec.sdpReduceBucketSize < 0)
     return r.error("sdp_reduce_bucket_size",

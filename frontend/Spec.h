@@ -59,6 +59,9 @@ struct Spec {
   /// Sharded data parallelism: padded elements of gathered parameters live
   /// at once, gathers started ahead within it (SMP's default; 0: none).
   int64_t sdpMaxLiveParameters = 1000000000;
+  /// Sharded data parallelism: each gather starts this many gathers ahead
+  /// of its reader, within sdpMaxLiveParameters (Cleave's key; 0: none).
+  int64_t sdpPrefetchDepth = 1;
   /// Sharded data parallelism: padded gradient elements per started
   /// reduce-scatter bucket (SMP's default; 0: one per parameter, at once).
   int64_t sdpReduceBucketSize = 500000000;

@@ -387,7 +387,7 @@ def check_no_dropout(name, model, idx, tgt):
 
 
 def export_training(outdir, only=None, seed=0, steps=10, verbose=True, batch=BATCH,
-                    autocast=None):
+                    autocast=None, models=None):
     """For training: each model exported as a user who trains exports it
     (training mode, no constant folding: one initializer per parameter,
     named as in state_dict, none merged by value), and PyTorch's reference
@@ -399,7 +399,8 @@ def export_training(outdir, only=None, seed=0, steps=10, verbose=True, batch=BAT
     the parameters and the buffers the export made initializers, which
     stay unchanged) and <name>.spec.json, the spec to train it with: those
     buffers are its frozen_parameters.  With autocast "bf16" the reference
-    trains under torch.autocast and the spec sets bf16."""
+    trains under torch.autocast and the spec sets bf16.  `models` (name ->
+    class) replaces MODELS, for a test's own modules."""
     os.makedirs(outdir, exist_ok=True)
     g = torch.Generator().manual_seed(seed + 2)
     tokens = torch.randint(0, VOCAB, (4096,), generator=g)
@@ -412,7 +413,7 @@ def export_training(outdir, only=None, seed=0, steps=10, verbose=True, batch=BAT
     # 10 steps, while its query and value thirds agree to 3e-9); eps 1e-6
     # keeps them at the noise.
     opt = dict(reference.DEFAULT_OPTIMIZER, eps=1e-6)
-    for name, cls in MODELS.items():
+    for name, cls in (models or MODELS).items():
         if only and name not in only:
             continue
         torch.manual_seed(seed)

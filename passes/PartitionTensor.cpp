@@ -53,6 +53,8 @@ struct PartitionTensor
   // made once.
   llvm::DenseMap<std::pair<Value, Attribute>, Value> copyOf;
   llvm::DenseMap<Value, Value> reduceOf;
+  // The gather of a split value an op needs whole, made once.
+  llvm::DenseMap<Value, Value> gatherOf;
 
   /// The number of pieces dimension `dim` of a value sharded `s` is cut in.
   int64_t splitOf(ShardingAttr s, unsigned dim) {
@@ -238,6 +240,125 @@ struct PartitionTensor
     return {shifted, in};
   }
 
+  /// The one dimension `s` splits, when it splits one over the whole
+  /// tensor axis, unblocked, and is not partial: the shardings the
+  /// partition gathers and slices where propagation left them.
+  std::optional<int64_t> wholeAxisSplitDim(ShardingAttr s) {
+    if (!isSplit(s) || isPartial(s))
+      return std::nullopt;
+    std::optional<int64_t> dim;
+    for (unsigned d = 0; d < s.getDims().size(); ++d) {
+      SmallVector<AxisRef> refs = s.getDimAxisRefs(d);
+      if (refs.empty())
+        continue;
+      if (dim || refs.size() != 1 || !refs[0].isWhole() ||
+          refs[0].name != kTensorAxis || s.getDimBlocks(d) != 1)
+        return std::nullopt;
+      dim = d;
+    }
+    return dim;
+  }
+
+  /// `v`, split as `s`, gathered whole on every tensor rank right after
+  /// it (null when `s` is not one dimension over the whole axis, or `v`
+  /// not float): cleave.sp_all_gather with split_grad, along the split
+  /// dimension brought to the front. Its users compute replicated values,
+  /// whose gradient is the same on every rank, so each rank keeps its
+  /// part of that gradient without communication.
+  Value gatheredWhole(Value v, ShardingAttr s) {
+    std::optional<int64_t> dim = wholeAxisSplitDim(s);
+    auto type = v.getType().dyn_cast<RankedTensorType>();
+    if (!dim || !type || !type.getElementType().isa<FloatType>())
+      return {};
+    auto [it, inserted] = gatherOf.try_emplace(v, Value());
+    if (!inserted)
+      return it->second;
+    OpBuilder b(&getContext());
+    b.setInsertionPointAfterValue(v);
+    Location loc = v.getLoc();
+    int64_t n = mesh.getAxisSize(kTensorAxis).value_or(1);
+    SmallVector<int64_t> perm = {*dim};
+    for (int64_t d = 0; d < type.getRank(); ++d)
+      if (d != *dim)
+        perm.push_back(d);
+    bool moved = *dim != 0;
+    Value front = moved ? b.create<TransposeOp>(loc, v, perm).getResult() : v;
+    auto frontType = front.getType().cast<RankedTensorType>();
+    SmallVector<int64_t> shape(frontType.getShape());
+    shape[0] *= n;
+    Value gathered = b.create<SpAllGatherOp>(
+        loc, RankedTensorType::get(shape, type.getElementType()), front,
+        tensorAxes(), b.getI64IntegerAttr(0), b.getUnitAttr());
+    if (moved) {
+      SmallVector<int64_t> inverse(perm.size());
+      for (auto [i, p] : llvm::enumerate(perm))
+        inverse[p] = i;
+      gathered = b.create<TransposeOp>(loc, gathered, inverse);
+    }
+    it->second = gathered;
+    return gathered;
+  }
+
+  /// The rank's part of whole `v` along `dim` cut in the tensor axis's
+  /// pieces, before `where`, at `loc`: a gather of the indices r * size +
+  /// [0, size), r the rank's tensor coordinate. The gather's gradient
+  /// fills only the rank's part, so a float `v` that is not constant
+  /// enters through f, which sums the parts over the ranks.
+  Value slicedPart(Value v, int64_t dim, Operation *where, Location loc) {
+    auto type = v.getType().cast<RankedTensorType>();
+    int64_t n = mesh.getAxisSize(kTensorAxis).value_or(1);
+    int64_t size = type.getDimSize(dim) / n;
+    OpBuilder b(where);
+    if (type.getElementType().isa<FloatType>() &&
+        !v.getDefiningOp<ConstantOp>() && !v.getDefiningOp<TpCopyOp>())
+      v = copied(v, tensorAxes());
+    SmallVector<int64_t> iota(size);
+    for (int64_t i = 0; i < size; ++i)
+      iota[i] = i;
+    auto indexType = RankedTensorType::get({size}, b.getI64Type());
+    Value offsets = b.create<ConstantOp>(
+        loc, DenseElementsAttr::get(indexType, ArrayRef<int64_t>(iota)));
+    Value r = b.create<AxisIndexOp>(loc, RankedTensorType::get({}, b.getI64Type()),
+                                    b.getStringAttr(kTensorAxis));
+    Value first = b.create<MulOp>(loc, r, scalarI64(b, loc, size));
+    Value indices = b.create<AddOp>(loc, offsets, first);
+    return b.create<GatherOp>(loc, v, indices, b.getI64IntegerAttr(dim));
+  }
+
+  /// An op that needs `v` whole (propagation stopped at it): `v` gathered
+  /// when it is split, completed by g when partial. Failure when the
+  /// split is not one the partition gathers.
+  FailureOr<Value> wholeOperand(Value v) {
+    ShardingAttr s = shardingOf(v);
+    if (isPartial(s))
+      return reduced(v);
+    if (!isSplit(s))
+      return v;
+    if (Value g = gatheredWhole(v, s))
+      return g;
+    return failure();
+  }
+
+  /// `op`'s result, which propagation decided split as `result` while
+  /// the op computes it whole: the result loses its sharding and its
+  /// users read the rank's part, which carries it. Failure when the
+  /// split is not one the partition slices.
+  LogicalResult sliceResult(Operation *op, ShardingAttr result) {
+    std::optional<int64_t> dim = wholeAxisSplitDim(result);
+    if (!dim)
+      return failure();
+    op->removeAttr(kShardingAttr);
+    Value whole = op->getResult(0);
+    Operation *next = op->getNextNode();
+    Value part = slicedPart(whole, *dim, next, op->getLoc());
+    part.getDefiningOp()->setAttr(kShardingAttr, result);
+    whole.replaceUsesWithIf(part, [&](OpOperand &use) {
+      Operation *user = use.getOwner();
+      return user != part.getDefiningOp() && !isa<TpCopyOp>(user);
+    });
+    return success();
+  }
+
   /// A vocab-parallel embedding: rank r looks up the ids in its rows
   /// [rV/T, (r+1)V/T) of the table and contributes zeros for the others;
   /// the result is partial (its users get g). The local lookup's gradient
@@ -363,10 +484,13 @@ struct PartitionTensor
         ShardingAttr s = shardingOf(use.get());
         if (isPartial(s))
           use.set(reduced(use.get()));
+        else if (Value g = isSplit(s) ? gatheredWhole(use.get(), s) : Value())
+          use.set(g);
         else if (isSplit(s))
           return op->emitError()
-                 << "a function result is split over the tensor axis; "
-                    "the partition returns whole values only";
+                 << "function result " << use.getOperandNumber()
+                 << " is split over the tensor axis as " << s
+                 << ", which the partition does not gather";
       }
       return success();
     }
@@ -377,26 +501,37 @@ struct PartitionTensor
         get.getResult().setType(param.getType());
       return success();
     }
-    if (op->getNumResults() > 1)
-      for (Value v : op->getOperands())
-        if (isSplit(shardingOf(v)) || isPartial(shardingOf(v)))
-          return op->emitError() << describeOp(op)
-                                 << " has several results and a split "
-                                    "operand: the partition has no rule "
-                                    "for it";
+    // An op of several results computes them whole (propagation gives
+    // them no sharding): its split operands are gathered first.
+    if (op->getNumResults() > 1) {
+      for (OpOperand &use : op->getOpOperands()) {
+        FailureOr<Value> v = wholeOperand(use.get());
+        if (failed(v))
+          return op->emitError()
+                 << describeOp(op) << " has several results and operand "
+                 << use.getOperandNumber() << " split as "
+                 << shardingOf(use.get())
+                 << ", which the partition does not gather";
+        use.set(*v);
+      }
+      return success();
+    }
     ShardingAttr result = op->getNumResults() == 1
                               ? op->getAttrOfType<ShardingAttr>(kShardingAttr)
                               : ShardingAttr();
     bool splitResult = isSplit(result) || isPartial(result);
     // Propagation stopped here: a degree that does not divide the heads
-    // or a width, or a split value gathered before the op (an all-gather
-    // the partition does not insert yet). The vocabulary's seeds (an
+    // or a width (an error naming the spec key), or a split value the op
+    // needs whole (an op without a sharding rule, a dimension it must not
+    // split). Its split operands
+    // are gathered (sp_all_gather), its partial ones completed (g), and it
+    // runs whole on every tensor rank; a result its users split is sliced
+    // to the rank's part after it. The vocabulary's seeds (an
     // embedding, the head's column-parallel product) and a row-parallel
-    // seed taken back (a lone product fed by a norm) are the exception: a
-    // vocabulary the degree does not divide (GPT-2's 50257) leaves the
-    // table and the head replicated, as propagation's remark says, and an
-    // op whose operands and result are all whole runs as on one device,
-    // on every tensor rank.
+    // seed taken back (a lone product fed by a norm) whose operands and
+    // result are all whole need nothing: a vocabulary the degree does not
+    // divide (GPT-2's 50257) leaves the table and the head replicated, as
+    // propagation's remark says.
     auto whole = [&](Value v) {
       ShardingAttr s = shardingOf(v);
       return !isSplit(s) && !isPartial(s);
@@ -408,17 +543,40 @@ struct PartitionTensor
              !splitResult && llvm::all_of(op->getOperands(), whole);
     };
     if (auto why = op->getAttrOfType<StringAttr>(kShardingStopAttr);
-        why && !vocabularyStop(why.getValue()))
-      return op->emitError()
-             << describeOp(op) << ": the tensor-parallel split stops here ("
-             << why.getValue()
-             << "); spec key 'tensor_parallel_degree' must divide the "
-                "model's attention heads and MLP width: give a smaller "
-                "power of two, or 1";
+        why && !vocabularyStop(why.getValue())) {
+      // A degree that does not divide the heads or a width is the spec's
+      // error (issue 13's validation), not a reason to run the op whole.
+      if (why.getValue().contains("split refused"))
+        return op->emitError()
+               << describeOp(op) << ": the tensor-parallel split stops here ("
+               << why.getValue()
+               << "); spec key 'tensor_parallel_degree' must divide the "
+                  "model's attention heads and MLP width: give a smaller "
+                  "power of two, or 1";
+      auto refuse = [&]() {
+        return op->emitError()
+               << describeOp(op) << ": the tensor-parallel split stops here ("
+               << why.getValue()
+               << ") and the partition does not gather what the op needs "
+                  "whole: it gathers a value split along one dimension over "
+                  "the whole tensor axis only; a smaller "
+                  "'tensor_parallel_degree' or 1 avoids it";
+      };
+      for (OpOperand &use : op->getOpOperands()) {
+        FailureOr<Value> v = wholeOperand(use.get());
+        if (failed(v))
+          return refuse();
+        use.set(*v);
+      }
+      if (isPartial(result) ||
+          (isSplit(result) && failed(sliceResult(op, result))))
+        return refuse();
+      return success();
+    }
     if (auto constant = dyn_cast<ConstantOp>(op)) {
-      if (splitResult)
-        return op->emitError() << describeOp(op)
-                               << ": a split constant is not partitioned yet";
+      if (splitResult && failed(sliceResult(op, result)))
+        return op->emitError() << describeOp(op) << ": a constant split as "
+                               << result << " is not partitioned";
       return success();
     }
     // Vocab-parallel lookups and losses (docs/tensor-parallel.md, "The
@@ -477,24 +635,30 @@ struct PartitionTensor
         sliced = s;
     }
     // An elementwise op whose result is split but an operand whole along
-    // that dimension (not broadcast there) would need the rank's slice of
-    // the operand (a replicated -> split transition), not built yet.
+    // that dimension (not broadcast there) reads the rank's part of the
+    // operand (a replicated -> split transition; f was put on it above).
     if (isSplit(result) &&
         isa<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, SelectOp>(op)) {
       auto out = op->getResult(0).getType().cast<RankedTensorType>();
+      std::optional<int64_t> splitDim = wholeAxisSplitDim(result);
       for (OpOperand &use : op->getOpOperands()) {
         if (isSplit(shardingOf(use.get())) || isPartial(shardingOf(use.get())))
           continue;
         auto in = use.get().getType().cast<RankedTensorType>();
         int64_t lead = out.getRank() - in.getRank();
-        for (int64_t d = 0; d < in.getRank(); ++d)
-          if (in.getDimSize(d) != 1 && splitOf(result, d + lead) > 1)
+        for (int64_t d = 0; d < in.getRank(); ++d) {
+          if (in.getDimSize(d) == 1 || splitOf(result, d + lead) == 1)
+            continue;
+          if (splitDim != d + lead)
             return op->emitError()
                    << describeOp(op) << ": operand "
                    << use.getOperandNumber()
-                   << " is whole but the result is split along dimension "
-                   << d + lead
-                   << "; the rank's slice of a whole value is not built yet";
+                   << " is whole but the result is split as " << result
+                   << "; the partition slices a whole operand only for a "
+                      "result split along one dimension over the whole "
+                      "tensor axis";
+          use.set(slicedPart(use.get(), d, op, op->getLoc()));
+        }
       }
     }
     if (auto dropout = dyn_cast<DropoutOp>(op); dropout && isSplit(result)) {

@@ -211,6 +211,7 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
     // earlier starts.
     PrefetchGathersOptions prefetch;
     prefetch.maxLive = options.maxLiveParameters;
+    prefetch.depth = options.prefetchDepth;
     pm.addPass(createPrefetchGathers(prefetch));
     // The gradients' reduce-scatters joined into buckets, each started
     // once its last gradient is made; before the memory plan, which keeps

@@ -61,6 +61,12 @@ struct ProgramPipelineOptions
                      "once, gathers started ahead within it (SMP's "
                      "sdp_max_live_parameters; 0: no prefetch)"),
       llvm::cl::init(1000000000)};
+  Option<int64_t> prefetchDepth{
+      *this, "prefetch-depth",
+      llvm::cl::desc("ZeRO-3: each gather starts this many gathers ahead of "
+                     "its reader, within max-live-parameters (spec key "
+                     "sdp_prefetch_depth; 0: none)"),
+      llvm::cl::init(1)};
   Option<int64_t> reduceBucketSize{
       *this, "reduce-bucket-size",
       llvm::cl::desc("ZeRO-3: padded gradient elements per started "

@@ -338,6 +338,7 @@ int main(int argc, char **argv) {
   pipeline.processesPerHost =
       spec.sdpHierarchicalAllgather ? spec.processesPerHost : 0;
   pipeline.maxLiveParameters = spec.sdpMaxLiveParameters;
+  pipeline.prefetchDepth = spec.sdpPrefetchDepth;
   pipeline.reduceBucketSize = spec.sdpReduceBucketSize;
   pipeline.globalBatch = spec.batchSize.value_or(0);
   pipeline.seed = spec.seed;
