@@ -22,12 +22,17 @@ ways:
     three by K under sharding. The parameter count is the model's trainable
     parameters (the ONNX initializers).
 
+Layout tK is tensor parallelism of degree K instead (issue 13's per-rank
+table; data parallel RANKS / K), which has no formula row: its parameters
+are split by the propagated sharding, the replicated ones (norms, and the
+embedding and head when K does not divide the vocabulary) whole.
+
 A layout whose predicted peak over RANKS ranks exceeds --max-total-gib is
 not run ("predicted only"): the machine must hold all RANKS processes.
 
     /usr/bin/python3 bench/zero-memory.py BUILD [--models gpt2-124m gpt2-350m]
         [--ranks 8] [--seq 64] [--measure] [--bf16]
-        [--layouts ddp zero1 s2 s4 s8] [--max-total-gib 14] [--reuse]
+        [--layouts ddp zero1 s2 s4 s8 t2 t4] [--max-total-gib 14] [--reuse]
         [--bucket 0]
 """
 import argparse
@@ -60,7 +65,8 @@ def main():
                     help="bf16 mixed precision (formula 2 + 2 + 12)")
     ap.add_argument("--layouts", nargs="+",
                     default=["ddp", "zero1", "s2", "s4", "s8"],
-                    help="ddp, zero1 or sK (sharded degree K)")
+                    help="ddp, zero1, sK (sharded degree K) or tK "
+                         "(tensor parallel degree K)")
     ap.add_argument("--bucket", type=int, default=0,
                     help="sdp_reduce_bucket_size of the sharded layouts "
                          "(0: one reduce-scatter per gradient; SMP's 5e8 "
@@ -91,8 +97,9 @@ def main():
         for layout in a.layouts:
             zero = layout == "zero1"
             sharded = int(layout[1:]) if layout.startswith("s") else 1
-            if layout not in ("ddp", "zero1") and sharded < 2:
-                sys.exit("unknown layout '%s': ddp, zero1 or sK" % layout)
+            tensor = int(layout[1:]) if layout.startswith("t") else 1
+            if layout not in ("ddp", "zero1") and max(sharded, tensor) < 2:
+                sys.exit("unknown layout '%s': ddp, zero1, sK or tK" % layout)
             out = os.path.join(work, "%s-s%d-%s-%s-d%d" %
                                (model, a.seq, precision, layout, a.ranks))
             flags = ["--set", "shard_optimizer_state=%s" % str(zero).lower()]
@@ -100,6 +107,8 @@ def main():
                 flags = ["--set", "sharded_data_parallel_degree=%d" % sharded,
                          "--set", "sdp_param_persistence_threshold=0",
                          "--set", "sdp_reduce_bucket_size=%d" % a.bucket]
+            if tensor > 1:
+                flags = ["--set", "tensor_parallel_degree=%d" % tensor]
             if a.bf16:
                 flags += ["--set", "bf16=true"]
             compile_cmd = [os.path.join(bin_dir, "cleave-compile"), onnx,
@@ -132,7 +141,9 @@ def main():
                        o / (a.ranks if zero else sharded), None, None,
                        None]
             formula[5] = sum(formula[:3])
-            rows = [("predicted", predicted), ("formula", formula)]
+            rows = [("predicted", predicted)]
+            if tensor == 1:
+                rows.append(("formula", formula))
             total = peak * a.ranks
             if a.measure and total > a.max_total_gib * GIB:
                 rows.append(("measured", None))
