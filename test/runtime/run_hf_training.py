@@ -20,8 +20,10 @@ load_state_dict), and its loss on the next batch must equal that of
 PyTorch's trained model
 (1e-5 relative). With --layouts, the last export also trains on 2 ranks
 under mpirun (data parallel, or a 2-stage pipeline of 2 microbatches,
-tensor parallel of degree 2 with and without sequence parallelism) or 4
-(tensor 2 x pipeline 2, tensor 4 with and without sequence parallelism), with the same losses and parameters (when the
+tensor parallel of degree 2 with and without sequence parallelism, ZeRO-1
+or sharded degree 2 over 2 data ranks, `each` checkpointing over 2 data
+ranks) or 4 (tensor 2 x pipeline 2, tensor 2 x sharded 2, tensor 4 with
+and without sequence parallelism), with the same losses and parameters (when the
 last export has a fixed batch, it is one microbatch in every layout); under a
 tensor layout a line says how many parameters plan.json's tensor_parallel
 section splits and which matrices it leaves whole, with why.
@@ -68,7 +70,7 @@ def loss_on(model, tokens, step):
 
 
 # --layouts: the spec keys of each parallel layout (2 ranks, 4 for
-# tensor2-pipeline2 and tensor4*).
+# tensor2-pipeline2, tensor2-sharded2 and tensor4*).
 LAYOUTS = {
     "data2": ["world_size=2", "ddp=true", "microbatches=1"],
     "pipeline2": ["world_size=2", "pipeline_parallel_degree=2", "microbatches=2"],
@@ -79,6 +81,15 @@ LAYOUTS = {
                           "pipeline_parallel_degree=2", "microbatches=2"],
     "tensor4": ["world_size=4", "tensor_parallel_degree=4", "microbatches=1"],
     "tensor4-sp": ["world_size=4", "tensor_parallel_degree=4", "sequence_parallel=true",
+                   "microbatches=1"],
+    "zero1-data2": ["world_size=2", "ddp=true", "shard_optimizer_state=true",
+                    "microbatches=1"],
+    "sharded2": ["world_size=2", "ddp=true", "sharded_data_parallel_degree=2",
+                 "sdp_param_persistence_threshold=0", "microbatches=1"],
+    "tensor2-sharded2": ["world_size=4", "ddp=true", "tensor_parallel_degree=2",
+                         "sharded_data_parallel_degree=2",
+                         "sdp_param_persistence_threshold=0", "microbatches=1"],
+    "each-data2": ["world_size=2", "ddp=true", "activation_checkpointing=each",
                    "microbatches=1"],
 }
 
