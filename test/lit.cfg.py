@@ -3,7 +3,10 @@ import os
 import lit.formats
 
 config.name = "Cleave"
-config.test_format = lit.formats.ShTest(not lit_config.quiet)
+# Always the external shell (bash): tests use its command substitution
+# ($(cat ...)), which lit's internal shell lacks; `lit -q` used to switch
+# to the internal one and fail them.
+config.test_format = lit.formats.ShTest(execute_external=True)
 config.suffixes = [".mlir", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.cleave_obj_root, "test")
