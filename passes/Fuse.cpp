@@ -239,18 +239,20 @@ std::optional<std::pair<Value, double>> rmsReciprocal(Value r) {
   return std::make_pair(x, epsilon);
 }
 
+/// Whether `w` is a per-feature vector for the last axis of `x`.
+bool isFeatureVector(Value w, Value x) {
+  auto wType = w.getType().dyn_cast<RankedTensorType>();
+  auto xType = x.getType().cast<RankedTensorType>();
+  return wType && wType.getRank() == 1 &&
+         wType.getDimSize(0) == xType.getShape().back() &&
+         wType.getElementType() == xType.getElementType();
+}
+
 /// x * r * w in any grouping ((x * r) * w or (w * x) * r), with r an RMS
 /// reciprocal of x and w of shape [last dim of x] -> rms_norm(x, w).
 LogicalResult fuseRmsNorm(MulOp mul, PatternRewriter &rewriter) {
   Value x, scale;
   double epsilon = 0;
-  auto isScaleFor = [](Value w, Value x) {
-    auto wType = w.getType().dyn_cast<RankedTensorType>();
-    auto xType = x.getType().cast<RankedTensorType>();
-    return wType && wType.getRank() == 1 &&
-           wType.getDimSize(0) == xType.getShape().back() &&
-           wType.getElementType() == xType.getElementType();
-  };
   bool matched = eitherOrder(mul, [&](Value product, Value other) {
     auto m = def<MulOp>(product);
     if (!m)
@@ -258,7 +260,7 @@ LogicalResult fuseRmsNorm(MulOp mul, PatternRewriter &rewriter) {
     // (x * r) * w
     if (eitherOrder(m, [&](Value a, Value r) {
           auto rms = rmsReciprocal(r);
-          if (!rms || rms->first != a || !isScaleFor(other, a))
+          if (!rms || rms->first != a || !isFeatureVector(other, a))
             return false;
           x = a;
           epsilon = rms->second;
@@ -271,7 +273,7 @@ LogicalResult fuseRmsNorm(MulOp mul, PatternRewriter &rewriter) {
     if (!rms)
       return false;
     return eitherOrder(m, [&](Value w, Value a) {
-      if (a != rms->first || !isScaleFor(w, a))
+      if (a != rms->first || !isFeatureVector(w, a))
         return false;
       x = a;
       epsilon = rms->second;
@@ -349,15 +351,6 @@ struct FuseLayerNorm : OpRewritePattern<DivOp> {
     return fuseLayerNorm(div, rewriter);
   }
 };
-
-/// Whether `w` is a per-feature vector for the last axis of `x`.
-bool isFeatureVector(Value w, Value x) {
-  auto wType = w.getType().dyn_cast<RankedTensorType>();
-  auto xType = x.getType().cast<RankedTensorType>();
-  return wType && wType.getRank() == 1 &&
-         wType.getDimSize(0) == xType.getShape().back() &&
-         wType.getElementType() == xType.getElementType();
-}
 
 /// layer_norm(x) * w -> layer_norm(x) scale w, then + b -> bias b, where
 /// the norm has no other use and its axis is the last one.
