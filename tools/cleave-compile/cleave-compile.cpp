@@ -20,6 +20,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
+#include "mlir/Support/Timing.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
@@ -180,6 +181,7 @@ int main(int argc, char **argv) {
   mlir::cleave::registerCleavePasses();
   mlir::registerMLIRContextCLOptions();
   mlir::registerPassManagerCLOptions();
+  mlir::registerDefaultTimingManagerCLOptions();
   mlir::registerAsmPrinterCLOptions();
   for (auto &[name, option] : cl::getRegisteredOptions())
     if (name.startswith("mlir-")) {
@@ -324,8 +326,13 @@ int main(int argc, char **argv) {
     (**module)->setAttr(mlir::cleave::kTensorParallelSeedAttr,
                         builder.getI64IntegerAttr(*spec.tensorParallelSeed));
 
+  // --mlir-timing: each pass's time, and the communication check's.
+  mlir::DefaultTimingManager timing;
+  mlir::applyDefaultTimingManagerCLOptions(timing);
+  mlir::TimingScope rootTimer = timing.getRootScope();
   mlir::PassManager pm(&context);
   mlir::applyPassManagerCLOptions(pm);
+  pm.enableTiming(rootTimer);
   mlir::cleave::ProgramPipelineOptions pipeline;
   pipeline.outputDir = outputPath.getValue();
   pipeline.train = !forwardOnly;
@@ -382,8 +389,11 @@ int main(int argc, char **argv) {
   mlir::cleave::buildProgramPipeline(pm, pipeline);
   if (mlir::failed(pm.run(**module)))
     return 1;
-  if (checkCommunication(outputPath, spec.worldSize))
-    return 1;
+  {
+    mlir::TimingScope checkTimer = rootTimer.nest("communication check");
+    if (checkCommunication(outputPath, spec.worldSize))
+      return 1;
+  }
   if (writeReport) {
     SmallString<256> pagePath(outputPath.getValue());
     llvm::sys::path::append(pagePath, "report.html");
