@@ -155,6 +155,8 @@ struct PropagateShardings
   struct Node {
     RankedTensorType type;
     std::optional<ValueSplit> split;
+    /// When `split` was last decided (see `clock`).
+    uint64_t decidedAt = 0;
   };
 
   int64_t axisSize = 1;
@@ -167,6 +169,42 @@ struct PropagateShardings
   /// slice the whole result, which the partition does not build.
   DenseMap<Operation *, std::string> slicedWhole;
   bool failedConflict = false;
+  /// A step's outcome depends only on its values' nodes, so a sweep skips
+  /// an op none of whose nodes were decided since its last step: the same
+  /// decisions in the same order, without re-reading the whole model on
+  /// every sweep of every trial. `clock` orders decisions and steps.
+  uint64_t clock = 0;
+  DenseMap<Operation *, uint64_t> steppedAt;
+  /// Each op's sharding rule (none: nullopt), built once.
+  DenseMap<Operation *, std::optional<ShardingRule>> rules;
+
+  void decide(unsigned n, const ValueSplit &split) {
+    nodes[n].split = split;
+    nodes[n].decidedAt = ++clock;
+  }
+
+  /// Whether a node of `op`'s values was decided since `op`'s last step.
+  bool needsStep(Operation *op) {
+    auto it = steppedAt.find(op);
+    if (it == steppedAt.end())
+      return true;
+    auto decidedSince = [&](Value v) {
+      std::optional<unsigned> n = nodeOf(v);
+      return n && nodes[*n].decidedAt > it->second;
+    };
+    return llvm::any_of(op->getOperands(), decidedSince) ||
+           llvm::any_of(op->getResults(), decidedSince);
+  }
+
+  const std::optional<ShardingRule> &ruleOf(Operation *op) {
+    auto [it, inserted] = rules.try_emplace(op);
+    if (inserted)
+      if (auto rules = dyn_cast<ShardingRuleOpInterface>(op))
+        if (FailureOr<ShardingRule> rule = rules.getShardingRule();
+            succeeded(rule))
+          it->second = std::move(*rule);
+    return it->second;
+  }
 
   std::optional<unsigned> nodeOf(Value v) {
     auto it = nodeOfValue.find(v);
@@ -228,10 +266,8 @@ struct PropagateShardings
       return false;
     SmallVector<Value> values(op->getOperands());
     llvm::append_range(values, op->getResults());
-    auto rules = dyn_cast<ShardingRuleOpInterface>(op);
-    FailureOr<ShardingRule> rule =
-        rules ? rules.getShardingRule() : FailureOr<ShardingRule>(failure());
-    if (failed(rule)) {
+    const std::optional<ShardingRule> &rule = ruleOf(op);
+    if (!rule) {
       // No rule: a split operand is gathered, the results are computed
       // whole. An undecided result may still be split by its users
       // (each rank slices what it computed).
@@ -357,7 +393,7 @@ struct PropagateShardings
       }
       if (split.isReplicated())
         continue;
-      nodes[*n].split = split;
+      decide(*n, split);
       changed = true;
     }
     return changed;
@@ -368,7 +404,7 @@ struct PropagateShardings
     std::optional<unsigned> n = nodeOf(v);
     if (!n || nodes[*n].split)
       return false;
-    nodes[*n].split = split;
+    decide(*n, split);
     return true;
   }
 
@@ -391,14 +427,21 @@ struct PropagateShardings
     return split;
   }
 
+  bool sweepStep(Operation *op) {
+    if (!needsStep(op))
+      return false;
+    steppedAt[op] = ++clock;
+    return step(op);
+  }
+
   void propagate(ArrayRef<Operation *> ops) {
     bool changed = true;
     while (changed && !failedConflict) {
       changed = false;
       for (Operation *op : ops)
-        changed |= step(op);
+        changed |= sweepStep(op);
       for (Operation *op : llvm::reverse(ops))
-        changed |= step(op);
+        changed |= sweepStep(op);
     }
   }
 
@@ -533,6 +576,8 @@ struct PropagateShardings
       std::string why = events.lookup(at);
       bool stopped = trial == Trial::Stops;
       nodes = std::move(nodesBefore);
+      // The nodes went back: every op's last step saw others.
+      steppedAt.clear();
       stops = std::move(stopsBefore);
       slicedWhole = std::move(slicedBefore);
       stop(op, Twine(kind) + " split not made: " +
@@ -626,7 +671,7 @@ struct PropagateShardings
           dim.blocks = sharding.getDimBlocks(d);
         split.dims.push_back(dim);
       }
-      nodes[it->second].split = split;
+      decide(it->second, split);
     }
     propagate(ops);
 
