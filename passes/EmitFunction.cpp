@@ -54,6 +54,8 @@ LogicalResult RankProgram::emitFunction(func::FuncOp func) {
 
   llvm::DenseSet<Value> freeable;
   auto forwardName = func->getAttrOfType<FlatSymbolRefAttr>("cleave.forward");
+  // Looked up once: a backward has an argument per saved value.
+  func::FuncOp forward = forwardName ? forwardOf(func) : func::FuncOp();
   for (BlockArgument arg : body.getArguments()) {
     auto from = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
                                                    "cleave.saved_from");
@@ -62,7 +64,6 @@ LogicalResult RankProgram::emitFunction(func::FuncOp func) {
         return failure();
       continue;
     }
-    func::FuncOp forward = forwardOf(func);
     if (!forward ||
         from.getInt() >=
             forward.getBody().front().getTerminator()->getNumOperands())

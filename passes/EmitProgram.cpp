@@ -547,6 +547,15 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
     // programs, data rank 0's once data rank 1's is known.
     int64_t samplesPerRank = (*plan)->microbatchSize * microbatches;
     bool sharing = dataRanks > 2;
+    // Each rank's program is made on an arena whose first block is this
+    // one, reused: a program of a large model has millions of messages,
+    // which are then neither allocated nor freed one by one, and the
+    // block's pages are touched once, not once per rank.
+    std::vector<char> arenaBlock(size_t(64) << 20);
+    google::protobuf::ArenaOptions arenaOptions;
+    arenaOptions.initial_block = arenaBlock.data();
+    arenaOptions.initial_block_size = arenaBlock.size();
+    arenaOptions.max_block_size = 1 << 22;
     std::vector<Share> shares(pipelineRanks * tensorRanks);
     for (int64_t d = 0; d < dataRanks; ++d)
       for (int64_t p = 0; p < pipelineRanks; ++p)
@@ -558,7 +567,9 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
               return failure();
             continue;
           }
-          pb::Program program;
+          google::protobuf::Arena arena(arenaOptions);
+          pb::Program &program =
+              *google::protobuf::Arena::CreateMessage<pb::Program>(&arena);
           if (failed(emitPipelineRank(top, stages, schedule, d, p, **plan,
                                       program)))
             return failure();
@@ -626,8 +637,8 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
                                  const Plan &planned, pb::Program &result) {
     int64_t s = stages.size();
     int rank = int(rankAt(d, p));
-    RankProgram out(mesh, rank, paramFile, seed);
-    pb::Program &program = out.program;
+    pb::Program &program = result;
+    RankProgram out(program, mesh, rank, paramFile, seed);
     program.set_magic("cleave-program");
     program.set_device(device);
     program.set_version(pb::VERSION_CURRENT);
@@ -832,7 +843,6 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
     batch->set_first_sample(d * planned.microbatchSize * microbatches);
     batch->set_global_batch(planned.globalBatch);
 
-    result = std::move(program);
     return success();
   }
 

@@ -10,6 +10,7 @@
 #include "ir/CleaveOps.h"
 #include "passes/Layout.h"
 
+#include <climits>
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
@@ -20,10 +21,17 @@ using namespace mlir::cleave;
 
 bool mlir::cleave::serializeProgram(const pb::Program &program,
                                     std::string &bytes) {
-  google::protobuf::io::StringOutputStream stream(&bytes);
+  // Sized once, then written in place (a string grown piece by piece
+  // costs as much as the writing for a program of a large model).
+  size_t size = program.ByteSizeLong();
+  if (size > size_t(INT_MAX))
+    return false;
+  bytes.resize(size);
+  google::protobuf::io::ArrayOutputStream stream(bytes.data(), int(size));
   google::protobuf::io::CodedOutputStream coded(&stream);
   coded.SetSerializationDeterministic(true);
-  return program.SerializeToCodedStream(&coded);
+  program.SerializeWithCachedSizes(&coded);
+  return !coded.HadError() && size_t(coded.ByteCount()) == size;
 }
 
 FailureOr<pb::DType> mlir::cleave::dtypeOf(Type element, Operation *where) {

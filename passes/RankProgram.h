@@ -41,11 +41,13 @@ using ParamFile = llvm::StringMap<ParamBytes>;
 
 class RankProgram {
 public:
-  RankProgram(MeshAttr mesh, int64_t rank, const ParamFile &paramFile,
-              int64_t seed)
-      : mesh(mesh), rank(rank), paramFile(paramFile), seed(seed) {}
+  /// Translates into `program` (which may live on a protobuf arena).
+  RankProgram(pb::Program &program, MeshAttr mesh, int64_t rank,
+              const ParamFile &paramFile, int64_t seed)
+      : program(program), mesh(mesh), rank(rank), paramFile(paramFile),
+        seed(seed) {}
 
-  pb::Program program;
+  pb::Program &program;
 
   /// Later functions' tensors go to `buffer`, whose plan puts the values
   /// of one microbatch in [slotBase, slotBase + slotBytes); slot 0.
