@@ -47,11 +47,12 @@ struct Action {
   Kind kind;
   bool started = false; // Collective: only started here
   int32_t function = -1, body = -1, microbatch = -1;
-  int32_t group = -1; // canonical group of a Collective
-  int32_t peer = -1, tag = 0, event = 0, tensor = -1;
-  // As the program writes them: its group index and its peer, which
-  // retarget() makes the rank's (several ranks may share a program).
+  int32_t tag = 0, event = 0, tensor = -1;
+  // As the program writes them: its group index and its peer. Ranks that
+  // share a program share its actions; Checker::group() and peer() give a
+  // rank's own.
   int32_t programGroup = -1, programPeer = -1;
+  int32_t peerSlot = -1; // the index of programPeer in Flattened::peers
   const char *label = nullptr;
 };
 
@@ -67,12 +68,21 @@ struct Started {
   int event;
 };
 
-struct RankState {
+/// A program's actions, played by every rank that runs it.
+struct Flattened {
   std::vector<Action> actions;
+  std::vector<int> peers; // the distinct programPeer values
+};
+
+struct RankState {
+  const std::vector<Action> *actions = nullptr;
+  std::vector<int> peers; // per peer slot, the rank's own peer
   size_t pc = 0;
   bool postedCurrent = false; // the Collective at pc is posted
   size_t postedSeq = 0;
   std::vector<SendRecord *> sends; // posted, not yet known received
+  // Per canonical group it posted on (-1: the world), how many times.
+  std::vector<std::pair<int, size_t>> postedOn;
   std::vector<Started> started;
   std::string waiting; // why it cannot go on, once it cannot
 };
@@ -86,16 +96,18 @@ public:
   Status run() {
     CLEAVE_CHECK(validateMesh());
     ranks_.resize(programs_.size());
-    // A program shared by ranks is flattened once, then its copy given
-    // each rank's groups and peers.
-    std::map<const pb::Program *, int> flattenedBy;
+    // A program shared by ranks is flattened once and its actions shared
+    // (a copy per rank of 1,024 would be gigabytes); each rank keeps only
+    // its groups and peers.
+    std::map<const pb::Program *, const Flattened *> flattenedBy;
     for (size_t r = 0; r < programs_.size(); ++r) {
-      auto [it, fresh] = flattenedBy.emplace(programs_[r].program, int(r));
-      if (fresh)
-        CLEAVE_CHECK(flatten(int(r)));
-      else
-        ranks_[r].actions = ranks_[it->second].actions;
-      CLEAVE_CHECK(retarget(int(r)));
+      auto [it, fresh] = flattenedBy.emplace(programs_[r].program, nullptr);
+      if (fresh) {
+        flattened_.emplace_back();
+        CLEAVE_CHECK(flatten(int(r), flattened_.back()));
+        it->second = &flattened_.back();
+      }
+      CLEAVE_CHECK(retarget(int(r), *it->second));
     }
     return play();
   }
@@ -104,6 +116,7 @@ private:
   const std::vector<CheckedRank> &programs_;
   CommunicationCheckOptions options_;
   std::vector<RankState> ranks_;
+  std::deque<Flattened> flattened_;
   // Whether step() says why a rank cannot go on (RankState::waiting).
   bool describe_ = false;
   // Canonical groups: their world ranks; world-wide reductions use -1.
@@ -111,10 +124,8 @@ private:
   std::vector<std::vector<int>> groupRanks_;
   // Per rank, its program's group index -> canonical group.
   std::vector<std::vector<int>> groupOf_;
-  // Per canonical group (index + 1; 0 is the world), per member, what it
-  // posted in order: (rank, action).
-  std::vector<std::map<int, std::vector<const Action *>>> posted_;
-  // The same, per canonical group and sequence number: how many members
+  // Per canonical group (index + 1; 0 is the world) and sequence number:
+  // how many members
   // posted it, and the lowest rank that did with its action (what a later
   // member is compared with) — kept so that a group of 128 ranks is not
   // scanned at every post.
@@ -135,6 +146,15 @@ private:
     const CheckedRank &r = programs_[rank];
     return r.mesh ? *r.mesh : r.program->mesh();
   }
+  /// The canonical group of `rank`'s collective `a`.
+  int group(int rank, const Action &a) const {
+    return groupOf_[rank][a.programGroup];
+  }
+  /// The world rank `rank`'s send or receive `a` goes to.
+  int peer(int rank, const Action &a) const {
+    return ranks_[rank].peers[a.peerSlot];
+  }
+
   /// The rank's peer for a send or receive of its program to `peer`.
   int peerOf(int rank, int peer) const {
     const std::map<int, int> &peers = programs_[rank].peers;
@@ -187,7 +207,6 @@ private:
                                  describeRanks(groupRanks_[g]) +
                                  ", which rank " + str(m) +
                                  "'s program does not have");
-    posted_.resize(groupRanks_.size() + 1);
     postedSeqs_.resize(groupRanks_.size() + 1);
     return Status::ok();
   }
@@ -234,38 +253,44 @@ private:
     return result;
   }
 
-  /// Gives rank's actions (flattened from its program, maybe by another
-  /// rank) its canonical groups and its peers.
-  Status retarget(int rank) {
-    for (Action &a : ranks_[rank].actions) {
-      auto where = [&] {
-        return "rank " + str(rank) + ", functions[" + str(a.function) +
-               "].body[" + str(a.body) + "]";
-      };
-      if (a.kind == Action::Kind::Collective) {
-        if (a.programGroup < 0 ||
-            a.programGroup >= int(groupOf_[rank].size()))
-          return Status::error(where() + ": group " + str(a.programGroup) +
-                               " does not exist");
-        a.group = groupOf_[rank][a.programGroup];
-      } else if (a.kind == Action::Kind::Send ||
-                 a.kind == Action::Kind::Recv) {
-        int peer = peerOf(rank, a.programPeer);
-        if (peer < 0 || peer >= int(programs_.size()) || peer == rank)
-          return Status::error(
-              where() + ": " +
-              (a.kind == Action::Kind::Send ? "a send to" : "a receive from") +
-              " rank " + str(peer) + " in a world of " +
-              str(programs_.size()));
-        a.peer = peer;
+  /// Checks that rank's program's groups and peers (in `flat`, flattened
+  /// maybe by another rank) exist for it, and gives it `flat`'s actions.
+  Status retarget(int rank, const Flattened &flat) {
+    RankState &st = ranks_[rank];
+    st.actions = &flat.actions;
+    for (const Action &a : flat.actions)
+      if (a.kind == Action::Kind::Collective &&
+          (a.programGroup < 0 || a.programGroup >= int(groupOf_[rank].size())))
+        return Status::error("rank " + str(rank) + ", functions[" +
+                             str(a.function) + "].body[" + str(a.body) +
+                             "]: group " + str(a.programGroup) +
+                             " does not exist");
+    st.peers.clear();
+    for (int programPeer : flat.peers) {
+      int peer = peerOf(rank, programPeer);
+      if (peer < 0 || peer >= int(programs_.size()) || peer == rank) {
+        // The first action naming it, for the message.
+        auto a = std::find_if(
+            flat.actions.begin(), flat.actions.end(), [&](const Action &a) {
+              return (a.kind == Action::Kind::Send ||
+                      a.kind == Action::Kind::Recv) &&
+                     a.programPeer == programPeer;
+            });
+        return Status::error(
+            "rank " + str(rank) + ", functions[" + str(a->function) +
+            "].body[" + str(a->body) + "]: " +
+            (a->kind == Action::Kind::Send ? "a send to" : "a receive from") +
+            " rank " + str(peer) + " in a world of " + str(programs_.size()));
       }
+      st.peers.push_back(peer);
     }
     return Status::ok();
   }
 
-  Status flatten(int rank) {
+  Status flatten(int rank, Flattened &flat) {
     const pb::Program &p = program(rank);
-    std::vector<Action> &out = ranks_[rank].actions;
+    std::vector<Action> &out = flat.actions;
+    std::map<int, int> peerSlots;
     std::vector<bool> overwritesSent = sendOverlaps(rank);
     bool scaling = p.loss_scaling().enabled(), checked = false;
     auto at = [](int f, int i, int mb) {
@@ -354,6 +379,11 @@ private:
           Action a = at(f, i, step.microbatch());
           a.kind = sr.send() ? Action::Kind::Send : Action::Kind::Recv;
           a.programPeer = sr.peer();
+          auto [slot, fresh] =
+              peerSlots.emplace(sr.peer(), int(flat.peers.size()));
+          if (fresh)
+            flat.peers.push_back(sr.peer());
+          a.peerSlot = slot->second;
           a.tag = sr.tag();
           a.tensor = sr.tensor();
           out.push_back(a);
@@ -421,11 +451,12 @@ private:
     case Action::Kind::Write:
       return "overwrite " + tensorText(rank, a.tensor);
     case Action::Kind::Send:
-      return "send " + tensorText(rank, a.tensor) + " to rank " + str(a.peer) +
+      return "send " + tensorText(rank, a.tensor) + " to rank " +
+             str(peer(rank, a)) +
              " (tag " + str(a.tag) + ")";
     case Action::Kind::Recv:
       return "receive " + tensorText(rank, a.tensor) + " from rank " +
-             str(a.peer) + " (tag " + str(a.tag) + ")";
+             str(peer(rank, a)) + " (tag " + str(a.tag) + ")";
     case Action::Kind::Collective: {
       const pb::Collective &c =
           program(rank).functions(a.function).body(a.body).collective();
@@ -447,7 +478,7 @@ private:
       }
       s += " on group '" +
            meshOf(rank).groups(c.group()).name() + "' " +
-           describeRanks(groupRanks_[a.group]);
+           describeRanks(groupRanks_[group(rank, a)]);
       if (a.started)
         s += " (started, event " + str(a.event) + ")";
       return s;
@@ -533,13 +564,10 @@ private:
   std::string missing(int group, size_t seq) const {
     const std::vector<int> &members =
         group < 0 ? worldRanks() : groupRanks_[group];
-    const auto &posted = posted_[group + 1];
     std::vector<int> late;
-    for (int m : members) {
-      auto it = posted.find(m);
-      if (it == posted.end() || it->second.size() <= seq)
+    for (int m : members)
+      if (postedCount(m, group) <= seq)
         late.push_back(m);
-    }
     std::string s = late.size() == 1 ? "rank " : "ranks ";
     for (size_t i = 0; i < late.size() && i < 8; ++i)
       s += (i ? ", " : "") + str(late[i]);
@@ -548,13 +576,23 @@ private:
 
   const std::vector<int> &worldRanks() const { return worldRanks_; }
 
+  /// How many collectives `rank` posted on `group`.
+  size_t postedCount(int rank, int group) const {
+    for (const auto &[g, count] : ranks_[rank].postedOn)
+      if (g == group)
+        return count;
+    return 0;
+  }
+
   /// Posts rank's collective `a` on `group`; an error if a member that
   /// posted the same sequence number disagrees.
   Status post(int rank, const Action &a, int group, size_t &seq) {
-    auto &posted = posted_[group + 1];
-    std::vector<const Action *> &mine = posted[rank];
-    seq = mine.size();
-    mine.push_back(&a);
+    std::vector<std::pair<int, size_t>> &postedOn = ranks_[rank].postedOn;
+    auto mine = std::find_if(postedOn.begin(), postedOn.end(),
+                             [&](const auto &p) { return p.first == group; });
+    if (mine == postedOn.end())
+      mine = postedOn.insert(postedOn.end(), {group, 0});
+    seq = mine->second++;
     std::vector<PostedSeq> &seqs = postedSeqs_[group + 1];
     if (seqs.size() <= seq)
       seqs.resize(seq + 1);
@@ -583,9 +621,9 @@ private:
   Status step(int rank, bool &moved) {
     RankState &st = ranks_[rank];
     moved = false;
-    if (st.pc >= st.actions.size())
+    if (st.pc >= st.actions->size())
       return Status::ok();
-    const Action &a = st.actions[st.pc];
+    const Action &a = (*st.actions)[st.pc];
     auto advance = [&] {
       ++st.pc;
       st.postedCurrent = false;
@@ -632,34 +670,35 @@ private:
       }
       sendStore_.push_back({rank, &a});
       SendRecord *record = &sendStore_.back();
-      channels_[{rank, a.peer, a.tag}].push_back(record);
+      channels_[{rank, peer(rank, a), a.tag}].push_back(record);
       st.sends.push_back(record);
       advance();
       return Status::ok();
     }
     case Action::Kind::Recv: {
-      std::deque<SendRecord *> &channel = channels_[{a.peer, rank, a.tag}];
+      int from = peer(rank, a);
+      std::deque<SendRecord *> &channel = channels_[{from, rank, a.tag}];
       if (channel.empty()) {
         if (describe_)
-          st.waiting = "waits for rank " + str(a.peer) + " to send it";
+          st.waiting = "waits for rank " + str(from) + " to send it";
         return Status::ok();
       }
       SendRecord *s = channel.front();
       channel.pop_front();
       s->matched = true;
-      const pb::Tensor &sent = program(a.peer).tensors(s->action->tensor);
+      const pb::Tensor &sent = program(from).tensors(s->action->tensor);
       const pb::Tensor &into = program(rank).tensors(a.tensor);
       if (sent.dtype() != into.dtype() || elements(sent) != elements(into))
-        return Status::error("ranks " + str(a.peer) + " and " + str(rank) +
+        return Status::error("ranks " + str(from) + " and " + str(rank) +
                              " disagree on a message (tag " + str(a.tag) +
-                             "): " + at(a.peer, *s->action) + "; " +
+                             "): " + at(from, *s->action) + "; " +
                              at(rank, a));
       advance();
       return Status::ok();
     }
     case Action::Kind::Collective:
     case Action::Kind::World: {
-      int group = a.kind == Action::Kind::World ? -1 : a.group;
+      int group = a.kind == Action::Kind::World ? -1 : this->group(rank, a);
       if (!st.postedCurrent) {
         CLEAVE_CHECK(post(rank, a, group, st.postedSeq));
         st.postedCurrent = true;
@@ -730,7 +769,7 @@ private:
     // while ranks still move: a 1,024-rank job waits millions of times).
     describe_ = true;
     for (int r = 0; r < world; ++r)
-      if (ranks_[r].pc < ranks_[r].actions.size()) {
+      if (ranks_[r].pc < ranks_[r].actions->size()) {
         bool moved = false;
         CLEAVE_CHECK(step(r, moved));
       }
@@ -738,16 +777,16 @@ private:
     int shown = 0;
     for (int r = 0; r < world; ++r) {
       const RankState &st = ranks_[r];
-      if (st.pc >= st.actions.size())
+      if (st.pc >= st.actions->size())
         continue;
       if (shown++ < 8)
-        stuck += "\n  " + at(r, st.actions[st.pc]) + ": " + st.waiting;
+        stuck += "\n  " + at(r, (*st.actions)[st.pc]) + ": " + st.waiting;
     }
     if (stuck.empty())
       return Status::ok();
     std::string finished;
     for (int r = 0; r < world; ++r)
-      if (ranks_[r].pc >= ranks_[r].actions.size())
+      if (ranks_[r].pc >= ranks_[r].actions->size())
         finished += (finished.empty() ? "" : ", ") + str(r);
     return Status::error(
         "the ranks' communication can deadlock: " + str(shown) +
