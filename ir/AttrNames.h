@@ -24,6 +24,11 @@ inline constexpr llvm::StringLiteral kMemorySpaceAttr = "cleave.memory_space";
 // cleave.sharding (and `value`, when it has one) are the full tensor's; the
 // emitter turns them into the rank's boxes (passes/RankBoxes.h).
 inline constexpr llvm::StringLiteral kFullTypeAttr = "cleave.full_type";
+// On a cleave.parameter padded by cleave-pad-vocabulary: its logical shape
+// (a DenseI64ArrayAttr), which `value`, params.bin and checkpoints hold;
+// the type (and cleave.full_type) are the padded rows'.
+inline constexpr llvm::StringLiteral kUnpaddedShapeAttr =
+    "cleave.unpadded_shape";
 // On an op where a split value had to be gathered (cleave-propagate-
 // shardings): why, for the report.
 inline constexpr llvm::StringLiteral kShardingStopAttr = "cleave.sharding_stop";
@@ -135,6 +140,7 @@ inline constexpr llvm::StringLiteral kKnownAttrNames[] = {
     "cleave.state_offsets",
     "cleave.tensor_parallel_seed",
     "cleave.tied_stages",
+    "cleave.unpadded_shape",
 };
 
 } // namespace mlir::cleave

@@ -148,6 +148,20 @@ LogicalResult ParameterOp::verify() {
   Type valueType = getType();
   if (auto full = (*this)->getAttrOfType<TypeAttr>(kFullTypeAttr))
     valueType = full.getValue();
+  // A padded vocabulary (cleave-pad-vocabulary): the value holds the real
+  // rows; the padding is more rows only.
+  if (auto unpadded =
+          (*this)->getAttrOfType<DenseI64ArrayAttr>(kUnpaddedShapeAttr)) {
+    auto padded = valueType.cast<RankedTensorType>();
+    ArrayRef<int64_t> shape = unpadded.asArrayRef();
+    if (shape.size() != size_t(padded.getRank()) || shape.empty() ||
+        shape[0] > padded.getDimSize(0) ||
+        !llvm::equal(shape.drop_front(), padded.getShape().drop_front()))
+      return emitOpError() << kUnpaddedShapeAttr << " " << unpadded
+                           << " is not " << padded
+                           << " less some of its first dimension's rows";
+    valueType = RankedTensorType::get(shape, padded.getElementType());
+  }
   if (value && value.getType() != valueType)
     return emitOpError() << "initial value of type " << value.getType()
                          << " does not match the parameter type "

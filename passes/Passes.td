@@ -122,6 +122,49 @@ def Fuse : Pass<"cleave-fuse", "ModuleOp"> {
   }];
 }
 
+def PadVocabulary : Pass<"cleave-pad-vocabulary", "ModuleOp"> {
+  let summary = "pads a vocabulary the tensor-parallel degree does not divide";
+  let description = [{
+    Megatron-LM's `--make-vocab-size-divisible-by`: a vocabulary of V rows
+    that the tensor-parallel degree T does not divide (GPT-2's 50,257) is
+    padded with zero rows to the next multiple of T, so that the embedding
+    is vocab-parallel, the head column-parallel and the cross-entropy
+    Megatron's vocab-parallel one, instead of all three whole on every
+    rank. A parameter is a vocabulary when it is the table of an embedding
+    of the model's input ids or the weight (`transpose_rhs`) of a product
+    whose result reaches a softmax cross-entropy as its classes, through
+    reshapes, casts, and slices and transposes that keep the classes last.
+    The padded logits pass through the same ops; before the loss, the
+    padded classes get `-inf` added, so that they take no probability and
+    no gradient. Training is then the unpadded model's: the padding rows
+    are zero, get zero gradients and stay zero under AdamW's decay.
+
+    The parameter keeps its logical shape in `cleave.unpadded_shape`;
+    `value`, params.bin, checkpoints and `--save-params` hold only the
+    real rows (docs/tensor-parallel.md, "Vocabulary padding"). A
+    vocabulary read any other way, or with sharded optimizer state or
+    sharded parameters (`pad = false`), is left as it is, with a remark:
+    propagation then keeps it replicated.
+
+    ```mlir
+    // tensor=2: GPT-2 with a vocabulary of 257
+    cleave.parameter @wte.weight {cleave.unpadded_shape = array<i64: 257, 64>} : tensor<258x64xf32>
+    %l = cleave.matmul %h, %w {transpose_rhs} : (tensor<2x32x64xf32>, tensor<258x64xf32>) -> tensor<2x32x258xf32>
+    %m = cleave.add %r, %inf : (tensor<64x258xf32>, tensor<258xf32>) -> tensor<64x258xf32>
+    %loss = cleave.softmax_cross_entropy %m, %t ...
+    ```
+  }];
+  let options = [
+    Option<"tensor", "tensor", "int64_t", /*default=*/"0",
+           "tensor-parallel degree (0: the size of the mesh's tensor "
+           "axis); 1 leaves the module unchanged">,
+    Option<"pad", "pad", "bool", /*default=*/"true",
+           "pad; false only says which vocabularies would be (cleave-compile "
+           "sets it under shard_optimizer_state and sharded data "
+           "parallelism, whose state ranges do not yet skip padding)">,
+  ];
+}
+
 def PropagateShardings : Pass<"cleave-propagate-shardings", "ModuleOp"> {
   let summary = "decides the tensor-parallel split of every value (Megatron-LM's, found from the graph)";
   let description = [{

@@ -50,6 +50,13 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
     // Megatron's f and g, which autodiff differentiates
     // (docs/tensor-parallel.md), the vocabulary split too (embedding,
     // head and cross-entropy).
+    // A vocabulary the degree does not divide is padded first, so that it
+    // is split like any other (Megatron-LM's padding).
+    PadVocabularyOptions padVocabulary;
+    padVocabulary.tensor = options.tensorDegree;
+    padVocabulary.pad =
+        !options.shardOptimizerState && options.shardedDegree <= 1;
+    pm.addPass(createPadVocabulary(padVocabulary));
     PropagateShardingsOptions propagate;
     propagate.tensor = options.tensorDegree;
     propagate.heads = true;

@@ -120,6 +120,12 @@ void planTensorSplits(ModuleOp m, StagePlan &s) {
     if (full)
       if (auto type = full.getValue().dyn_cast<RankedTensorType>())
         split.fullShape.assign(type.getShape().begin(), type.getShape().end());
+    if (auto unpadded =
+            param->getAttrOfType<DenseI64ArrayAttr>(kUnpaddedShapeAttr)) {
+      split.paddedShape = split.fullShape;
+      split.fullShape.assign(unpadded.asArrayRef().begin(),
+                             unpadded.asArrayRef().end());
+    }
     if (sharding)
       for (unsigned d = 0; d < sharding.getDims().size(); ++d)
         for (const AxisRef &ref : sharding.getDimAxisRefs(d))
@@ -729,6 +735,8 @@ static llvm::json::Object tensorParallelJSON(const Plan &plan) {
                            {"name", t.name},
                            {"full_shape", shape(t.fullShape)},
                            {"local_shape", shape(t.localShape)}};
+      if (!t.paddedShape.empty())
+        o["padded_shape"] = shape(t.paddedShape);
       if (t.replicatedWhy.empty()) {
         ++split;
         splitBytes += t.localBytes;

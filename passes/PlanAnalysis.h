@@ -85,6 +85,9 @@ extern const std::array<PlanMemoryCategory, 7> kPlanMemoryCategories;
 struct TensorSplitPlan {
   std::string name;
   std::vector<int64_t> fullShape, localShape;
+  // A padded vocabulary (cleave-pad-vocabulary): the shape it is split
+  // as; fullShape is the model's.
+  std::vector<int64_t> paddedShape;
   std::vector<std::pair<int64_t, std::string>> splitDims; // (dim, axis)
   int64_t blocks = 1;
   std::string replicatedWhy; // empty when split

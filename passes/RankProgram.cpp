@@ -193,8 +193,14 @@ LogicalResult RankProgram::addSlice(ParameterOp param, pb::Parameter *p) {
   auto local = param.getType().cast<RankedTensorType>();
   auto full = param->getAttrOfType<TypeAttr>(kFullTypeAttr);
   auto sharding = param->getAttrOfType<ShardingAttr>(kShardingAttr);
+  // A padded vocabulary (cleave-pad-vocabulary): the full tensor is the
+  // unpadded one, and the rank's slice its real rows, which its tensor
+  // holds first (the rest are the padding's zero rows).
+  auto unpadded = param->getAttrOfType<DenseI64ArrayAttr>(kUnpaddedShapeAttr);
   if (!full) {
-    for (int64_t d : local.getShape()) {
+    ArrayRef<int64_t> shape =
+        unpadded ? unpadded.asArrayRef() : local.getShape();
+    for (int64_t d : shape) {
       p->add_full_shape(d);
       p->add_slice_start(0);
       p->add_slice_size(d);
@@ -221,6 +227,20 @@ LogicalResult RankProgram::addSlice(ParameterOp param, pb::Parameter *p) {
                        << RankedTensorType::get(boxes->localShape,
                                                 local.getElementType())
                        << ")";
+  if (unpadded) {
+    if (boxes->boxes.size() != 1)
+      return emitError() << "a padded vocabulary split into "
+                         << boxes->boxes.size()
+                         << " boxes a rank (one is supported)";
+    for (auto [d, size] : llvm::enumerate(unpadded.asArrayRef())) {
+      int64_t start = std::min(boxes->boxes.front().start[d], size);
+      int64_t end = std::min(start + local.getDimSize(d), size);
+      p->add_full_shape(size);
+      p->add_slice_start(start);
+      p->add_slice_size(end - start);
+    }
+    return success();
+  }
   for (auto [d, size] : llvm::enumerate(fullType.getShape())) {
     p->add_full_shape(size);
     p->add_slice_start(boxes->boxes.front().start[d]);

@@ -1184,6 +1184,8 @@ void writeTensorParallel(raw_ostream &os, const json::Object &planObject) {
                          .str();
         if (int64_t blocks = p->getInteger("blocks").value_or(1); blocks > 1)
           split += formatv(" ({0} blocks, each split)", blocks).str();
+        if (const json::Array *padded = p->getArray("padded_shape"))
+          split += " (padded to " + shape(padded) + ")";
       }
       os << "<tr><td class=\"num\">" << p->getInteger("stage").value_or(0)
          << "</td><td class=\"node\">"

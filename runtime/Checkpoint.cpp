@@ -1165,6 +1165,10 @@ std::vector<Runtime::StateTensor> Runtime::stateTensors() const {
                            param->slice_size().end());
         s.flatStart = param->flat_range().start();
         s.flatSize = param->flat_range().size();
+      } else if (param) {
+        // The slice; a padded vocabulary's tensor has more rows, zero.
+        s.sliceSize.assign(param->slice_size().begin(),
+                           param->slice_size().end());
       }
     } else {
       // "wte.exp_avg": the moment of parameter "wte", sliced as it is.
@@ -1184,8 +1188,13 @@ std::vector<Runtime::StateTensor> Runtime::stateTensors() const {
           s.sliceSize = slice;
           s.flatStart = param->state_range().start();
           s.flatSize = param->state_range().size();
-        } else if (it != paramByName.end() && slice == s.sliceSize) {
+        } else if (it != paramByName.end() &&
+                   tensors_[it->second->tensor()].shape == s.sliceSize &&
+                   !it->second->has_flat_range()) {
+          // Shaped as its parameter's tensor: its slice (a padded
+          // vocabulary's rows first).
           param = it->second;
+          s.sliceSize = slice;
         }
       }
     }
@@ -1422,9 +1431,13 @@ Status Runtime::layoutCheckpointFile(const std::vector<StateTensor> &state) {
     const StateTensor &s = state[i];
     CheckpointWriter::Tensor &t = w.tensors[j++];
     t.offset = fileBytes;
-    // A ZeRO-1 chunk without its padding.
-    t.bytes = s.flatSize >= 0 ? size_t(s.flatSize) * dtypeSize(s.dtype)
-                              : size_t(s.bytes);
+    // A ZeRO-1 chunk without its padding, a padded vocabulary without
+    // its zero rows.
+    t.bytes = s.flatSize >= 0
+                  ? size_t(s.flatSize) * dtypeSize(s.dtype)
+                  : std::min(size_t(s.bytes),
+                             size_t(elementsOf(s.sliceSize)) *
+                                 dtypeSize(s.dtype));
     t.head = pieceHead(s);
     fileBytes += t.bytes;
   }

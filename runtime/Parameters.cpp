@@ -219,8 +219,15 @@ Status Runtime::parameterSlices(std::string &slices) {
     w.put<int64_t>(p.has_flat_range() ? p.flat_range().start() : -1);
     std::vector<char> bytes;
     CLEAVE_CHECK(readTensor(p.tensor(), bytes));
-    if (p.has_flat_range())
+    if (p.has_flat_range()) {
       bytes.resize(size_t(p.flat_range().size()) * dtypeSize(t.dtype));
+    } else {
+      // A padded vocabulary: the slice's rows, without the padding's.
+      size_t elements = 1;
+      for (int64_t d : p.slice_size())
+        elements *= size_t(d);
+      bytes.resize(std::min(bytes.size(), elements * dtypeSize(t.dtype)));
+    }
     w.putString(std::string(bytes.begin(), bytes.end()));
   }
   slices = std::move(w.bytes);

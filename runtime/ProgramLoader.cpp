@@ -662,6 +662,20 @@ private:
     return Status::ok();
   }
 
+  /// A padded vocabulary (cleave-pad-vocabulary): the tensor holds the
+  /// slice's rows, then zero rows; every other dimension is the slice's.
+  /// Only a plain slice: no pieces, flat range or state range.
+  static bool paddedRows(const pb::Parameter &param, const pb::Tensor &t) {
+    if (param.pieces_size() || param.has_state_range() ||
+        param.slice_size_size() == 0 ||
+        param.slice_size_size() != t.shape_size())
+      return false;
+    for (int d = 1; d < t.shape_size(); ++d)
+      if (param.slice_size(d) != t.shape(d))
+        return false;
+    return param.slice_size(0) >= 0 && param.slice_size(0) < t.shape(0);
+  }
+
   /// Tensor parallelism with a blocked sharding: the boxes lie in the full
   /// tensor, do not overlap, and concatenated along pieces_axis make the
   /// slice (slice_size; slice_start the first box's start).
@@ -767,10 +781,14 @@ private:
                                " is negative or too large");
       if (param.has_flat_range()) {
         CLEAVE_CHECK(checkFlatRange(param, t, where));
-      } else if (shapeText(param.slice_size()) != shapeText(t.shape())) {
+      } else if (shapeText(param.slice_size()) != shapeText(t.shape()) &&
+                 !paddedRows(param, t)) {
         return fail(where, "slice_size " + shapeText(param.slice_size()) +
                                " differs from the shape of tensor " +
-                               str(param.tensor()) + ", " + shapeText(t.shape()));
+                               str(param.tensor()) + ", " +
+                               shapeText(t.shape()) +
+                               " (only a slice of fewer rows, the rest "
+                               "padding, may)");
       }
       CLEAVE_CHECK(checkPieces(param, where));
       for (int d = 0; d < rank && param.pieces_size() == 0; ++d)

@@ -10,6 +10,17 @@ cleave.parameter @w : tensor<8xf32> = dense<0.5> : tensor<4xf32>
 
 // -----
 
+// expected-error @+1 {{'cleave.parameter' op cleave.unpadded_shape array<i64: 9, 4> is not 'tensor<8x4xf32>' less some of its first dimension's rows}}
+cleave.parameter @w {cleave.unpadded_shape = array<i64: 9, 4>} : tensor<8x4xf32>
+
+// -----
+
+// A padded vocabulary's value holds its real rows.
+// expected-error @+1 {{'cleave.parameter' op initial value of type 'tensor<8x4xf32>' does not match the parameter type 'tensor<7x4xf32>'}}
+cleave.parameter @w {cleave.unpadded_shape = array<i64: 7, 4>} : tensor<8x4xf32> = dense<0.5> : tensor<8x4xf32>
+
+// -----
+
 // expected-error @+1 {{'cleave.parameter' op parameters are floating point, got 'tensor<8xi64>'}}
 cleave.parameter @steps : tensor<8xi64>
 

@@ -4,8 +4,9 @@ tensor-parallel compile against the model itself (no numbers typed in):
     tensor_plan.py MODEL.onnx OUT/ DEGREE
 
 - every trained parameter of the ONNX model is listed once; a split one's
-  full shape is its local shape with the split dimension times DEGREE, a
-  whole one keeps its shape and says why;
+  full shape is its local shape with the split dimension times DEGREE (a
+  padded vocabulary's padded shape, a multiple of DEGREE), a whole one
+  keeps its shape and says why;
 - the counts and per-rank bytes add up;
 - each row-parallel weight (split along its input dimension, 1) gives one
   tensor-axis all-reduce per forward (Megatron's g) and one per backward
@@ -52,7 +53,14 @@ for name, p in params.items():
         dims = {s["dim"] for s in p["split"]}
         if any(s["axis"] != "tensor" for s in p["split"]):
             bad.append(name + ": split over another axis")
-        want = [f // degree if i in dims else f for i, f in enumerate(full)]
+        # A padded vocabulary is split as its padded shape.
+        padded = p.get("padded_shape", full)
+        if padded != full:
+            print("padded: %s %s -> %s" % (name, full, padded))
+            if [f % degree for f in padded] != [0] * len(padded) or any(
+                    f < g for f, g in zip(padded, full)):
+                bad.append("%s: padded %s, not a multiple of %d" % (name, padded, degree))
+        want = [f // degree if i in dims else f for i, f in enumerate(padded)]
         if local != want:
             bad.append("%s: local %s, want %s" % (name, local, want))
         if dims == {1} and len(full) == 2:

@@ -343,7 +343,18 @@ const BadField kBadFields[] = {
     {"ParameterSliceShape",
      [](TinyModel &m) { m.b.p.mutable_parameters(1)->set_slice_size(1, 2); },
      "parameters[1] 'head.weight': slice_size [4, 2] differs from the shape "
-     "of tensor 1, [4, 5]"},
+     "of tensor 1, [4, 5] (only a slice of fewer rows, the rest padding, "
+     "may)"},
+    // A padded vocabulary's slice has fewer rows than its tensor, never
+    // more.
+    {"ParameterSliceMoreRows",
+     [](TinyModel &m) {
+       m.b.p.mutable_parameters(1)->set_full_shape(0, 5);
+       m.b.p.mutable_parameters(1)->set_slice_size(0, 5);
+     },
+     "parameters[1] 'head.weight': slice_size [5, 5] differs from the shape "
+     "of tensor 1, [4, 5] (only a slice of fewer rows, the rest padding, "
+     "may)"},
     {"ParameterSliceOutside",
      [](TinyModel &m) {
        m.b.p.mutable_parameters(1)->set_slice_start(0, 1);

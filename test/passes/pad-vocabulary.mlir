@@ -1,0 +1,84 @@
+// --cleave-pad-vocabulary: a vocabulary the tensor degree does not divide
+// gets zero rows up to the next multiple (the type), keeps its shape in
+// cleave.unpadded_shape (the value's), and the logits its head makes carry
+// the padded classes to the loss, which sees them as -inf.
+// RUN: cleave-opt %s --split-input-file --verify-diagnostics --cleave-pad-vocabulary=tensor=4 | FileCheck %s
+
+// A tied table (GPT-2): embedding of the input ids and head; the logits
+// reach the loss through a reshape and a slice that keeps the classes.
+module {
+  // CHECK: cleave.parameter @wte {cleave.unpadded_shape = array<i64: 7, 4>} : tensor<8x4xf32> = dense<1.000000e+00> : tensor<7x4xf32>
+  // expected-remark @+1 {{vocabulary 'wte' of 7 rows padded to 8 for tensor=4 (1 zero rows, masked before the loss)}}
+  cleave.parameter @wte : tensor<7x4xf32> = dense<1.0> : tensor<7x4xf32>
+  // CHECK-LABEL: func.func @tied
+  func.func @tied(%ids: tensor<2x3xi64>, %t: tensor<4xi64>) -> tensor<f32> {
+    // CHECK: %[[W:.*]] = cleave.get_param @wte : tensor<8x4xf32>
+    %w = cleave.get_param @wte : tensor<7x4xf32>
+    // CHECK: cleave.embedding %[[W]], %{{.*}} : (tensor<8x4xf32>, tensor<2x3xi64>) -> tensor<2x3x4xf32>
+    %x = cleave.embedding %w, %ids : (tensor<7x4xf32>, tensor<2x3xi64>) -> tensor<2x3x4xf32>
+    %w2 = cleave.get_param @wte : tensor<7x4xf32>
+    // CHECK: cleave.matmul {{.*}} -> tensor<2x3x8xf32>
+    %l = cleave.matmul %x, %w2 {transpose_rhs} : (tensor<2x3x4xf32>, tensor<7x4xf32>) -> tensor<2x3x7xf32>
+    // CHECK: cleave.slice {{.*}}limit = array<i64: 2, 2, 8>{{.*}} -> tensor<2x2x8xf32>
+    %s = cleave.slice %l {start = array<i64: 0, 0, 0>, limit = array<i64: 2, 2, 7>, step = array<i64: 1, 1, 1>} : tensor<2x3x7xf32> -> tensor<2x2x7xf32>
+    // CHECK: %[[R:.*]] = cleave.reshape {{.*}} -> tensor<4x8xf32>
+    %r = cleave.reshape %s : tensor<2x2x7xf32> -> tensor<4x7xf32>
+    // CHECK: %[[M:.*]] = cleave.constant dense<[0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00, 0xFF800000]> : tensor<8xf32>
+    // CHECK: %[[A:.*]] = cleave.add %[[R]], %[[M]] : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+    // CHECK: cleave.softmax_cross_entropy %[[A]]
+    %loss = cleave.softmax_cross_entropy %r, %t {reduction = #cleave.reduction<mean>} : (tensor<4x7xf32>, tensor<4xi64>) -> tensor<f32>
+    return %loss : tensor<f32>
+  }
+}
+
+// -----
+
+// An untied head ([vocab, d], read transposed) is padded alike; a
+// divisible table is left alone.
+module {
+  // CHECK: cleave.parameter @head {cleave.unpadded_shape = array<i64: 6, 4>} : tensor<8x4xf32>
+  // expected-remark @+1 {{vocabulary 'head' of 6 rows padded to 8}}
+  cleave.parameter @head : tensor<6x4xf32>
+  // CHECK: cleave.parameter @tok : tensor<8x4xf32>
+  cleave.parameter @tok : tensor<8x4xf32>
+  func.func @untied(%ids: tensor<4xi64>, %t: tensor<4xi64>) -> tensor<f32> {
+    %e = cleave.get_param @tok : tensor<8x4xf32>
+    %x = cleave.embedding %e, %ids : (tensor<8x4xf32>, tensor<4xi64>) -> tensor<4x4xf32>
+    %w = cleave.get_param @head : tensor<6x4xf32>
+    %l = cleave.matmul %x, %w {transpose_rhs} : (tensor<4x4xf32>, tensor<6x4xf32>) -> tensor<4x6xf32>
+    %loss = cleave.softmax_cross_entropy %l, %t {reduction = #cleave.reduction<mean>} : (tensor<4x6xf32>, tensor<4xi64>) -> tensor<f32>
+    return %loss : tensor<f32>
+  }
+}
+
+// -----
+
+// Logits that are also the model's output are not the loss's only: the
+// table is not padded, and the remark says what else reads it.
+module {
+  // CHECK: cleave.parameter @wte : tensor<7x4xf32>
+  // expected-remark @+1 {{vocabulary 'wte' of 7 rows not padded to 8 for tensor=4: cleave.matmul reads it other than as an embedding of the input ids or a head whose logits reach the loss; it stays replicated}}
+  cleave.parameter @wte : tensor<7x4xf32>
+  func.func @also_returned(%ids: tensor<4xi64>, %t: tensor<4xi64>) -> (tensor<f32>, tensor<4x7xf32>) {
+    %w = cleave.get_param @wte : tensor<7x4xf32>
+    %x = cleave.embedding %w, %ids : (tensor<7x4xf32>, tensor<4xi64>) -> tensor<4x4xf32>
+    %l = cleave.matmul %x, %w {transpose_rhs} : (tensor<4x4xf32>, tensor<7x4xf32>) -> tensor<4x7xf32>
+    %loss = cleave.softmax_cross_entropy %l, %t {reduction = #cleave.reduction<mean>} : (tensor<4x7xf32>, tensor<4xi64>) -> tensor<f32>
+    return %loss, %l : tensor<f32>, tensor<4x7xf32>
+  }
+}
+
+// -----
+
+// A table of computed ids (learned positions) is no vocabulary.
+module {
+  // CHECK: cleave.parameter @wpe : tensor<5x4xf32>
+  cleave.parameter @wpe : tensor<5x4xf32>
+  func.func @positions(%ids: tensor<4xi64>) -> tensor<4x4xf32> {
+    %w = cleave.get_param @wpe : tensor<5x4xf32>
+    %one = cleave.constant dense<1> : tensor<i64>
+    %p = cleave.add %ids, %one : (tensor<4xi64>, tensor<i64>) -> tensor<4xi64>
+    %x = cleave.embedding %w, %p : (tensor<5x4xf32>, tensor<4xi64>) -> tensor<4x4xf32>
+    return %x : tensor<4x4xf32>
+  }
+}
