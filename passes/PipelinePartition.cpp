@@ -151,6 +151,23 @@ struct PipelinePartition
     // stream of a transformer, once per half block), counted as if in fp32.
     SmallVector<int64_t> between = crossingBytes(spans, n, /*asFp32=*/true);
     skipCutsInsideNodes(work, between);
+    // No stage without a parameter: no place before the first op that
+    // reads one, nor after the last (the loss). The head's logits, split
+    // over the vocabulary by tensor parallelism, can be fewer bytes than
+    // the residual stream and would otherwise be the one least place.
+    int64_t firstRead = n, lastRead = -1;
+    for (auto [i, op] : llvm::enumerate(work))
+      if (!isa<CastOp>(op) && llvm::any_of(op->getOperands(), [](Value v) {
+            while (auto cast = v.getDefiningOp<CastOp>())
+              v = cast->getOperand(0);
+            return v.getDefiningOp<GetParamOp>() != nullptr;
+          })) {
+        firstRead = std::min<int64_t>(firstRead, i);
+        lastRead = std::max<int64_t>(lastRead, i);
+      }
+    for (int64_t c = 1; c < n; ++c)
+      if (c <= firstRead || c > lastRead)
+        between[c] = 0;
     SmallVector<int64_t> places = leastCrossingPlaces(between);
     if ((int64_t)places.size() < stages - 1)
       return mlir::emitError(forward.getLoc())
