@@ -180,15 +180,6 @@ struct PadVocabulary
                             "loss; it stays replicated";
       return success();
     }
-    if (!pad) {
-      param.emitRemark() << "vocabulary '" << name << "' of " << vocab
-                         << " rows not padded to " << padded
-                         << " for tensor=" << degree
-                         << ": padding does not yet combine with sharded "
-                            "optimizer state or sharded parameters; it stays "
-                            "replicated";
-      return success();
-    }
 
     auto paddedType = RankedTensorType::get({padded, type.getDimSize(1)},
                                             type.getElementType());

@@ -141,10 +141,10 @@ def PadVocabulary : Pass<"cleave-pad-vocabulary", "ModuleOp"> {
 
     The parameter keeps its logical shape in `cleave.unpadded_shape`;
     `value`, params.bin, checkpoints and `--save-params` hold only the
-    real rows (docs/tensor-parallel.md, "Vocabulary padding"). A
-    vocabulary read any other way, or with sharded optimizer state or
-    sharded parameters (`pad = false`), is left as it is, with a remark:
-    propagation then keeps it replicated.
+    real rows, and ZeRO's state and parameter ranges count only those
+    (docs/tensor-parallel.md, "Vocabulary padding"). A vocabulary read any
+    other way is left as it is, with a remark naming the op: propagation
+    then keeps it replicated.
 
     ```mlir
     // tensor=2: GPT-2 with a vocabulary of 257
@@ -158,10 +158,6 @@ def PadVocabulary : Pass<"cleave-pad-vocabulary", "ModuleOp"> {
     Option<"tensor", "tensor", "int64_t", /*default=*/"0",
            "tensor-parallel degree (0: the size of the mesh's tensor "
            "axis); 1 leaves the module unchanged">,
-    Option<"pad", "pad", "bool", /*default=*/"true",
-           "pad; false only says which vocabularies would be (cleave-compile "
-           "sets it under shard_optimizer_state and sharded data "
-           "parallelism, whose state ranges do not yet skip padding)">,
   ];
 }
 

@@ -54,8 +54,6 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
     // is split like any other (Megatron-LM's padding).
     PadVocabularyOptions padVocabulary;
     padVocabulary.tensor = options.tensorDegree;
-    padVocabulary.pad =
-        !options.shardOptimizerState && options.shardedDegree <= 1;
     pm.addPass(createPadVocabulary(padVocabulary));
     PropagateShardingsOptions propagate;
     propagate.tensor = options.tensorDegree;

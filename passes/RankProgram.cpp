@@ -276,10 +276,16 @@ LogicalResult RankProgram::addSplitViews(ParameterOp param, int64_t offset,
   std::string name = param.getSymName().str();
   SplitViews views;
   int64_t start = c * shards->chunk;
+  // The ranges count the slice's elements (addSlice's slice_size): a padded
+  // vocabulary's tensor has more, the padding's zero rows after them,
+  // which no range covers.
+  int64_t elements = 1;
+  for (int64_t d : p->slice_size())
+    elements *= d;
+  elements = std::min(elements, shards->elements);
   auto setRange = [&](pb::StateRange *range) {
-    range->set_start(std::min(start, shards->elements));
-    range->set_size(std::clamp<int64_t>(shards->elements - start, 0,
-                                        shards->chunk));
+    range->set_start(std::min(start, elements));
+    range->set_size(std::clamp<int64_t>(elements - start, 0, shards->chunk));
   };
   auto add = [&](Type type, int64_t at, const std::string &what,
                  int &id) -> LogicalResult {

@@ -664,10 +664,10 @@ private:
 
   /// A padded vocabulary (cleave-pad-vocabulary): the tensor holds the
   /// slice's rows, then zero rows; every other dimension is the slice's.
-  /// Only a plain slice: no pieces, flat range or state range.
+  /// One box only (no pieces); a state range (ZeRO-1) counts the slice's
+  /// elements, as always.
   static bool paddedRows(const pb::Parameter &param, const pb::Tensor &t) {
-    if (param.pieces_size() || param.has_state_range() ||
-        param.slice_size_size() == 0 ||
+    if (param.pieces_size() || param.slice_size_size() == 0 ||
         param.slice_size_size() != t.shape_size())
       return false;
     for (int d = 1; d < t.shape_size(); ++d)

@@ -11,7 +11,11 @@ tensor-parallel compile against the model itself (no numbers typed in):
 - each row-parallel weight (split along its input dimension, 1) gives one
   tensor-axis all-reduce per forward (Megatron's g) and one per backward
   (f's gradient), each of a microbatch's activations: microbatch x seq x
-  d_model floats, so the bytes per step follow from plan.json's batch;
+  d_model floats, so the bytes per step follow from plan.json's batch; a
+  vocab-parallel embedding (a Gather's table split on its rows) adds one g
+  of activations to the forward, and its loss (Megatron's vocab-parallel
+  cross-entropy) two sums and a max of one float per token to the forward
+  and the head's f gradient (activations) to the backward;
 - the report's section names the mesh and every parameter.
 Prints what it found; FileCheck checks the lines.
 """
@@ -82,17 +86,35 @@ for name in sorted(params):
 
 batch = plan["batch"]
 d_model = max(params[n]["full_shape"][0] for n in row_parallel) if row_parallel else 0
-activation = batch["microbatch_size"] * batch["seq_len"] * d_model * 4
+tokens = batch["microbatch_size"] * batch["seq_len"]
+activation = tokens * d_model * 4
+tables = {n.input[0] for n in model.graph.node if n.op_type == "Gather"}
+vocab = [n for n, p in params.items()
+         if n in tables and {s["dim"] for s in p["split"]} == {0}]
+print("vocab-parallel:", vocab)
 for c in tp["collectives"]:
     print("collective: %s %s %s %s over %s, %d per run x %d runs = %d per step" % (
         c["function"], c["op"], c["kind"], c["reduce"], c["axis"], c["per_run"],
         c["runs_per_step"], c["per_step"]))
+    runs = c["runs_per_step"]
     if c["op"] == "tp_reduce":
-        print("  one per row-parallel weight:", c["per_run"] == len(row_parallel))
+        if c["function"] == "forward":
+            want = len(row_parallel) + 3 * len(vocab)
+            bytes_per_run = (len(row_parallel) + len(vocab)) * activation + \
+                2 * len(vocab) * tokens * 4
+        else:
+            want = len(row_parallel) + len(vocab)
+            bytes_per_run = want * activation
+        print("  one per row-parallel weight and vocab-parallel op:",
+              c["per_run"] == want)
         print("  runs per step are the microbatches:",
-              c["runs_per_step"] == batch["microbatches"])
+              runs == batch["microbatches"])
         print("  bytes are the activations':",
-              c["bytes_per_step"] == c["per_step"] * activation)
+              c["bytes_per_step"] == runs * bytes_per_run)
+    elif c["op"] == "all_reduce" and c["reduce"] == "max":
+        print("  the vocab-parallel loss's max, a float per token:",
+              c["per_run"] == len(vocab) and
+              c["bytes_per_step"] == runs * len(vocab) * tokens * 4)
 total = sum(c["bytes_per_step"] for c in tp["collectives"])
 print("bytes per pipeline rank add up:",
       sum(tp["collective_bytes_per_step_by_pipeline_rank"]) == total)
@@ -103,4 +125,8 @@ section = section[:section.index("</table>\n<table>")]
 print("report mesh:", html.unescape(section[section.index("Mesh:"):section.index(".")]))
 print("report lists every parameter:",
       all('"node">%s<' % html.escape(n) in section for n in params))
-print("report says why:", "whole: vocab-parallel split refused" in section)
+print("report says why:", "whole: " in section)
+print("report says padded:", all(
+    "(padded to %s)" % "&times;".join(map(str, p["padded_shape"])) in section
+    or "(padded to %s)" % "×".join(map(str, p["padded_shape"])) in section
+    for p in params.values() if "padded_shape" in p))
