@@ -227,7 +227,9 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
         return false;
       bool moved = !std::equal(pp.slice_start().begin(),
                                pp.slice_start().end(),
-                               bp.slice_start().begin());
+                               bp.slice_start().begin()) ||
+                   !std::equal(pp.slice_size().begin(), pp.slice_size().end(),
+                               bp.slice_size().begin(), bp.slice_size().end());
       for (int k = 0; k < bp.pieces_size(); ++k) {
         if (pp.pieces(k).start_size() != bp.pieces(k).start_size())
           return false;
@@ -273,6 +275,13 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
       slice->set_parameter(i);
       slice->mutable_slice_start()->Swap(param->mutable_slice_start());
       *param->mutable_slice_start() = b.parameters(i).slice_start();
+      // A padded vocabulary's last tensor rank holds fewer real rows.
+      if (!std::equal(param->slice_size().begin(), param->slice_size().end(),
+                      b.parameters(i).slice_size().begin(),
+                      b.parameters(i).slice_size().end())) {
+        slice->mutable_slice_size()->Swap(param->mutable_slice_size());
+        *param->mutable_slice_size() = b.parameters(i).slice_size();
+      }
       for (int k = 0; k < param->pieces_size(); ++k)
         for (int a = 0; a < param->pieces(k).start_size(); ++a) {
           slice->add_pieces_start(param->pieces(k).start(a));
@@ -294,6 +303,8 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
     for (const pb::ParameterSlice &slice : shared->slices()) {
       pb::Parameter *param = program.mutable_parameters(slice.parameter());
       *param->mutable_slice_start() = slice.slice_start();
+      if (slice.slice_size_size())
+        *param->mutable_slice_size() = slice.slice_size();
       int at = 0;
       for (pb::Box &box : *param->mutable_pieces())
         for (int64_t &start : *box.mutable_start())

@@ -141,6 +141,9 @@ Status cleave::runtime::joinSharedProgram(const pb::Program &header,
         slice.parameter() >= shared.parameters_size() ||
         slice.slice_start_size() !=
             shared.parameters(slice.parameter()).slice_start_size() ||
+        (slice.slice_size_size() != 0 &&
+         slice.slice_size_size() !=
+             shared.parameters(slice.parameter()).slice_size_size()) ||
         size_t(slice.pieces_start_size()) != starts)
       return Status::error(
           name + ": shared.slices names parameter " +
@@ -165,6 +168,8 @@ Status cleave::runtime::joinSharedProgram(const pb::Program &header,
   for (const pb::ParameterSlice &slice : header.shared().slices()) {
     pb::Parameter *param = joined.mutable_parameters(slice.parameter());
     *param->mutable_slice_start() = slice.slice_start();
+    if (slice.slice_size_size())
+      *param->mutable_slice_size() = slice.slice_size();
     int at = 0;
     for (pb::Box &box : *param->mutable_pieces())
       for (int64_t &start : *box.mutable_start())
