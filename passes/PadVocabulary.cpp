@@ -15,8 +15,6 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/SymbolTable.h"
 
-#include <limits>
-
 namespace mlir::cleave {
 #define GEN_PASS_DEF_PADVOCABULARY
 #include "passes/Passes.h.inc"
@@ -73,11 +71,14 @@ std::optional<LogitsChain> followLogits(Value logits, int64_t vocab) {
     if (!out || out.getRank() == 0 || out.getShape().back() != vocab)
       return std::nullopt;
     bool keeps = false;
-    if (auto reshape = dyn_cast<ReshapeOp>(user))
+    if (isa<ReshapeOp>(user))
       keeps = true; // the classes stay last and whole (sizes checked)
     else if (isa<CastOp, TanhOp, NegOp>(user))
       keeps = true;
-    else if (isa<MulOp, DivOp, AddOp, SubOp>(user))
+    else if (isa<MulOp, AddOp, SubOp>(user) ||
+             (isa<DivOp>(user) && use.getOperandNumber() == 0))
+      // A scalar dividing by the logits would make the padded classes'
+      // zeros infinite, and -inf + inf is NaN: only logits / scalar.
       keeps = broadcastsOverClasses(user->getOperand(1 - use.getOperandNumber()));
     else if (auto transpose = dyn_cast<TransposeOp>(user)) {
       ArrayRef<int64_t> perm = transpose.getPerm();

@@ -82,3 +82,30 @@ module {
     return %x : tensor<4x4xf32>
   }
 }
+
+// -----
+
+// A scalar divided by the logits would turn the padded classes' zeros into
+// infinities: not padded. The logits divided by a scalar are.
+module {
+  // CHECK: cleave.parameter @w : tensor<7x4xf32>
+  // expected-remark @+1 {{vocabulary 'w' of 7 rows not padded to 8 for tensor=4: cleave.matmul reads it other than}}
+  cleave.parameter @w : tensor<7x4xf32>
+  // CHECK: cleave.parameter @v {cleave.unpadded_shape = array<i64: 7, 4>} : tensor<8x4xf32>
+  // expected-remark @+1 {{vocabulary 'v' of 7 rows padded to 8}}
+  cleave.parameter @v : tensor<7x4xf32>
+  func.func @divided(%ids: tensor<4xi64>, %t: tensor<4xi64>) -> (tensor<f32>, tensor<f32>) {
+    %c = cleave.constant dense<2.0> : tensor<f32>
+    %w = cleave.get_param @w : tensor<7x4xf32>
+    %x = cleave.embedding %w, %ids : (tensor<7x4xf32>, tensor<4xi64>) -> tensor<4x4xf32>
+    %l = cleave.matmul %x, %w {transpose_rhs} : (tensor<4x4xf32>, tensor<7x4xf32>) -> tensor<4x7xf32>
+    %r = cleave.div %c, %l : (tensor<f32>, tensor<4x7xf32>) -> tensor<4x7xf32>
+    %a = cleave.softmax_cross_entropy %r, %t {reduction = #cleave.reduction<mean>} : (tensor<4x7xf32>, tensor<4xi64>) -> tensor<f32>
+    %v = cleave.get_param @v : tensor<7x4xf32>
+    %m = cleave.matmul %x, %v {transpose_rhs} : (tensor<4x4xf32>, tensor<7x4xf32>) -> tensor<4x7xf32>
+    // CHECK: cleave.div {{.*}} : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+    %s = cleave.div %m, %c : (tensor<4x7xf32>, tensor<f32>) -> tensor<4x7xf32>
+    %b = cleave.softmax_cross_entropy %s, %t {reduction = #cleave.reduction<mean>} : (tensor<4x7xf32>, tensor<4xi64>) -> tensor<f32>
+    return %a, %b : tensor<f32>, tensor<f32>
+  }
+}
