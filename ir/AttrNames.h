@@ -67,6 +67,16 @@ inline constexpr llvm::StringLiteral kStateAxisAttr = "cleave.state_axis";
 // storage is then this rank's chunk only, and functions read the whole
 // parameter through cleave.gather_param.
 inline constexpr llvm::StringLiteral kParamAxisAttr = "cleave.param_axis";
+// ZeRO-1 under mixed precision (cleave-shard-optimizer-state,
+// master-copies): on a parameter whose state is split (kStateAxisAttr) and
+// which every function reads in one low float type only, that element type.
+// A rank then holds the whole parameter in that type (the working copy its
+// functions read) and its fp32 value, the master weights, only for its own
+// chunk (at `cleave.master_offset`): the optimizer updates the master
+// chunk, and cleave.cast_master_chunk and cleave.all_gather_params in the
+// stage's refresh function make the working copy from the masters at the
+// start of each step.
+inline constexpr llvm::StringLiteral kWorkingTypeAttr = "cleave.working_type";
 // On a cleave.gather_param (cleave-shard-parameters, processes-per-host):
 // the group's ranks on one host; the emitter gathers within the host first,
 // then across hosts.
@@ -112,6 +122,7 @@ inline constexpr llvm::StringLiteral kKnownAttrNames[] = {
     "cleave.last_microbatch_of",
     "cleave.last_node",
     "cleave.loss_scaling",
+    "cleave.master_offset",
     "cleave.memory",
     "cleave.memory_space",
     "cleave.memory_timeline",
@@ -141,6 +152,7 @@ inline constexpr llvm::StringLiteral kKnownAttrNames[] = {
     "cleave.tensor_parallel_seed",
     "cleave.tied_stages",
     "cleave.unpadded_shape",
+    "cleave.working_type",
 };
 
 } // namespace mlir::cleave

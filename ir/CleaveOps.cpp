@@ -188,10 +188,15 @@ GetParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
       *this, getNameAttr());
   if (!param)
     return emitOpError() << "no cleave.parameter named " << getNameAttr();
-  if (param.getType() != getType())
+  // A parameter with a working copy (ZeRO-1's sharded masters) is read in
+  // the copy's type.
+  Type expected = param.getType();
+  if (auto working = param->getAttrOfType<TypeAttr>(kWorkingTypeAttr))
+    expected = expected.cast<RankedTensorType>().clone(working.getValue());
+  if (expected != getType())
     return emitOpError() << "result type " << getType()
                          << " differs from the type of parameter "
-                         << getNameAttr() << ", " << param.getType();
+                         << getNameAttr() << ", " << expected;
   if (param->hasAttr(kParamAxisAttr))
     return emitOpError() << "parameter " << getNameAttr()
                          << " is sharded (cleave.param_axis): this rank holds "

@@ -1328,10 +1328,43 @@ def Cleave_AllGatherParamsOp : Cleave_Op<"all_gather_params"> {
     cleave.all_gather_params [@"h.0.mlp.c_fc.weight", @"h.0.mlp.c_fc.bias"]
         {group = "data"}
     ```
+
+    A parameter with a `cleave.working_type` (ZeRO-1's sharded fp32
+    masters) gathers its working copy, in that type, from the chunks
+    `cleave.cast_master_chunk` wrote: in the stage's refresh function, at
+    the start of each step.
   }];
   let arguments = (ins FlatSymbolRefArrayAttr:$params, StrAttr:$group);
   let assemblyFormat = "$params attr-dict";
   let hasVerifier = 1;
+}
+
+def Cleave_CastMasterChunkOp : Cleave_Op<"cast_master_chunk", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "rounds this rank's master chunk into its working copy";
+  let description = [{
+    ZeRO-1 under mixed precision (`cleave-shard-optimizer-state`,
+    `master-copies`): a parameter with a `cleave.working_type` keeps its
+    fp32 value (the master weights) only for this rank's chunk of
+    `cleave.state_axis`, which the optimizer updates, and the whole
+    parameter only in the working type, which the functions read. This op
+    rounds the master chunk to the working type into this rank's chunk of
+    the working copy (the flat, padded view); a `cleave.all_gather_params`
+    over the state axis then completes the copy. Both run in the stage's
+    refresh function (`cleave.kind = "refresh"`), first in each step, so
+    that the copy is made from whatever the masters hold: initialized,
+    loaded from a checkpoint, or updated by the last step.
+
+    ```mlir
+    func.func @refresh() attributes {cleave.kind = "refresh"} {
+      cleave.cast_master_chunk @"h.0.mlp.c_fc.weight"
+      cleave.all_gather_params [@"h.0.mlp.c_fc.weight"] {group = "data"}
+      return
+    }
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$name);
+  let assemblyFormat = "$name attr-dict";
 }
 
 def Cleave_GatherParamOp : Cleave_Op<"gather_param", [

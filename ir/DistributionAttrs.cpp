@@ -398,6 +398,11 @@ std::optional<StateShards> mlir::cleave::stateShards(ParameterOp param) {
   shards.ranks = *ranks;
   shards.elements = type.getNumElements();
   int64_t bits = type.getElementType().getIntOrFloatBitWidth();
+  // A working copy's chunks, in its narrower type, start aligned too.
+  if (auto working = param->getAttrOfType<TypeAttr>(kWorkingTypeAttr))
+    if (working.getValue().isIntOrFloat())
+      bits = std::min<int64_t>(bits,
+                               working.getValue().getIntOrFloatBitWidth());
   int64_t perAlignment =
       std::max<int64_t>(1, kStateChunkAlignment * 8 / std::max<int64_t>(bits, 8));
   int64_t chunk = (shards.elements + *ranks - 1) / *ranks;
@@ -584,6 +589,23 @@ static LogicalResult verifyCleaveAttr(Operation *op, NamedAttribute attr,
       return emitError() << "a sharded parameter's chunks are its optimizer "
                             "state's: expected cleave.state_axis = \""
                          << axis.getValue() << "\" beside it";
+    return success();
+  }
+  if (name == kWorkingTypeAttr) {
+    auto element = attr.getValue().dyn_cast<TypeAttr>();
+    auto param = dyn_cast<ParameterOp>(op);
+    if (!element || !param)
+      return emitError() << "expected an element type, on a cleave.parameter";
+    auto low = element.getValue().dyn_cast<FloatType>();
+    auto master = param.getType().cast<RankedTensorType>().getElementType();
+    if (!low || !master.isF32() || low.getWidth() != 16)
+      return emitError() << "a working copy is a 16-bit float copy of an f32 "
+                            "parameter; got "
+                         << element.getValue() << " for " << param.getType();
+    if (!op->hasAttr(kStateAxisAttr) || op->hasAttr(kParamAxisAttr))
+      return emitError() << "a working copy belongs to a parameter whose "
+                            "optimizer state is split (cleave.state_axis) "
+                            "and which is not sharded (cleave.param_axis)";
     return success();
   }
   if (name == kGatherPerHostAttr) {

@@ -57,7 +57,8 @@ FailureOr<int64_t> groupSize(ArrayRef<StringRef> axes, MeshAttr mesh,
 /// elements, the rank at coordinate c on `axis` owning elements
 /// [c * chunk, (c + 1) * chunk). Its gradient and parameter buffers are
 /// planned at the padded size, its state tensors at `chunk`. A chunk is
-/// ceil(elements / ranks) rounded up to whole kStateChunkAlignment bytes,
+/// ceil(elements / ranks) rounded up to whole kStateChunkAlignment bytes
+/// (of the narrower of the parameter's type and its `cleave.working_type`),
 /// so that every rank's chunk starts where a tensor may.
 inline constexpr int64_t kStateChunkAlignment = 64;
 

@@ -275,6 +275,17 @@ LogicalResult GetGradShardOp::verifySymbolUses(SymbolTableCollection &) {
                     chunkType(param, *shards));
 }
 
+LogicalResult CastMasterChunkOp::verifySymbolUses(SymbolTableCollection &) {
+  ParameterOp param = lookupParameter(*this, getNameAttr());
+  if (!param)
+    return emitOpError() << "no cleave.parameter named " << getNameAttr();
+  if (!param->hasAttr(kWorkingTypeAttr))
+    return emitOpError() << "parameter " << getNameAttr()
+                         << " has no cleave.working_type: its fp32 value is "
+                            "the parameter itself, not a master chunk";
+  return success();
+}
+
 LogicalResult GatherParamOp::verifySymbolUses(SymbolTableCollection &) {
   ParameterOp param = lookupParameter(*this, getNameAttr());
   if (!param)

@@ -179,6 +179,19 @@ LogicalResult RankProgram::emitFunction(func::FuncOp func) {
       c->set_reduce(scatter.getReduce() == "sum" ? pb::SUM : pb::MEAN);
       continue;
     }
+    if (auto cast = dyn_cast<CastMasterChunkOp>(op)) {
+      // The master chunk rounded into this rank's chunk of the working copy.
+      auto views = splitViews.find(cast.getName());
+      if (views == splitViews.end() || views->second.master < 0)
+        return cast.emitError() << "parameter @" << cast.getName()
+                                << " has no planned master chunk";
+      pb::Kernel *kernel = fn->add_body()->mutable_kernel();
+      kernel->set_op("cast");
+      kernel->set_location(cast.getName().str());
+      kernel->add_inputs(views->second.master);
+      kernel->add_outputs(views->second.paramChunk);
+      continue;
+    }
     if (auto gather = dyn_cast<AllGatherParamsOp>(op)) {
       if (failed(emitSplitBucket(fn->add_body()->mutable_collective(),
                                  gather.getParams(), gather.getGroup(),
@@ -642,10 +655,12 @@ LogicalResult RankProgram::emitUpdate(Operation &op, pb::Function *fn) {
   kernel->add_inputs(tensorOf.lookup(op.getOperand(1)));
   kernel->add_inputs(op.getNumOperands() > 2 ? tensorOf.lookup(op.getOperand(2))
                                              : -1);
-  // A split parameter (ZeRO-1): only this rank's chunk is updated.
+  // A split parameter (ZeRO-1): only this rank's chunk is updated, its
+  // fp32 master chunk if it has a working copy.
   auto split = splitViews.find(symbol.getValue());
-  kernel->add_outputs(split == splitViews.end() ? param->second
-                                                : split->second.paramChunk);
+  kernel->add_outputs(split == splitViews.end()   ? param->second
+                      : split->second.master >= 0 ? split->second.master
+                                                  : split->second.paramChunk);
   auto states = op.getAttrOfType<DenseI64ArrayAttr>("cleave.state_offsets");
   const char *names[] = {".exp_avg", ".exp_avg_sq"};
   int64_t k = 0;

@@ -719,7 +719,7 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
       int buffer;
       int64_t stage;
     };
-    SmallVector<Optimizer> optimizerOf;
+    SmallVector<Optimizer> optimizerOf, refreshFuncs;
     pb::MemoryPlan *plan = program.mutable_memory();
     // The live peaks are the rank's (its stages along its schedule), not a
     // sum over stages as the arenas are.
@@ -768,6 +768,8 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
           forwards.push_back(func);
         else if (kind == pb::OPTIMIZER)
           optimizerFuncs.push_back(func);
+        else if (kind == pb::REFRESH)
+          refreshFuncs.push_back({func, deviceBuffer, st});
       }
       if (forwards.size() != 1)
         return m.emitError() << "a stage module needs one forward function";
@@ -824,6 +826,14 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
       step->set_function(function);
       step->set_microbatch(mb);
     };
+    // Each stage's working copies (ZeRO-1's split masters), first.
+    for (auto [refresh, buffer, st] : refreshFuncs) {
+      out.setBuffer(buffer, 0, 0);
+      addStep(program.functions_size(), -1);
+      if (failed(out.emitFunction(refresh)))
+        return failure();
+      nameLast(program, st, "refresh");
+    }
     ArrayRef<int64_t> actions =
         schedule[p].cast<DenseI64ArrayAttr>().asArrayRef();
     for (size_t a = 0; a + 3 < actions.size(); a += 4) {

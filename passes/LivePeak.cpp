@@ -227,7 +227,14 @@ LiveProfile mlir::cleave::liveProfileOf(ModuleOp stage) {
     int64_t bytes = shards && param->hasAttr(kParamAxisAttr)
                         ? tensorBytes(chunkType(param, *shards))
                         : tensorBytes(param.getType());
-    models += bytes;
+    if (auto working = param->getAttrOfType<TypeAttr>(kWorkingTypeAttr)) {
+      // ZeRO-1's split masters: the whole working copy and an fp32 chunk.
+      models += tensorBytes(param.getType().cast<RankedTensorType>().clone(
+                    working.getValue())) +
+                tensorBytes(chunkType(param, *shards));
+    } else {
+      models += bytes;
+    }
     if (param->hasAttr("cleave.grad_offset"))
       models += bytes;
   }

@@ -229,6 +229,10 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
     // padded to whole chunks, and state of one chunk.
     // A sharded parameter (cleave.param_axis, ZeRO-3) keeps one chunk of
     // itself and of its gradient.
+    // With a working copy (cleave.working_type: ZeRO-1's split masters)
+    // the parameter's buffer holds the copy, in its type, and the fp32
+    // master one chunk, after every parameter (cleave.master_offset); the
+    // gradient stays fp32.
     auto storage = [&](ParameterOp param) -> Type {
       std::optional<StateShards> shards = stateShards(param);
       if (!shards)
@@ -237,17 +241,31 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
           {shards->padded()},
           param.getType().cast<RankedTensorType>().getElementType());
     };
-    auto paramStorage = [&](ParameterOp param) -> Type {
+    auto gradStorage = [&](ParameterOp param) -> Type {
       std::optional<StateShards> shards = stateShards(param);
       if (shards && param->hasAttr(kParamAxisAttr))
         return chunkType(param, *shards);
       return storage(param);
+    };
+    auto paramStorage = [&](ParameterOp param) -> Type {
+      Type type = gradStorage(param);
+      if (auto working = param->getAttrOfType<TypeAttr>(kWorkingTypeAttr))
+        return type.cast<RankedTensorType>().clone(working.getValue());
+      return type;
     };
     int64_t paramBytes = 0, gradBytes = 0, stateBytes = 0;
     for (auto param : module.getOps<ParameterOp>()) {
       param->setAttr("cleave.offset", b.getI64IntegerAttr(cursor));
       cursor += aligned(paramStorage(param));
       paramBytes += aligned(paramStorage(param));
+    }
+    for (auto param : module.getOps<ParameterOp>()) {
+      if (!param->hasAttr(kWorkingTypeAttr))
+        continue;
+      Type master = chunkType(param, *stateShards(param));
+      param->setAttr("cleave.master_offset", b.getI64IntegerAttr(cursor));
+      cursor += aligned(master);
+      paramBytes += aligned(master);
     }
     llvm::StringSet<> withGrad;
     module.walk([&](Operation *op) {
@@ -262,8 +280,8 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
       if (!withGrad.contains(param.getSymName()))
         continue;
       param->setAttr("cleave.grad_offset", b.getI64IntegerAttr(cursor));
-      cursor += aligned(paramStorage(param));
-      gradBytes += aligned(paramStorage(param));
+      cursor += aligned(gradStorage(param));
+      gradBytes += aligned(gradStorage(param));
     }
     WalkResult walk = module.walk([&](Operation *op) {
       int64_t n = stateCount(op);

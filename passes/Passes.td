@@ -829,10 +829,43 @@ def ShardOptimizerState : Pass<"cleave-shard-optimizer-state", "ModuleOp"> {
       ...
       cleave.all_gather_params [@"ln_f.bias", ...] {group = "data"}
     ```
+
+    With `master-copies` (ZeRO-1 under bf16 / fp16, after
+    `cleave-mixed-precision`), the fp32 master weights are split too: a
+    trained parameter that every function reads only through a cast to one
+    16-bit float type gets `cleave.working_type` = that type, and its reads
+    become `cleave.get_param`s of that type (the casts go). A rank then
+    keeps the whole parameter in 16 bits (2 bytes a parameter instead of
+    4) and its fp32 value only for its chunk, which the optimizer updates;
+    gradients stay fp32 (PyTorch autocast's and Megatron's fp32 gradient
+    accumulation). The optimizer no longer gathers these parameters: a
+    function `@refresh_params` (`cleave.kind = "refresh"`), which the
+    schedule runs first in each step, rounds each master chunk into the
+    working copy (`cleave.cast_master_chunk`) and all-gathers the copies,
+    so that initialization and checkpoints deal in the masters alone.
+    Parameters also read in fp32 (a tied embedding's lookup, norms,
+    biases added in fp32) keep their whole fp32 value, as without the
+    option.
+
+    ```mlir
+    cleave.parameter @w {cleave.state_axis = "data", cleave.working_type = bf16} : tensor<64x256xf32>
+    func.func @forward(...) {
+      %w = cleave.get_param @w : tensor<64x256xbf16>
+      ...
+    func.func @refresh_params() attributes {cleave.kind = "refresh"} {
+      cleave.cast_master_chunk @w
+      cleave.all_gather_params [@w] {group = "data"}
+      return
+    }
+    ```
   }];
   let options = [
     Option<"axis", "axis", "std::string", /*default=*/"\"data\"",
            "the mesh axis the optimizer state is split over">,
+    Option<"masterCopies", "master-copies", "bool", /*default=*/"false",
+           "split the fp32 master weights too: parameters read only in a "
+           "16-bit type keep a whole working copy in it and fp32 only for "
+           "their chunk">,
     Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"26214400",
            "gradient bytes per reduce-scatter and all-gather">,
     Option<"replicaAxis", "replica-axis", "std::string", /*default=*/"\"\"",

@@ -151,6 +151,10 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
         zero.axis = "sharded_data";
         zero.replicaAxis = "data_replica";
       }
+      // Under bf16 / fp16 ZeRO-1 splits the fp32 masters as well (with
+      // sharded parameters the parameters themselves are the split masters).
+      zero.masterCopies =
+          !options.mixedPrecision.empty() && options.shardedDegree <= 1;
       stage.addPass(createShardOptimizerState(zero));
       if (options.shardedDegree > 1) {
         ShardParametersOptions shard;

@@ -55,11 +55,14 @@ double realIn(DictionaryAttr dict, StringRef key) {
 enum class FunctionKind { Forward, Backward, Optimizer };
 
 /// As the emitter reads `cleave.kind`: a function without one is a forward.
+/// A refresh function (ZeRO-1's working copies, first in a step) runs once
+/// per step, as the optimizer: costed with it.
 FunctionKind kindOf(func::FuncOp func) {
   auto kind = func->getAttrOfType<StringAttr>("cleave.kind");
   if (kind && kind.getValue() == "backward")
     return FunctionKind::Backward;
-  if (kind && kind.getValue() == "optimizer")
+  if (kind &&
+      (kind.getValue() == "optimizer" || kind.getValue() == "refresh"))
     return FunctionKind::Optimizer;
   return FunctionKind::Forward;
 }
@@ -247,27 +250,35 @@ StagePlan planStage(ModuleOp m, int64_t index, int64_t pipelineRanks,
             s.allReduceBytes += tensorBytes(param.getType());
         return;
       }
-      // ZeRO-1: a bucket's reduce-scatter and its all-gather move, on a
-      // ring, what one all-reduce of its padded buffers does; counted once,
-      // at the reduce-scatter.
-      ArrayAttr scattered;
+      // ZeRO-1: a bucket's reduce-scatter and its all-gather each move, on
+      // a ring, half what one all-reduce of its padded buffers does;
+      // counted once, at the reduce-scatter, except for a parameter with a
+      // working copy, whose gather's half is in the copy's 16 bits.
+      ArrayAttr scattered, gathered;
       if (auto scatter = dyn_cast<ReduceScatterGradsOp>(op))
         scattered = scatter.getParams();
       else if (auto start = dyn_cast<ReduceScatterGradsStartOp>(op))
         scattered = start.getParams();
-      if (scattered) {
-        ++s.allReduceBuckets;
-        for (Attribute name : scattered)
+      else if (auto gather = dyn_cast<AllGatherParamsOp>(op))
+        gathered = gather.getParams();
+      if (scattered || gathered) {
+        s.allReduceBuckets += bool(scattered);
+        for (Attribute name : scattered ? scattered : gathered)
           if (auto param = lookupParameter(op, name.cast<FlatSymbolRefAttr>()))
-            if (std::optional<StateShards> shards = stateShards(param))
-              s.allReduceBytes += double(shards->padded()) *
-                                  elementBytes(param.getType()
-                                                   .cast<RankedTensorType>()
-                                                   .getElementType());
+            if (std::optional<StateShards> shards = stateShards(param)) {
+              Type element =
+                  param.getType().cast<RankedTensorType>().getElementType();
+              auto working = param->getAttrOfType<TypeAttr>(kWorkingTypeAttr);
+              if (gathered && !working)
+                continue;
+              double halves = working ? 1 : 2;
+              if (gathered)
+                element = working.getValue();
+              s.allReduceBytes +=
+                  double(shards->padded()) * elementBytes(element) * halves / 2;
+            }
         return;
       }
-      if (isa<AllGatherParamsOp>(op))
-        return;
       if (copy)
         return;
       if (auto send = dyn_cast<SendOp>(op)) {

@@ -140,5 +140,7 @@ pb::FunctionKind mlir::cleave::kindOf(func::FuncOp func) {
     return pb::BACKWARD;
   if (kind && kind.getValue() == "optimizer")
     return pb::OPTIMIZER;
+  if (kind && kind.getValue() == "refresh")
+    return pb::REFRESH;
   return pb::FORWARD;
 }

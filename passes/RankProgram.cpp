@@ -134,13 +134,33 @@ LogicalResult RankProgram::addParameters(ModuleOp module) {
     // A sharded parameter (ZeRO-3) is its chunk.
     std::optional<StateShards> shards = stateShards(param);
     bool sharded = shards && param->hasAttr(kParamAxisAttr);
-    auto id = addTensor(sharded ? Type(chunkType(param, *shards))
-                                : param.getType(),
-                        offset.getInt(), pb::PARAMETERS, param.getSymName(),
+    // ZeRO-1's split masters: the whole parameter in its working type,
+    // which the functions read, and the fp32 master chunk, which is what
+    // the program's Parameter (initialization, checkpoints) names.
+    auto working = param->getAttrOfType<TypeAttr>(kWorkingTypeAttr);
+    Type stored = sharded ? Type(chunkType(param, *shards)) : param.getType();
+    if (working)
+      stored = stored.cast<RankedTensorType>().clone(working.getValue());
+    auto id = addTensor(stored, offset.getInt(), pb::PARAMETERS,
+                        working ? (param.getSymName() + " (working copy)").str()
+                                : param.getSymName().str(),
                         param);
     if (failed(id))
       return failure();
     paramTensor[param.getSymName()] = *id;
+    int master = -1;
+    if (working) {
+      auto at = param->getAttrOfType<IntegerAttr>("cleave.master_offset");
+      if (!shards || !at)
+        return param.emitError() << "parameter with a working copy has no "
+                                    "planned master chunk; run "
+                                    "cleave-memory-plan first";
+      FailureOr<int> m = addTensor(chunkType(param, *shards), at.getInt(),
+                                   pb::PARAMETERS, param.getSymName(), param);
+      if (failed(m))
+        return failure();
+      master = *m;
+    }
     if (auto grad = param->getAttrOfType<IntegerAttr>("cleave.grad_offset")) {
       auto g = addTensor(sharded ? Type(chunkType(param, *shards))
                                  : param.getType(),
@@ -152,7 +172,9 @@ LogicalResult RankProgram::addParameters(ModuleOp module) {
     }
     pb::Parameter *p = program.add_parameters();
     p->set_name(param.getSymName().str());
-    p->set_tensor(*id);
+    p->set_tensor(master >= 0 ? master : *id);
+    if (master >= 0)
+      p->set_working_tensor(*id);
     if (failed(addSlice(param, p)))
       return failure();
     p->set_seed(seed);
@@ -271,6 +293,10 @@ LogicalResult RankProgram::addSplitViews(ParameterOp param, int64_t offset,
   Type element = param.getType().cast<RankedTensorType>().getElementType();
   auto flat = RankedTensorType::get({shards->padded()}, element);
   RankedTensorType chunk = chunkType(param, *shards);
+  // A working copy's views are in its type; its gradient's stay fp32.
+  auto working = param->getAttrOfType<TypeAttr>(kWorkingTypeAttr);
+  Type paramFlat = working ? Type(flat.clone(working.getValue())) : flat;
+  Type paramChunk = working ? Type(chunk.clone(working.getValue())) : chunk;
   int64_t c = mesh ? mesh.getCoordinate(rank, shards->axis) : 0;
   int64_t chunkBytes = tensorBytes(chunk);
   std::string name = param.getSymName().str();
@@ -301,10 +327,17 @@ LogicalResult RankProgram::addSplitViews(ParameterOp param, int64_t offset,
     views.paramFlat = -1;
     views.paramChunk = p->tensor();
     setRange(p->mutable_flat_range());
-  } else if (failed(add(flat, offset, name + " (padded)", views.paramFlat)) ||
-             failed(add(chunk, offset + c * chunkBytes, name + " (chunk)",
-                        views.paramChunk))) {
+  } else if (failed(add(paramFlat, offset, name + " (padded)",
+                        views.paramFlat)) ||
+             failed(add(paramChunk, offset + c * tensorBytes(paramChunk),
+                        name + " (chunk)", views.paramChunk))) {
     return failure();
+  }
+  if (working) {
+    // The master chunk is the Parameter's tensor: a range of the slice, as
+    // a sharded parameter's.
+    views.master = p->tensor();
+    setRange(p->mutable_flat_range());
   }
   if (param->hasAttr(kParamAxisAttr)) {
     // Its gradient too is one chunk, reduce-scattered in the backward.

@@ -141,8 +141,10 @@ private:
   llvm::StringMap<int> paramTensor, gradTensor;
   // ZeRO-1 (a parameter with cleave.state_axis): its parameter and
   // gradient buffers seen flat and padded, and this rank's chunk of each.
+  // With a working copy (cleave.working_type) the parameter's views are
+  // of the copy, and `master` is the fp32 master chunk.
   struct SplitViews {
-    int paramFlat, paramChunk, gradFlat = -1, gradChunk = -1;
+    int paramFlat, paramChunk, gradFlat = -1, gradChunk = -1, master = -1;
   };
   llvm::StringMap<SplitViews> splitViews;
   llvm::DenseSet<int> activationTensors;

@@ -4,6 +4,9 @@
 // and updates one chunk of every trained parameter (Passes.td,
 // ShardOptimizerState): gradients reduce-scattered instead of all-reduced,
 // the clipping norm summed over the chunks, updated chunks all-gathered.
+// Under mixed precision (master-copies) the fp32 master weights split too,
+// each rank keeping a whole 16-bit working copy that a refresh function
+// rebuilds at the start of each step.
 // The chunks themselves (flat, zero-padded to a multiple of the ranks) are
 // described once, by `stateShards` in ir/DistributionOps.h, which the
 // memory plan and the emitter read too.
@@ -94,21 +97,17 @@ struct ShardOptimizerState
       params.push_back(param);
     }
 
+    // ZeRO-1 under mixed precision: the masters split too, where every
+    // read is in one 16-bit type.
+    SmallVector<ParameterOp> working;
+    if (masterCopies)
+      for (ParameterOp param : params)
+        if (useWorkingCopy(module, param))
+          working.push_back(param);
+
     // Buckets, last parameters first (the order backward finishes them),
     // by the padded bytes each collective moves.
-    SmallVector<SmallVector<Attribute>> buckets(1);
-    int64_t bytes = 0;
-    for (ParameterOp param : llvm::reverse(params)) {
-      if (bytes >= bucketBytes) {
-        buckets.emplace_back();
-        bytes = 0;
-      }
-      buckets.back().push_back(FlatSymbolRefAttr::get(param.getSymNameAttr()));
-      std::optional<StateShards> shards = stateShards(param);
-      bytes += shards->padded() *
-               elementBytes(param.getType().cast<RankedTensorType>()
-                                .getElementType());
-    }
+    SmallVector<SmallVector<Attribute>> buckets = bucketsOf(params);
 
     // Reduce-scatter first, as cleave-data-parallel's all-reduce, so that
     // cleave-overlap-gradients can start it in the backward: a tied
@@ -164,11 +163,103 @@ struct ShardOptimizerState
       sum.getResult().replaceAllUsesExcept(total.getResult(), total);
     }
 
-    // Every rank holds the whole updated parameters again.
+    // Every rank holds the whole updated parameters again; those with a
+    // working copy at the start of the next step, from their masters.
+    SmallVector<ParameterOp> whole;
+    for (ParameterOp param : params)
+      if (!param->hasAttr(kWorkingTypeAttr))
+        whole.push_back(param);
     b.setInsertionPoint(body.getTerminator());
-    for (auto &bucket : buckets)
+    if (!whole.empty())
+      for (auto &bucket : bucketsOf(whole))
+        b.create<AllGatherParamsOp>(loc, b.getArrayAttr(bucket),
+                                    b.getStringAttr(axis));
+    if (!working.empty())
+      addRefresh(module, working);
+  }
+
+  /// Buckets of about bucketBytes, last parameters first (the order the
+  /// backward finishes them), by the padded bytes each collective moves
+  /// (a working copy's in its type).
+  SmallVector<SmallVector<Attribute>> bucketsOf(MutableArrayRef<ParameterOp> params) {
+    SmallVector<SmallVector<Attribute>> buckets(1);
+    int64_t bytes = 0;
+    for (ParameterOp param : llvm::reverse(params)) {
+      if (bytes >= bucketBytes) {
+        buckets.emplace_back();
+        bytes = 0;
+      }
+      buckets.back().push_back(FlatSymbolRefAttr::get(param.getSymNameAttr()));
+      Type element = param.getType().cast<RankedTensorType>().getElementType();
+      if (auto type = param->getAttrOfType<TypeAttr>(kWorkingTypeAttr))
+        element = type.getValue();
+      bytes += stateShards(param)->padded() * elementBytes(element);
+    }
+    return buckets;
+  }
+
+  /// Gives `param` a working copy when every function reads it only
+  /// through casts to one 16-bit float type, and makes those reads
+  /// cleave.get_param of that type. Other readers (an fp32 lookup, a norm)
+  /// need its fp32 value whole: then nothing changes.
+  static bool useWorkingCopy(ModuleOp module, ParameterOp param) {
+    if (!param.getType().cast<RankedTensorType>().getElementType().isF32() ||
+        param->hasAttr(kParamAxisAttr))
+      return false;
+    SmallVector<GetParamOp> reads;
+    FloatType low;
+    bool readable = true;
+    module.walk([&](GetParamOp get) {
+      if (get.getName() != param.getSymName())
+        return;
+      reads.push_back(get);
+      for (Operation *user : get->getUsers()) {
+        auto cast = dyn_cast<CastOp>(user);
+        auto to = cast ? cast.getType()
+                             .cast<RankedTensorType>()
+                             .getElementType()
+                             .dyn_cast<FloatType>()
+                       : FloatType();
+        if (!to || to.getWidth() != 16 || (low && to != low))
+          readable = false;
+        else
+          low = to;
+      }
+    });
+    if (!readable || !low)
+      return false;
+    param->setAttr(kWorkingTypeAttr, TypeAttr::get(low));
+    for (GetParamOp get : reads) {
+      OpBuilder b(get);
+      auto read = b.create<GetParamOp>(
+          get.getLoc(), get.getType().cast<RankedTensorType>().clone(low),
+          get.getNameAttr());
+      for (Operation *user : llvm::make_early_inc_range(get->getUsers())) {
+        user->getResult(0).replaceAllUsesWith(read.getResult());
+        user->erase();
+      }
+      get.erase();
+    }
+    return true;
+  }
+
+  /// The stage's refresh function: each working copy rounded from this
+  /// rank's master chunk and gathered, first in every step.
+  void addRefresh(ModuleOp module, MutableArrayRef<ParameterOp> working) {
+    OpBuilder b(module.getContext());
+    Location loc = working.front().getLoc();
+    auto refresh = b.create<func::FuncOp>(
+        loc, "refresh_params", b.getFunctionType({}, {}));
+    refresh->setAttr("cleave.kind", b.getStringAttr("refresh"));
+    SymbolTable(module).insert(refresh); // renamed if the name is taken
+    b.setInsertionPointToStart(refresh.addEntryBlock());
+    for (ParameterOp param : working)
+      b.create<CastMasterChunkOp>(
+          param.getLoc(), FlatSymbolRefAttr::get(param.getSymNameAttr()));
+    for (auto &bucket : bucketsOf(working))
       b.create<AllGatherParamsOp>(loc, b.getArrayAttr(bucket),
                                   b.getStringAttr(axis));
+    b.create<func::ReturnOp>(loc);
   }
 
   static GetGradOp get(ArrayRef<GetGradOp> reads, StringRef name) {

@@ -1138,15 +1138,21 @@ Status cleave::runtime::readFullTensors(const CheckpointManifest &m,
 std::vector<Runtime::StateTensor> Runtime::stateTensors() const {
   std::map<int, const pb::Parameter *> paramOf;
   std::map<std::string, const pb::Parameter *> paramByName;
+  // ZeRO-1's working copies are made from the masters each step: not state.
+  std::set<int> workingCopies;
   for (const pb::Parameter &p : program_.parameters()) {
     paramOf[p.tensor()] = &p;
     paramByName[p.name()] = &p;
+    if (p.has_working_tensor())
+      workingCopies.insert(p.working_tensor());
   }
   std::vector<StateTensor> out;
   std::map<std::string, int> seen;
   for (int id = 0; id < program_.tensors_size(); ++id) {
     const pb::Tensor &t = program_.tensors(id);
-    if (t.category() != pb::PARAMETERS && t.category() != pb::OPTIMIZER_STATE)
+    if ((t.category() != pb::PARAMETERS &&
+         t.category() != pb::OPTIMIZER_STATE) ||
+        workingCopies.count(id))
       continue;
     StateTensor s;
     s.id = id;

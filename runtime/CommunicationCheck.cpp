@@ -308,7 +308,8 @@ private:
                              "] names function " + str(f) +
                              ", which does not exist");
       const pb::Function &fn = p.functions(f);
-      if (options_.forwardOnly && fn.kind() != pb::FORWARD)
+      if (options_.forwardOnly && fn.kind() != pb::FORWARD &&
+          fn.kind() != pb::REFRESH)
         continue;
       if (fn.kind() == pb::OPTIMIZER && scaling && !checked) {
         out.push_back({Action::Kind::WaitAll});

@@ -784,7 +784,8 @@ Status Runtime::runStep(int64_t step, const TokenData *data,
   for (int s = 0; s < program_.schedule_size(); ++s) {
     const pb::Step &entry = program_.schedule(s);
     const Function &fn = functions_[entry.function()];
-    if (options_.forwardOnly && fn.source->kind() != pb::FORWARD)
+    if (options_.forwardOnly && fn.source->kind() != pb::FORWARD &&
+        fn.source->kind() != pb::REFRESH)
       continue;
     if (fn.source->kind() == pb::OPTIMIZER) {
       if (scaling && !checked) {

@@ -746,6 +746,44 @@ private:
     return Status::ok();
   }
 
+  /// ZeRO-1's split masters: the parameter's tensor is an fp32 master
+  /// chunk (flat_range, within its state_range's group), and the working
+  /// copy a PARAMETERS tensor of the slice's shape in 16 bits, which no
+  /// other parameter names.
+  Status checkWorkingCopy(const pb::Parameter &param, const pb::Tensor &t,
+                          const std::string &where,
+                          std::vector<int> &initializedBy, int index) {
+    if (!param.has_working_tensor())
+      return Status::ok();
+    CLEAVE_CHECK(tensorId(param.working_tensor(), where, "its working copy"));
+    const pb::Tensor &w = p.tensors(param.working_tensor());
+    if (!param.has_flat_range() || !param.has_state_range() ||
+        t.dtype() != pb::F32)
+      return fail(where, "has a working copy (working_tensor " +
+                             str(param.working_tensor()) +
+                             "), so its tensor must be an F32 master chunk "
+                             "with flat_range and state_range");
+    if (w.category() != pb::PARAMETERS ||
+        (w.dtype() != pb::BF16 && w.dtype() != pb::F16))
+      return fail(where, "working_tensor " + str(param.working_tensor()) +
+                             " is " + pb::DType_Name(w.dtype()) + " " +
+                             pb::Category_Name(w.category()) +
+                             ": expected a BF16 or F16 PARAMETERS tensor");
+    if (shapeText(param.slice_size()) != shapeText(w.shape()) &&
+        !paddedRows(param, w))
+      return fail(where, "slice_size " + shapeText(param.slice_size()) +
+                             " differs from the shape of its working copy, "
+                             "tensor " + str(param.working_tensor()) + ", " +
+                             shapeText(w.shape()));
+    if (initializedBy[param.working_tensor()] != -1)
+      return fail(where, "working_tensor " + str(param.working_tensor()) +
+                             " is parameters[" +
+                             str(initializedBy[param.working_tensor()]) +
+                             "]'s already");
+    initializedBy[param.working_tensor()] = index;
+    return Status::ok();
+  }
+
   Status checkParameters() {
     std::vector<int> initializedBy(p.tensors_size(), -1);
     std::set<std::string> names;
@@ -800,6 +838,7 @@ private:
                                  shapeText(param.full_shape()) +
                                  " (dimension " + str(d) + ")");
       CLEAVE_CHECK(checkStateRange(param, where));
+      CLEAVE_CHECK(checkWorkingCopy(param, t, where, initializedBy, i));
       DType dtype = tensorDType(t);
       switch (param.init_case()) {
       case pb::Parameter::kGenerator:

@@ -1,8 +1,12 @@
 // The verifier messages of ZeRO-1's words: cleave.state_axis on a
 // parameter and a mesh axis; a split parameter's update and gradient read
-// take one chunk; the buckets name split parameters of their group.
+// take one chunk; the buckets name split parameters of their group; a
+// working copy (cleave.working_type: split fp32 masters) is a 16-bit copy
+// of a split, unsharded f32 parameter, read in its type, and only such a
+// parameter has a master chunk to cast.
 // RUN: cleave-opt %s --split-input-file --verify-diagnostics
-// (The last case is valid: a started reduce-scatter and its wait.)
+// (The last case is valid: a working copy read in its type, its master
+// cast and gathered.)
 
 module attributes {cleave.mesh = #cleave.mesh<["data"=2]>} {
   // expected-error @+1 {{attribute 'cleave.state_axis': "tensor" is not an axis of the enclosing mesh}}
@@ -283,5 +287,71 @@ module attributes {cleave.mesh = #cleave.mesh<["data"=4]>} {
     cleave.gather_next_hop %w : tensor<3x5xf32>
     cleave.wait_param %w : tensor<3x5xf32>
     return %w : tensor<3x5xf32>
+  }
+}
+
+// -----
+
+module attributes {cleave.mesh = #cleave.mesh<["data"=2]>} {
+  // expected-error @+1 {{attribute 'cleave.working_type': a working copy belongs to a parameter whose optimizer state is split (cleave.state_axis) and which is not sharded (cleave.param_axis)}}
+  cleave.parameter @w {cleave.working_type = bf16} : tensor<3x5xf32>
+}
+
+// -----
+
+module attributes {cleave.mesh = #cleave.mesh<["data"=2]>} {
+  // expected-error @+1 {{attribute 'cleave.working_type': a working copy belongs to a parameter whose optimizer state is split (cleave.state_axis) and which is not sharded (cleave.param_axis)}}
+  cleave.parameter @w {cleave.state_axis = "data", cleave.param_axis = "data", cleave.working_type = bf16} : tensor<3x5xf32>
+}
+
+// -----
+
+module attributes {cleave.mesh = #cleave.mesh<["data"=2]>} {
+  // expected-error @+1 {{attribute 'cleave.working_type': a working copy is a 16-bit float copy of an f32 parameter; got 'f64' for 'tensor<3x5xf32>'}}
+  cleave.parameter @w {cleave.state_axis = "data", cleave.working_type = f64} : tensor<3x5xf32>
+}
+
+// -----
+
+module attributes {cleave.mesh = #cleave.mesh<["data"=2]>} {
+  // expected-error @+1 {{attribute 'cleave.working_type': expected an element type, on a cleave.parameter}}
+  cleave.parameter @w {cleave.state_axis = "data", cleave.working_type = "bf16"} : tensor<3x5xf32>
+}
+
+// -----
+
+module attributes {cleave.mesh = #cleave.mesh<["data"=2]>} {
+  cleave.parameter @w {cleave.state_axis = "data", cleave.working_type = bf16} : tensor<3x5xf32>
+  func.func @forward() -> tensor<3x5xf32> {
+    // expected-error @+1 {{result type 'tensor<3x5xf32>' differs from the type of parameter @w, 'tensor<3x5xbf16>'}}
+    %w = cleave.get_param @w : tensor<3x5xf32>
+    return %w : tensor<3x5xf32>
+  }
+}
+
+// -----
+
+module attributes {cleave.mesh = #cleave.mesh<["data"=2]>} {
+  cleave.parameter @w {cleave.state_axis = "data"} : tensor<3x5xf32>
+  func.func @refresh_params() attributes {cleave.kind = "refresh"} {
+    // expected-error @+1 {{parameter @w has no cleave.working_type: its fp32 value is the parameter itself, not a master chunk}}
+    cleave.cast_master_chunk @w
+    return
+  }
+}
+
+// -----
+
+// Valid.
+module attributes {cleave.mesh = #cleave.mesh<["data"=2]>} {
+  cleave.parameter @w {cleave.state_axis = "data", cleave.working_type = bf16} : tensor<3x5xf32>
+  func.func @forward() -> tensor<3x5xbf16> {
+    %w = cleave.get_param @w : tensor<3x5xbf16>
+    return %w : tensor<3x5xbf16>
+  }
+  func.func @refresh_params() attributes {cleave.kind = "refresh"} {
+    cleave.cast_master_chunk @w
+    cleave.all_gather_params [@w] {group = "data"}
+    return
   }
 }
