@@ -355,6 +355,16 @@ const BadField kBadFields[] = {
      "parameters[1] 'head.weight': slice_size [5, 5] differs from the shape "
      "of tensor 1, [4, 5] (only a slice of fewer rows, the rest padding, "
      "may)"},
+    // ZeRO-1's split masters: a working copy belongs to a master chunk.
+    {"WorkingCopyOutOfRange",
+     [](TinyModel &m) { m.b.p.mutable_parameters(1)->set_working_tensor(77); },
+     "parameters[1] 'head.weight': its working copy is tensor 77, but the "
+     "program has 11 tensors"},
+    {"WorkingCopyWithoutMasterChunk",
+     [](TinyModel &m) { m.b.p.mutable_parameters(1)->set_working_tensor(5); },
+     "parameters[1] 'head.weight': has a working copy (working_tensor 5), so "
+     "its tensor must be an F32 master chunk with flat_range and "
+     "state_range"},
     {"ParameterSliceOutside",
      [](TinyModel &m) {
        m.b.p.mutable_parameters(1)->set_slice_start(0, 1);
