@@ -11,6 +11,7 @@
 #include "ir/AttrNames.h"
 #include "ir/CleaveOps.h"
 #include "passes/Passes.h"
+#include "passes/ValueOrigins.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/SymbolTable.h"
@@ -95,17 +96,6 @@ std::optional<LogitsChain> followLogits(Value logits, int64_t vocab) {
   return std::nullopt;
 }
 
-/// Whether `ids` are the model's input (through casts and reshapes): the
-/// tokens' table, which propagation splits over the vocabulary.
-bool isInputIds(Value ids) {
-  while (Operation *def = ids.getDefiningOp()) {
-    if (!isa<CastOp, ReshapeOp, TransposeOp>(def))
-      return false;
-    ids = def->getOperand(0);
-  }
-  return ids.isa<BlockArgument>();
-}
-
 struct PadVocabulary
     : mlir::cleave::impl::PadVocabularyBase<PadVocabulary> {
   using PadVocabularyBase::PadVocabularyBase;
@@ -153,7 +143,7 @@ struct PadVocabulary
         Operation *user = use.getOwner();
         if (auto embedding = dyn_cast<EmbeddingOp>(user);
             embedding && use.getOperandNumber() == 0 &&
-            isInputIds(embedding.getIds())) {
+            isModelInput(embedding.getIds())) {
           embeddings.push_back(embedding);
           continue;
         }

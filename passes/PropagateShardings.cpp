@@ -16,6 +16,7 @@
 #include "ir/ShardingInterface.h"
 #include "passes/NodeName.h"
 #include "passes/Passes.h"
+#include "passes/ValueOrigins.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
@@ -445,16 +446,6 @@ struct PropagateShardings
     }
   }
 
-  /// `v` through casts, reshapes and transposes back to what made it.
-  static Value through(Value v) {
-    while (Operation *def = v.getDefiningOp()) {
-      if (!isa<CastOp, ReshapeOp, TransposeOp>(def))
-        break;
-      v = def->getOperand(0);
-    }
-    return v;
-  }
-
   static bool isParameter(Value v) {
     Operation *def = v.getDefiningOp();
     while (def && isa<CastOp>(def)) {
@@ -509,7 +500,7 @@ struct PropagateShardings
   }
 
   static bool readsNorm(MatmulOp mm) {
-    Operation *def = through(mm.getLhs()).getDefiningOp();
+    Operation *def = throughLayout(mm.getLhs()).getDefiningOp();
     return def && isa<LayerNormOp, RmsNormOp>(def);
   }
 
@@ -739,7 +730,7 @@ struct PropagateShardings
       // computed ids (OPT's learned positions, from a CumSum of the
       // attention mask) is not split: its partial result would cost an
       // all-reduce of its own, where a replicated table costs none.
-      if (!through(embedding.getIds()).isa<BlockArgument>()) {
+      if (!isModelInput(embedding.getIds())) {
         stop(op, "vocab-parallel split not made: its ids are computed "
                  "(positions), not the model's input; the table is "
                  "replicated");
