@@ -8,6 +8,7 @@
 
 #include "ir/AttrNames.h"
 #include "ir/CleaveOps.h"
+#include "ir/DistributionOps.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
@@ -190,9 +191,7 @@ GetParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
     return emitOpError() << "no cleave.parameter named " << getNameAttr();
   // A parameter with a working copy (ZeRO-1's sharded masters) is read in
   // the copy's type.
-  Type expected = param.getType();
-  if (auto working = param->getAttrOfType<TypeAttr>(kWorkingTypeAttr))
-    expected = expected.cast<RankedTensorType>().clone(working.getValue());
+  Type expected = readType(param);
   if (expected != getType())
     return emitOpError() << "result type " << getType()
                          << " differs from the type of parameter "

@@ -397,12 +397,10 @@ std::optional<StateShards> mlir::cleave::stateShards(ParameterOp param) {
   shards.axis = axis.getValue();
   shards.ranks = *ranks;
   shards.elements = type.getNumElements();
-  int64_t bits = type.getElementType().getIntOrFloatBitWidth();
   // A working copy's chunks, in its narrower type, start aligned too.
-  if (auto working = param->getAttrOfType<TypeAttr>(kWorkingTypeAttr))
-    if (working.getValue().isIntOrFloat())
-      bits = std::min<int64_t>(bits,
-                               working.getValue().getIntOrFloatBitWidth());
+  int64_t bits =
+      std::min(type.getElementType().getIntOrFloatBitWidth(),
+               readType(param).getElementType().getIntOrFloatBitWidth());
   int64_t perAlignment =
       std::max<int64_t>(1, kStateChunkAlignment * 8 / std::max<int64_t>(bits, 8));
   int64_t chunk = (shards.elements + *ranks - 1) / *ranks;
@@ -415,6 +413,13 @@ RankedTensorType mlir::cleave::chunkType(ParameterOp param,
   return RankedTensorType::get(
       {shards.chunk},
       param.getType().cast<RankedTensorType>().getElementType());
+}
+
+RankedTensorType mlir::cleave::readType(ParameterOp param) {
+  auto type = param.getType().cast<RankedTensorType>();
+  if (auto working = param->getAttrOfType<TypeAttr>(kWorkingTypeAttr))
+    return type.clone(working.getValue()).cast<RankedTensorType>();
+  return type;
 }
 
 SmallVector<ModuleOp> mlir::cleave::rankModules(ModuleOp module) {

@@ -79,6 +79,11 @@ std::optional<StateShards> stateShards(ParameterOp param);
 /// of the parameter's element type.
 RankedTensorType chunkType(ParameterOp param, const StateShards &shards);
 
+/// The type functions read `param` in and a rank stores it whole in: its
+/// `cleave.working_type` copy's (ZeRO-1's split fp32 masters), else its
+/// own.
+RankedTensorType readType(ParameterOp param);
+
 } // namespace mlir::cleave
 
 #endif // CLEAVE_IR_DISTRIBUTIONOPS_H

@@ -227,10 +227,9 @@ LiveProfile mlir::cleave::liveProfileOf(ModuleOp stage) {
     int64_t bytes = shards && param->hasAttr(kParamAxisAttr)
                         ? tensorBytes(chunkType(param, *shards))
                         : tensorBytes(param.getType());
-    if (auto working = param->getAttrOfType<TypeAttr>(kWorkingTypeAttr)) {
+    if (param->hasAttr(kWorkingTypeAttr)) {
       // ZeRO-1's split masters: the whole working copy and an fp32 chunk.
-      models += tensorBytes(param.getType().cast<RankedTensorType>().clone(
-                    working.getValue())) +
+      models += tensorBytes(readType(param)) +
                 tensorBytes(chunkType(param, *shards));
     } else {
       models += bytes;

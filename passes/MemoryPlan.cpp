@@ -248,10 +248,8 @@ struct MemoryPlan : cleave::impl::MemoryPlanBase<MemoryPlan> {
       return storage(param);
     };
     auto paramStorage = [&](ParameterOp param) -> Type {
-      Type type = gradStorage(param);
-      if (auto working = param->getAttrOfType<TypeAttr>(kWorkingTypeAttr))
-        return type.cast<RankedTensorType>().clone(working.getValue());
-      return type;
+      return gradStorage(param).cast<RankedTensorType>().clone(
+          readType(param).getElementType());
     };
     int64_t paramBytes = 0, gradBytes = 0, stateBytes = 0;
     for (auto param : module.getOps<ParameterOp>()) {

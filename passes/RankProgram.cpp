@@ -137,10 +137,8 @@ LogicalResult RankProgram::addParameters(ModuleOp module) {
     // ZeRO-1's split masters: the whole parameter in its working type,
     // which the functions read, and the fp32 master chunk, which is what
     // the program's Parameter (initialization, checkpoints) names.
-    auto working = param->getAttrOfType<TypeAttr>(kWorkingTypeAttr);
-    Type stored = sharded ? Type(chunkType(param, *shards)) : param.getType();
-    if (working)
-      stored = stored.cast<RankedTensorType>().clone(working.getValue());
+    bool working = param->hasAttr(kWorkingTypeAttr);
+    Type stored = sharded ? Type(chunkType(param, *shards)) : readType(param);
     auto id = addTensor(stored, offset.getInt(), pb::PARAMETERS,
                         working ? (param.getSymName() + " (working copy)").str()
                                 : param.getSymName().str(),
@@ -294,9 +292,8 @@ LogicalResult RankProgram::addSplitViews(ParameterOp param, int64_t offset,
   auto flat = RankedTensorType::get({shards->padded()}, element);
   RankedTensorType chunk = chunkType(param, *shards);
   // A working copy's views are in its type; its gradient's stay fp32.
-  auto working = param->getAttrOfType<TypeAttr>(kWorkingTypeAttr);
-  Type paramFlat = working ? Type(flat.clone(working.getValue())) : flat;
-  Type paramChunk = working ? Type(chunk.clone(working.getValue())) : chunk;
+  Type read = readType(param).getElementType();
+  Type paramFlat = flat.clone(read), paramChunk = chunk.clone(read);
   int64_t c = mesh ? mesh.getCoordinate(rank, shards->axis) : 0;
   int64_t chunkBytes = tensorBytes(chunk);
   std::string name = param.getSymName().str();
@@ -333,7 +330,7 @@ LogicalResult RankProgram::addSplitViews(ParameterOp param, int64_t offset,
                         name + " (chunk)", views.paramChunk))) {
     return failure();
   }
-  if (working) {
+  if (param->hasAttr(kWorkingTypeAttr)) {
     // The master chunk is the Parameter's tensor: a range of the slice, as
     // a sharded parameter's.
     views.master = p->tensor();

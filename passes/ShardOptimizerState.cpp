@@ -190,10 +190,8 @@ struct ShardOptimizerState
         bytes = 0;
       }
       buckets.back().push_back(FlatSymbolRefAttr::get(param.getSymNameAttr()));
-      Type element = param.getType().cast<RankedTensorType>().getElementType();
-      if (auto type = param->getAttrOfType<TypeAttr>(kWorkingTypeAttr))
-        element = type.getValue();
-      bytes += stateShards(param)->padded() * elementBytes(element);
+      bytes += stateShards(param)->padded() *
+               elementBytes(readType(param).getElementType());
     }
     return buckets;
   }

@@ -676,6 +676,13 @@ private:
     return param.slice_size(0) >= 0 && param.slice_size(0) < t.shape(0);
   }
 
+  /// Whether `t` holds the parameter's slice: its shape, or a padded
+  /// vocabulary's rows first.
+  static bool holdsSlice(const pb::Parameter &param, const pb::Tensor &t) {
+    return shapeText(param.slice_size()) == shapeText(t.shape()) ||
+           paddedRows(param, t);
+  }
+
   /// Tensor parallelism with a blocked sharding: the boxes lie in the full
   /// tensor, do not overlap, and concatenated along pieces_axis make the
   /// slice (slice_size; slice_start the first box's start).
@@ -769,8 +776,7 @@ private:
                              " is " + pb::DType_Name(w.dtype()) + " " +
                              pb::Category_Name(w.category()) +
                              ": expected a BF16 or F16 PARAMETERS tensor");
-    if (shapeText(param.slice_size()) != shapeText(w.shape()) &&
-        !paddedRows(param, w))
+    if (!holdsSlice(param, w))
       return fail(where, "slice_size " + shapeText(param.slice_size()) +
                              " differs from the shape of its working copy, "
                              "tensor " + str(param.working_tensor()) + ", " +
@@ -819,8 +825,7 @@ private:
                                " is negative or too large");
       if (param.has_flat_range()) {
         CLEAVE_CHECK(checkFlatRange(param, t, where));
-      } else if (shapeText(param.slice_size()) != shapeText(t.shape()) &&
-                 !paddedRows(param, t)) {
+      } else if (!holdsSlice(param, t)) {
         return fail(where, "slice_size " + shapeText(param.slice_size()) +
                                " differs from the shape of tensor " +
                                str(param.tensor()) + ", " +
