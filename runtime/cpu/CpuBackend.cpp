@@ -6,8 +6,9 @@
 // memmoves and synchronize has nothing to wait for.
 //
 // `cpu-staged` is the same backend with memory the runtime may not touch:
-// its arenas are mapped PROT_NONE except while one of its own calls runs,
-// so any access by the runtime that bypasses upload/download faults. The
+// its arenas are mapped PROT_NONE except for the pages of a call's operands
+// while that call runs, so any access by the runtime that bypasses
+// upload/download faults, and so does a kernel reading past its operands. The
 // runtime treats it as a GPU whose ranks share the device (hostMemory() is
 // false, no deviceCommunication(): MPI on host copies). It checks the
 // runtime's device path, bit for bit against `cpu`, where there is no GPU.
@@ -24,7 +25,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <initializer_list>
 #include <map>
+#include <vector>
 
 using namespace cleave::runtime;
 
@@ -146,65 +149,106 @@ public:
   }
 
   Status upload(void *to, const void *from, size_t bytes) override {
-    Open open(*this);
+    Open open(*this, {{to, bytes}});
     CLEAVE_CHECK(open.status);
     return CpuBackend::upload(to, from, bytes);
   }
   Status download(void *to, const void *from, size_t bytes) override {
-    Open open(*this);
+    Open open(*this, {{from, bytes}});
     CLEAVE_CHECK(open.status);
     return CpuBackend::download(to, from, bytes);
   }
   Status zero(void *to, size_t bytes) override {
-    Open open(*this);
+    Open open(*this, {{to, bytes}});
     CLEAVE_CHECK(open.status);
     return CpuBackend::zero(to, bytes);
   }
   Status copy(void *to, const void *from, size_t bytes) override {
-    Open open(*this);
+    Open open(*this, {{to, bytes}, {from, bytes}});
     CLEAVE_CHECK(open.status);
     return CpuBackend::copy(to, from, bytes);
   }
   Status runKernel(const std::string &op, const Attributes &attributes,
                    const std::vector<TensorRef> &inputs,
                    const std::vector<TensorRef> &outputs) override {
-    Open open(*this);
+    Open open(*this, ranges({&inputs, &outputs}));
     CLEAVE_CHECK(open.status);
     return CpuBackend::runKernel(op, attributes, inputs, outputs);
   }
   Status anyNonFinite(const std::vector<TensorRef> &tensors,
                       bool &found) override {
-    Open open(*this);
+    Open open(*this, ranges({&tensors}));
     CLEAVE_CHECK(open.status);
     return CpuBackend::anyNonFinite(tensors, found);
   }
   Status scale(const std::vector<TensorRef> &tensors, float factor) override {
-    Open open(*this);
+    Open open(*this, ranges({&tensors}));
     CLEAVE_CHECK(open.status);
     return CpuBackend::scale(tensors, factor);
   }
 
 private:
+  using Range = std::pair<const void *, size_t>;
+
+  static std::vector<Range>
+  ranges(std::initializer_list<const std::vector<TensorRef> *> lists) {
+    std::vector<Range> out;
+    for (const std::vector<TensorRef> *list : lists)
+      for (const TensorRef &t : *list)
+        if (t.data)
+          out.push_back({t.data, t.sizeBytes()});
+    return out;
+  }
+
+  /// Opens the pages of a call's operands that lie in this backend's
+  /// arenas, for the duration of the call. Opening only the operands (not
+  /// every arena) keeps a call's cost proportional to the bytes it touches,
+  /// so a 20 GiB arena costs what a 2 GiB one does; and a kernel that reads
+  /// outside its operands faults here as the runtime would. Pointers
+  /// outside the arenas (upload's host side) are left alone.
+  struct Open {
+    StagedCpuBackend &backend;
+    std::vector<std::pair<void *, size_t>> opened;
+    Status status = Status::ok();
+    Open(StagedCpuBackend &b, const std::vector<Range> &operands)
+        : backend(b) {
+      static const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+      for (const auto &[pointer, bytes] : operands) {
+        if (!status || bytes == 0)
+          continue;
+        uintptr_t first = reinterpret_cast<uintptr_t>(pointer);
+        if (!backend.inArena(first, bytes))
+          continue;
+        uintptr_t begin = first & ~(page - 1);
+        uintptr_t end = (first + bytes + page - 1) & ~(page - 1);
+        std::pair<void *, size_t> span{reinterpret_cast<void *>(begin),
+                                       size_t(end - begin)};
+        status = protect(span, PROT_READ | PROT_WRITE);
+        if (status)
+          opened.push_back(span);
+      }
+    }
+    ~Open() {
+      for (const auto &span : opened)
+        (void)protect(span, PROT_NONE);
+    }
+  };
+
+  bool inArena(uintptr_t first, size_t bytes) const {
+    for (const auto &[base, mapping] : mappings_) {
+      uintptr_t begin = reinterpret_cast<uintptr_t>(mapping.first);
+      if (first >= begin && first + bytes <= begin + mapping.second)
+        return true;
+    }
+    return false;
+  }
+
   static Status protect(const std::pair<void *, size_t> &mapping, int prot) {
     if (mprotect(mapping.first, mapping.second, prot) != 0)
       return Status::error(std::string("cpu-staged: mprotect failed: ") +
                            std::strerror(errno));
     return Status::ok();
   }
-  /// Opens every arena for the duration of one call.
-  struct Open {
-    StagedCpuBackend &backend;
-    Status status = Status::ok();
-    explicit Open(StagedCpuBackend &b) : backend(b) {
-      for (auto &[base, mapping] : backend.mappings_)
-        if (status)
-          status = protect(mapping, PROT_READ | PROT_WRITE);
-    }
-    ~Open() {
-      for (auto &[base, mapping] : backend.mappings_)
-        (void)protect(mapping, PROT_NONE);
-    }
-  };
 };
 
 } // namespace
