@@ -41,6 +41,12 @@ CONFIGS = {
     # (runtime/tensor-gqa-equals-torch.test).
     "llama-toy-mqa": dict(family="llama", n_layer=2, d_model=64, n_head=4,
                           n_kv_head=1, ffn_hidden=192, vocab=256, seq=32),
+    # A vocabulary neither 2 nor 4 divides and an untied head with a bias
+    # (nn.Linear's default): the table, the head and its bias are padded
+    # (runtime/tensor-vocab-padding-equals-torch.test).
+    "llama-toy-v257-bias": dict(family="llama", n_layer=2, d_model=64,
+                                n_head=4, n_kv_head=2, ffn_hidden=192,
+                                vocab=257, seq=32, head_bias=True),
     "llama2-7b": dict(family="llama", n_layer=32, d_model=4096, n_head=32,
                       n_kv_head=32, ffn_hidden=11008, vocab=32000, seq=2048),
     "llama2-70b": dict(family="llama", n_layer=80, d_model=8192, n_head=64,

@@ -138,14 +138,19 @@ class Llama(nn.Module):
         self.layers = nn.ModuleList([Block(cfg, device=device)
                                      for _ in range(cfg["n_layer"])])
         self.norm = RMSNorm(d, cfg["norm_eps"], device=device)
-        self.output = nn.Linear(d, cfg["vocab"], bias=False, device=device)
+        # head_bias: an nn.Linear head with its default bias (not Llama's).
+        self.output = nn.Linear(d, cfg["vocab"], bias=cfg.get("head_bias", False),
+                                device=device)
         if device is None or torch.device(device).type != "meta":
             self.init_weights()
 
     def init_spec(self):
-        """{name: (kind, std)}: N(0, 0.02) for every matrix, norms 1."""
+        """{name: (kind, std)}: N(0, 0.02) for every matrix and the head's
+        bias (head_bias), norms 1."""
         std = self.cfg["init_std"]
-        return {name: (("normal", std) if p.dim() >= 2 else ("ones", 0.0))
+        return {name: (("normal", std)
+                       if p.dim() >= 2 or name == "output.bias"
+                       else ("ones", 0.0))
                 for name, p in self.named_parameters()}
 
     @torch.no_grad()

@@ -3,13 +3,15 @@
 // cleave-pad-vocabulary (Passes.td): a vocabulary that the tensor-parallel
 // degree does not divide is padded with zero rows, as Megatron-LM does, so
 // that propagation can split the embedding, the head and the loss over the
-// vocabulary. The padded classes are masked with -inf before the loss, so
+// vocabulary; a bias over the classes added to the head's logits
+// (nn.Linear's) is padded with zeros alike. The padded classes are masked with -inf before the loss, so
 // the padded model trains as the unpadded one.
 //
 //===----------------------------------------------------------------------===//
 
 #include "ir/AttrNames.h"
 #include "ir/CleaveOps.h"
+#include "ir/DistributionOps.h"
 #include "passes/Passes.h"
 #include "passes/ValueOrigins.h"
 
@@ -45,7 +47,18 @@ bool broadcastsOverClasses(Value v) {
 struct LogitsChain {
   SmallVector<Operation *> ops; // after the product, before the loss
   SoftmaxCrossEntropyOp loss;
+  // Reads of a bias over the classes added on the way (nn.Linear's).
+  SmallVector<GetParamOp> biases;
 };
+
+/// The read of a parameter `[vocab]`: a bias over the classes.
+GetParamOp classBias(Value v, int64_t vocab) {
+  auto read = v.getDefiningOp<GetParamOp>();
+  auto type = v.getType().dyn_cast<RankedTensorType>();
+  return read && type && type.getRank() == 1 && type.getDimSize(0) == vocab
+             ? read
+             : GetParamOp();
+}
 
 /// Follows `logits` (classes last, `vocab` of them) through ops that keep
 /// the classes last to a softmax cross-entropy that reads them as its
@@ -76,7 +89,14 @@ std::optional<LogitsChain> followLogits(Value logits, int64_t vocab) {
       keeps = true; // the classes stay last and whole (sizes checked)
     else if (isa<CastOp, TanhOp, NegOp>(user))
       keeps = true;
-    else if (isa<MulOp, AddOp, SubOp>(user) ||
+    else if (GetParamOp bias;
+             isa<AddOp>(user) &&
+             (bias = classBias(user->getOperand(1 - use.getOperandNumber()),
+                               vocab))) {
+      // A bias over the classes, padded with the table.
+      chain.biases.push_back(bias);
+      keeps = true;
+    } else if (isa<MulOp, AddOp, SubOp>(user) ||
              (isa<DivOp>(user) && use.getOperandNumber() == 0))
       // A scalar dividing by the logits would make the padded classes'
       // zeros infinite, and -inf + inf is NaN: only logits / scalar.
@@ -161,6 +181,25 @@ struct PadVocabulary
     if (embeddings.empty() && heads.empty())
       return success();
     std::string name = param.getSymName().str();
+    // A bias over the classes is padded with the table, when the heads'
+    // adds are all that read it.
+    SmallVector<ParameterOp> biases;
+    for (auto &[mm, chain] : heads)
+      for (GetParamOp read : chain.biases) {
+        ParameterOp bias = lookupParameter(read, read.getNameAttr());
+        if (!bias || llvm::is_contained(biases, bias))
+          continue;
+        biases.push_back(bias);
+        if (!other && !onlyAddedTo(module, bias, heads)) {
+          param.emitRemark()
+              << "vocabulary '" << name << "' of " << vocab
+              << " rows not padded to " << padded << " for tensor=" << degree
+              << ": its bias '" << bias.getSymName()
+              << "' is read other than added to its logits; they stay "
+                 "replicated";
+          return success();
+        }
+      }
     if (other) {
       param.emitRemark() << "vocabulary '" << name << "' of " << vocab
                          << " rows not padded to " << padded
@@ -208,11 +247,45 @@ struct PadVocabulary
           b.create<AddOp>(loss.getLoc(), logitsType, logits, maskValue);
       loss->setOperand(0, masked);
     }
+    for (ParameterOp bias : biases) {
+      auto biasType = bias.getType().cast<RankedTensorType>();
+      auto paddedBias = RankedTensorType::get({padded}, biasType.getElementType());
+      bias->setAttr(kUnpaddedShapeAttr,
+                    b.getDenseI64ArrayAttr(biasType.getShape()));
+      bias.setType(paddedBias);
+      module.walk([&](GetParamOp read) {
+        if (read.getName() == bias.getSymName())
+          read.getResult().setType(paddedBias);
+      });
+    }
     param.emitRemark() << "vocabulary '" << name << "' of " << vocab
                        << " rows padded to " << padded << " for tensor="
                        << degree << " (" << padded - vocab
-                       << " zero rows, masked before the loss)";
+                       << " zero rows, masked before the loss)"
+                       << (biases.empty() ? "" : ", with its bias");
     return success();
+  }
+
+  /// Whether every read of `bias` is an operand of an add in one of the
+  /// heads' logits chains.
+  static bool
+  onlyAddedTo(ModuleOp module, ParameterOp bias,
+              ArrayRef<std::pair<MatmulOp, LogitsChain>> heads) {
+    bool only = true;
+    module.walk([&](GetParamOp read) {
+      if (read.getName() != bias.getSymName())
+        return;
+      bool inChain = llvm::any_of(heads, [&](const auto &head) {
+        return llvm::is_contained(head.second.biases, read);
+      });
+      // Each of its users must be one of those adds.
+      for (Operation *user : read.getResult().getUsers())
+        inChain &= llvm::any_of(heads, [&](const auto &head) {
+          return llvm::is_contained(head.second.ops, user);
+        });
+      only &= inChain;
+    });
+    return only;
   }
 };
 

@@ -53,6 +53,56 @@ module {
 
 // -----
 
+// An untied head with a bias over the classes (nn.Linear's, added before
+// the loss): the bias is padded with the table, its value the real
+// classes; the padded classes' logits are 0 + 0, masked before the loss.
+module {
+  // CHECK: cleave.parameter @head.weight {cleave.unpadded_shape = array<i64: 6, 4>} : tensor<8x4xf32>
+  // expected-remark @+1 {{vocabulary 'head.weight' of 6 rows padded to 8 for tensor=4 (2 zero rows, masked before the loss), with its bias}}
+  cleave.parameter @head.weight : tensor<6x4xf32>
+  // CHECK: cleave.parameter @head.bias {cleave.unpadded_shape = array<i64: 6>} : tensor<8xf32> = dense<5.000000e-01> : tensor<6xf32>
+  cleave.parameter @head.bias : tensor<6xf32> = dense<0.5> : tensor<6xf32>
+  // CHECK-LABEL: func.func @biased
+  func.func @biased(%x: tensor<2x2x4xf32>, %t: tensor<4xi64>) -> tensor<f32> {
+    %w = cleave.get_param @head.weight : tensor<6x4xf32>
+    // CHECK: cleave.matmul {{.*}} -> tensor<2x2x8xf32>
+    %l = cleave.matmul %x, %w {transpose_rhs} : (tensor<2x2x4xf32>, tensor<6x4xf32>) -> tensor<2x2x6xf32>
+    // CHECK: %[[B:.*]] = cleave.get_param @head.bias : tensor<8xf32>
+    %b = cleave.get_param @head.bias : tensor<6xf32>
+    // CHECK: cleave.add %[[B]], %{{.*}} : (tensor<8xf32>, tensor<2x2x8xf32>) -> tensor<2x2x8xf32>
+    %lb = cleave.add %b, %l : (tensor<6xf32>, tensor<2x2x6xf32>) -> tensor<2x2x6xf32>
+    // CHECK: cleave.reshape {{.*}} -> tensor<4x8xf32>
+    %r = cleave.reshape %lb : tensor<2x2x6xf32> -> tensor<4x6xf32>
+    // CHECK: cleave.add %{{.*}}, %{{.*}} : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+    %loss = cleave.softmax_cross_entropy %r, %t {reduction = #cleave.reduction<mean>} : (tensor<4x6xf32>, tensor<4xi64>) -> tensor<f32>
+    return %loss : tensor<f32>
+  }
+}
+
+// -----
+
+// A bias over the classes that something else reads too: neither it nor
+// the table is padded.
+module {
+  // CHECK: cleave.parameter @head.weight : tensor<6x4xf32>
+  // expected-remark @+1 {{vocabulary 'head.weight' of 6 rows not padded to 8 for tensor=4: its bias 'head.bias' is read other than added to its logits; they stay replicated}}
+  cleave.parameter @head.weight : tensor<6x4xf32>
+  // CHECK: cleave.parameter @head.bias : tensor<6xf32>
+  cleave.parameter @head.bias : tensor<6xf32>
+  func.func @shared_bias(%x: tensor<4x4xf32>, %t: tensor<4xi64>) -> (tensor<f32>, tensor<6xf32>) {
+    %w = cleave.get_param @head.weight : tensor<6x4xf32>
+    %l = cleave.matmul %x, %w {transpose_rhs} : (tensor<4x4xf32>, tensor<6x4xf32>) -> tensor<4x6xf32>
+    %b = cleave.get_param @head.bias : tensor<6xf32>
+    %lb = cleave.add %l, %b : (tensor<4x6xf32>, tensor<6xf32>) -> tensor<4x6xf32>
+    %loss = cleave.softmax_cross_entropy %lb, %t {reduction = #cleave.reduction<mean>} : (tensor<4x6xf32>, tensor<4xi64>) -> tensor<f32>
+    %b2 = cleave.get_param @head.bias : tensor<6xf32>
+    %twice = cleave.add %b2, %b2 : (tensor<6xf32>, tensor<6xf32>) -> tensor<6xf32>
+    return %loss, %twice : tensor<f32>, tensor<6xf32>
+  }
+}
+
+// -----
+
 // Logits that are also the model's output are not the loss's only: the
 // table is not padded, and the remark says what else reads it.
 module {
