@@ -1049,21 +1049,27 @@ Expected<Spec> cleave::parseSpec(StringRef text, StringRef source,
                                       "\"speed\" (as SMP checks)");
   // SMP: true, the ranks of a tensor-parallel group read the same batch,
   // tensor_parallel_degree times the per-rank one, and split it; false,
-  // each reads its own and the group concatenates them. Either way the
-  // group computes on the same samples: here 'batch_size' is the global
-  // batch and a group always reads its data rank's share of it, which
-  // every rank of the group reads (docs/spec-keys.md).
+  // each reads its own and the group concatenates them. Here 'batch_size'
+  // is the global batch and a group computes on its data rank's share:
+  // with true every rank of the group reads that share, with false each
+  // reads its part of every microbatch and the group all-gathers the token
+  // ids (cleave-split-token-reads). The samples are the same either way
+  // (docs/spec-keys.md).
   if (object->get("prescaled_batch"))
     spec.notes.push_back(
         {r.name("prescaled_batch"), spec.prescaledBatch ? "true" : "false",
-         spec.tensorParallelDegree > 1
-             ? "changes no number: 'batch_size' is the global batch, and "
-               "the ranks of a tensor-parallel group read the same samples "
-               "(their data rank's share, tensor_parallel_degree times "
-               "SMP's per-rank batch) either way"
-             : "makes the ranks of a tensor-parallel group read the same "
+         spec.tensorParallelDegree == 1
+             ? "decides how the ranks of a tensor-parallel group read their "
                "samples; with tensor_parallel_degree 1 every group is one "
-               "rank"});
+               "rank"
+         : spec.prescaledBatch
+             ? "every rank of a tensor-parallel group reads the group's "
+               "samples (its data rank's share of 'batch_size', "
+               "tensor_parallel_degree times SMP's per-rank batch); the "
+               "numbers are those of false"
+             : "each rank of a tensor-parallel group reads its part of "
+               "every microbatch and the group all-gathers the token ids; "
+               "the numbers are those of true"});
   // Megatron-LM turns sequence parallelism off with a warning when there
   // is no tensor parallelism; a note in the plan says the same.
   if (spec.sequenceParallel && spec.tensorParallelDegree == 1) {

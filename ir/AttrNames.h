@@ -56,6 +56,10 @@ inline constexpr llvm::StringLiteral kTiedStagesAttr = "cleave.tied_stages";
 inline constexpr llvm::StringLiteral kFirstNodeAttr = "cleave.first_node";
 inline constexpr llvm::StringLiteral kLastNodeAttr = "cleave.last_node";
 inline constexpr llvm::StringLiteral kRoleAttr = "cleave.role";
+// prescaled_batch false (cleave-split-token-reads): on a token-ids or
+// targets argument, the number of parts each microbatch is read in, one
+// per tensor-parallel rank; the argument is the rank's part.
+inline constexpr llvm::StringLiteral kReadPartsAttr = "cleave.read_parts";
 
 // ZeRO-1 (cleave-shard-optimizer-state): on a parameter, the mesh axis its
 // optimizer state and update are split over (DistributionOps.h,
@@ -133,6 +137,7 @@ inline constexpr llvm::StringLiteral kKnownAttrNames[] = {
     "cleave.onnx_name",
     "cleave.param_axis",
     "cleave.pipeline",
+    "cleave.read_parts",
     "cleave.recompute",
     "cleave.recompute_seconds",
     "cleave.role",

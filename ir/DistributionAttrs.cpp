@@ -613,6 +613,22 @@ static LogicalResult verifyCleaveAttr(Operation *op, NamedAttribute attr,
                             "and which is not sharded (cleave.param_axis)";
     return success();
   }
+  if (name == kReadPartsAttr) {
+    auto parts = attr.getValue().dyn_cast<IntegerAttr>();
+    auto tensor = type ? type.dyn_cast<RankedTensorType>() : nullptr;
+    if (!parts || parts.getInt() < 2 || !tensor || tensor.getRank() != 2 ||
+        !tensor.getElementType().isa<IntegerType>())
+      return emitError() << "expected the number of parts (2 or more) a "
+                            "microbatch is read in, on a [batch, seq] "
+                            "token-ids or targets argument";
+    MeshAttr mesh = lookupMesh(op);
+    std::optional<int64_t> tensorRanks =
+        mesh ? mesh.getAxisSize(kTensorAxis) : std::nullopt;
+    if (!tensorRanks || *tensorRanks != parts.getInt())
+      return emitError() << "a microbatch is read in one part per rank of "
+                            "the mesh's \"tensor\" axis";
+    return success();
+  }
   if (name == kGatherPerHostAttr) {
     auto k = attr.getValue().dyn_cast<IntegerAttr>();
     if (!k || k.getInt() < 2 || !isa<GatherParamOp>(op))

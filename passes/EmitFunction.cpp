@@ -376,15 +376,22 @@ LogicalResult RankProgram::emitFunction(func::FuncOp func) {
     // group: the runtime's flat ALL_GATHER and REDUCE_SCATTER, which
     // concatenate and split along dimension 0 (the partition transposes
     // the sequence there).
+    // The token ids' gather of prescaled_batch false (cleave.all_gather
+    // over the tensor axis) is the same flat ALL_GATHER.
     auto spGather = dyn_cast<SpAllGatherOp>(op);
     auto spScatter = dyn_cast<SpReduceScatterOp>(op);
-    if (spGather || spScatter) {
+    auto allGather = dyn_cast<AllGatherOp>(op);
+    if (spGather || spScatter || allGather) {
       auto offsets = op.getAttrOfType<DenseI64ArrayAttr>("cleave.offsets");
       if (!offsets || offsets.size() != 1)
         return op.emitError() << "op has no planned offsets; run "
                                  "cleave-memory-plan first";
-      ArrayAttr axes = spGather ? spGather.getAxes() : spScatter.getAxes();
-      int64_t dim = spGather ? spGather.getDim() : spScatter.getDim();
+      ArrayAttr axes = spGather    ? spGather.getAxes()
+                       : allGather ? allGather.getAxes()
+                                   : spScatter.getAxes();
+      int64_t dim = spGather    ? spGather.getDim()
+                    : allGather ? allGather.getDim()
+                                : spScatter.getDim();
       if (axes.size() != 1 || dim != 0)
         return op.emitError() << "the runtime gathers and scatters over one "
                                  "mesh axis along dimension 0, got dim "
@@ -399,7 +406,7 @@ LogicalResult RankProgram::emitFunction(func::FuncOp func) {
       if (failed(group))
         return failure();
       pb::Collective *c = fn->add_body()->mutable_collective();
-      c->set_kind(spGather ? pb::ALL_GATHER : pb::REDUCE_SCATTER);
+      c->set_kind(spScatter ? pb::REDUCE_SCATTER : pb::ALL_GATHER);
       c->set_group(*group);
       if (spScatter)
         c->set_reduce(pb::SUM);

@@ -108,8 +108,13 @@ struct OffloadActivations
       // received activation, held in its slot for the whole function) and
       // a value the forward also returns for another reason (sent to the
       // next stage: slot storage too).
+      // The token ids gathered over the tensor group (prescaled_batch
+      // false) are the step's input as their argument is, and as small.
+      bool gatheredInput = def && isa<AllGatherOp>(def) &&
+                           def->getOperand(0).isa<BlockArgument>();
       bool livesOn =
-          !def || llvm::any_of(ret->getOpOperands(), [&](OpOperand &use) {
+          !def || gatheredInput ||
+          llvm::any_of(ret->getOpOperands(), [&](OpOperand &use) {
             return use.get() == source &&
                    !forward.getResultAttr(use.getOperandNumber(),
                                           "cleave.saved");

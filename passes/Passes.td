@@ -324,6 +324,35 @@ def SequenceParallel : Pass<"cleave-sequence-parallel", "ModuleOp"> {
   }];
 }
 
+def SplitTokenReads : Pass<"cleave-split-token-reads", "ModuleOp"> {
+  let summary = "tensor-parallel ranks read their part of each microbatch";
+  let description = [{
+    SMP's `prescaled_batch: false` (docs/spec-keys.md), run on the local
+    program of a tensor-parallel rank (after `cleave-partition-tensor`):
+    instead of every rank of a tensor-parallel group reading the group's
+    samples, each reads its part of every microbatch and the group
+    all-gathers them. A token-ids or targets argument (`cleave.role`)
+    `[batch, seq]` becomes `[batch / T, seq]` with `cleave.read_parts = T`
+    (the emitter gives each rank its part's first sample), and a
+    `cleave.all_gather` over the `tensor` axis along dimension 0 rebuilds
+    the microbatch for its readers. The ranks train on the same samples in
+    the same order, so no number changes. A microbatch the degree does not
+    divide is read whole by every rank, with a remark and a note in
+    plan.json. Without a `tensor` axis of more than one rank the module is
+    unchanged.
+
+    ```mlir
+    // Before (tensor = 2):
+    func.func @forward(%ids: tensor<4x8xi64> {cleave.role = "tokens"}, ...)
+      %e = cleave.embedding %wte, %ids ...
+    // After: the rank reads 2 of the 4 samples.
+    func.func @forward(%ids: tensor<2x8xi64> {cleave.read_parts = 2 : i64, cleave.role = "tokens"}, ...)
+      %all = cleave.all_gather %ids {axes = ["tensor"], dim = 0 : i64} : tensor<2x8xi64> -> tensor<4x8xi64>
+      %e = cleave.embedding %wte, %all ...
+    ```
+  }];
+}
+
 def MixedPrecision : Pass<"cleave-mixed-precision", "ModuleOp"> {
   let summary = "bf16 or fp16 compute with fp32 master weights (autocast)";
   let description = [{

@@ -65,6 +65,10 @@ void mlir::cleave::buildProgramPipeline(OpPassManager &pm,
     // reduce-scatter, which autodiff differentiates (their conjugates).
     if (options.sequenceParallel)
       pm.addPass(createSequenceParallel());
+    // SMP's prescaled_batch false: each rank reads its part of the
+    // group's samples and the group gathers the token ids.
+    if (options.splitTokenReads)
+      pm.addPass(createSplitTokenReads());
   }
   // Autocast before partitioning, so the cost model and the memory plan
   // see the low-precision compute.

@@ -122,6 +122,12 @@ struct ProgramPipelineOptions
       llvm::cl::desc("Megatron's sequence parallelism between the "
                      "tensor-parallel regions (tensor-degree > 1)"),
       llvm::cl::init(false)};
+  Option<bool> splitTokenReads{
+      *this, "split-token-reads",
+      llvm::cl::desc("tensor-parallel ranks read their part of each "
+                     "microbatch and all-gather the token ids "
+                     "(prescaled_batch false; tensor-degree > 1)"),
+      llvm::cl::init(false)};
   Option<int64_t> activeMicrobatches{*this, "active-microbatches",
                                      llvm::cl::init(0)};
   Option<std::string> schedule{*this, "schedule",

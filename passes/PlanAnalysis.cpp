@@ -175,6 +175,11 @@ void planTensorSplits(ModuleOp m, StagePlan &s) {
         add("sp_all_gather", "", gather.getResult());
       else if (auto scatter = dyn_cast<SpReduceScatterOp>(op))
         add("sp_reduce_scatter", "sum", scatter.getInput());
+      // The token ids' gather of prescaled_batch false.
+      else if (auto ids = dyn_cast<AllGatherOp>(op);
+               ids && ids.getAxes().size() == 1 &&
+               ids.getAxes()[0].cast<StringAttr>().getValue() == kTensorAxis)
+        add("all_gather", "", ids.getResult());
       else if (auto all = dyn_cast<AllReduceOp>(op);
                all && all.getGroup() == kTensorAxis)
         add("all_reduce", all.getReduce(), all.getInput());
@@ -721,7 +726,10 @@ mlir::cleave::microbatchShape(ArrayRef<ModuleOp> stages) {
         if (auto role = func.getArgAttrOfType<StringAttr>(i, "cleave.role"))
           if (role.getValue() == "tokens" || role.getValue() == "targets") {
             auto type = func.getArgumentTypes()[i].cast<RankedTensorType>();
-            return {type.getDimSize(0), type.getDimSize(1)};
+            // A rank's part of the microbatch (cleave-split-token-reads).
+            auto parts = func.getArgAttrOfType<IntegerAttr>(i, kReadPartsAttr);
+            return {type.getDimSize(0) * (parts ? parts.getInt() : 1),
+                    type.getDimSize(1)};
           }
   return {0, 0};
 }
@@ -772,7 +780,8 @@ static llvm::json::Object tensorParallelJSON(const Plan &plan) {
           {"stage", st.stage},
           {"function", c.function},
           {"op", c.op},
-          {"kind", c.op == "sp_all_gather"       ? "all_gather"
+          {"kind", c.op == "sp_all_gather" || c.op == "all_gather"
+                       ? "all_gather"
                    : c.op == "sp_reduce_scatter" ? "reduce_scatter"
                                                  : "all_reduce"},
           {"reduce", c.reduce},

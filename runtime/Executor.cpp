@@ -730,7 +730,11 @@ Status Runtime::runFunction(const Function &fn, int64_t step,
       return Status::error(fn.where +
                            " reads token ids, but no token data was given");
     const pb::Batch &b = program_.batch();
-    int64_t first = b.first_sample() + microbatch * b.microbatch_size();
+    // The rank's part of the microbatch (prescaled_batch false): the
+    // tensor-parallel group gathers the parts.
+    int64_t samples = b.microbatch_size() / std::max<int64_t>(b.read_parts(), 1);
+    int64_t first = b.first_sample() + microbatch * b.microbatch_size() +
+                    b.read_part() * samples;
     for (int pass = 0; pass < 2; ++pass)
       for (int id : pass == 0 ? fn.tokens : fn.targets) {
         // Filled in host memory, then written to the backend's.
@@ -741,7 +745,7 @@ Status Runtime::runFunction(const Function &fn, int64_t step,
           into.data = host.data();
         }
         CLEAVE_CHECK(data->fill(step, b.global_batch(), b.seq_len(), first,
-                                b.microbatch_size(), pass == 0 ? into : none,
+                                samples, pass == 0 ? into : none,
                                 pass == 0 ? none : into));
         if (!host.empty())
           CLEAVE_CHECK(writeTensor(id, host.data()));

@@ -369,7 +369,9 @@ private:
                   {"microbatch_size", b.microbatch_size()},
                   {"microbatches", b.microbatches()},
                   {"seq_len", b.seq_len()},
-                  {"first_sample", b.first_sample()}};
+                  {"first_sample", b.first_sample()},
+                  {"read_parts", b.read_parts()},
+                  {"read_part", b.read_part()}};
     for (const Field &f : fields)
       if (f.value < 0 || f.value > (int64_t(1) << 40))
         return fail(std::string("batch.") + f.name,
@@ -383,6 +385,16 @@ private:
                                " microbatches of " + str(b.microbatch_size()) +
                                ") are not within the global batch of " +
                                str(b.global_batch()));
+    int64_t parts = std::max<int64_t>(b.read_parts(), 1);
+    if (b.microbatch_size() % parts != 0)
+      return fail("batch.read_parts",
+                  "is " + str(parts) + ", which does not divide the " +
+                      "microbatch of " + str(b.microbatch_size()) +
+                      " samples into equal parts");
+    if (b.read_part() >= parts)
+      return fail("batch.read_part",
+                  "is " + str(b.read_part()) + ", not a part of the " +
+                      str(parts) + " a microbatch is read in");
     return Status::ok();
   }
 
@@ -903,14 +915,18 @@ private:
           if (list != 0)
             return fail(where, std::string("a ") + role +
                                    " binding among the outputs");
-          std::string expected = "[" + str(p.batch().microbatch_size()) +
-                                 ", " + str(p.batch().seq_len()) + "]";
+          // The rank's part of the microbatch (batch.read_parts).
+          std::string expected =
+              "[" +
+              str(p.batch().microbatch_size() /
+                  std::max<int64_t>(p.batch().read_parts(), 1)) +
+              ", " + str(p.batch().seq_len()) + "]";
           if (!isTokenType(dtype) || shapeText(t.shape()) != expected)
             return fail(where, std::string(role) + " is " +
                                    tensorText(b.tensor()) +
                                    ", expected an i32, i64, u16, u32 or u64 "
-                                   "tensor of shape [microbatch_size, "
-                                   "seq_len] = " +
+                                   "tensor of shape [microbatch_size / "
+                                   "read_parts, seq_len] = " +
                                    expected);
           if (p.batch().microbatch_size() < 1 || p.batch().seq_len() < 1 ||
               p.batch().microbatches() < 1)

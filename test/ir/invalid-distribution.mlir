@@ -315,3 +315,31 @@ func.func @optimizer() {
   return
 }
 }
+
+// -----
+
+// cleave.read_parts (cleave-split-token-reads): a [batch, seq] integer
+// argument read in one part per tensor rank.
+module attributes {cleave.mesh = #cleave.mesh<["data"=2, "tensor"=4]>} {
+// expected-error @+1 {{attribute 'cleave.read_parts' of argument 0: expected the number of parts (2 or more) a microbatch is read in, on a [batch, seq] token-ids or targets argument}}
+func.func @float_ids(%x: tensor<2x8xf32> {cleave.read_parts = 4 : i64}) {
+  return
+}
+}
+
+// -----
+
+module attributes {cleave.mesh = #cleave.mesh<["data"=2, "tensor"=4]>} {
+// expected-error @+1 {{attribute 'cleave.read_parts' of argument 0: a microbatch is read in one part per rank of the mesh's "tensor" axis}}
+func.func @parts(%x: tensor<2x8xi64> {cleave.read_parts = 2 : i64}) {
+  return
+}
+}
+
+// -----
+
+module attributes {cleave.mesh = #cleave.mesh<["data"=2, "tensor"=4]>} {
+func.func @valid_parts(%x: tensor<2x8xi64> {cleave.read_parts = 4 : i64, cleave.role = "tokens"}) {
+  return
+}
+}

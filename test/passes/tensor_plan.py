@@ -111,6 +111,11 @@ for c in tp["collectives"]:
               runs == batch["microbatches"])
         print("  bytes are the activations':",
               c["bytes_per_step"] == runs * bytes_per_run)
+    elif c["op"] == "all_gather":
+        # prescaled_batch false: each rank reads its part of the token ids
+        # and targets, [microbatch, seq] int64 gathered whole.
+        print("  the token ids and targets, gathered whole:",
+              c["per_run"] == 2 and c["bytes_per_step"] == runs * 2 * tokens * 8)
     elif c["op"] == "all_reduce" and c["reduce"] == "max":
         print("  the vocab-parallel loss's max, a float per token:",
               c["per_run"] == len(vocab) and

@@ -413,11 +413,29 @@ const BadField kBadFields[] = {
     {"TokensNotInteger",
      [](TinyModel &m) { m.b.p.mutable_tensors(m.tokens)->set_dtype(pb::F32); },
      "inputs[0] 'idx': TOKENS is tensor 3 (f32[2, 3]), expected an i32, i64, "
-     "u16, u32 or u64 tensor of shape [microbatch_size, seq_len] = [2, 3]"},
+     "u16, u32 or u64 tensor of shape [microbatch_size / read_parts, "
+     "seq_len] = [2, 3]"},
     {"TargetsWrongShape",
      [](TinyModel &m) { m.b.p.mutable_batch()->set_seq_len(4); },
      "inputs[0] 'idx': TOKENS is tensor 3 (i64[2, 3]), expected an i32, i64, "
-     "u16, u32 or u64 tensor of shape [microbatch_size, seq_len] = [2, 4]"},
+     "u16, u32 or u64 tensor of shape [microbatch_size / read_parts, "
+     "seq_len] = [2, 4]"},
+    // prescaled_batch false: the rank reads its part of each microbatch.
+    {"TokensNotThePart",
+     [](TinyModel &m) { m.b.p.mutable_batch()->set_read_parts(2); },
+     "inputs[0] 'idx': TOKENS is tensor 3 (i64[2, 3]), expected an i32, i64, "
+     "u16, u32 or u64 tensor of shape [microbatch_size / read_parts, "
+     "seq_len] = [1, 3]"},
+    {"ReadPartsNotDividing",
+     [](TinyModel &m) { m.b.p.mutable_batch()->set_read_parts(3); },
+     "batch.read_parts: is 3, which does not divide the microbatch of 2 "
+     "samples into equal parts"},
+    {"ReadPartOutOfRange",
+     [](TinyModel &m) {
+       m.b.p.mutable_batch()->set_read_parts(2);
+       m.b.p.mutable_batch()->set_read_part(2);
+     },
+     "batch.read_part: is 2, not a part of the 2 a microbatch is read in"},
     {"LossNotScalar",
      [](TinyModel &m) { m.b.p.mutable_outputs(0)->set_tensor(5); },
      "outputs[0] 'loss': LOSS is tensor 5 (f32[2, 3, 4]), expected a "

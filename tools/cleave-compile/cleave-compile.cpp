@@ -370,6 +370,7 @@ int main(int argc, char **argv) {
   pipeline.pipelineDegree = spec.pipelineParallelDegree;
   pipeline.tensorDegree = spec.tensorParallelDegree;
   pipeline.sequenceParallel = spec.sequenceParallel;
+  pipeline.splitTokenReads = !spec.prescaledBatch;
   pipeline.virtualStages = spec.virtualPipelineDegree;
   pipeline.activeMicrobatches = spec.activeMicrobatches;
   pipeline.schedule = spec.pipeline;
