@@ -18,6 +18,7 @@
 #include "ir/TensorGroups.h"
 #include "passes/NodeName.h"
 #include "passes/Passes.h"
+#include "passes/TensorAxisOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -275,26 +276,9 @@ struct PartitionTensor
       return it->second;
     OpBuilder b(&getContext());
     b.setInsertionPointAfterValue(v);
-    Location loc = v.getLoc();
-    int64_t n = mesh.getAxisSize(kTensorAxis).value_or(1);
-    SmallVector<int64_t> perm = {*dim};
-    for (int64_t d = 0; d < type.getRank(); ++d)
-      if (d != *dim)
-        perm.push_back(d);
-    bool moved = *dim != 0;
-    Value front = moved ? b.create<TransposeOp>(loc, v, perm).getResult() : v;
-    auto frontType = front.getType().cast<RankedTensorType>();
-    SmallVector<int64_t> shape(frontType.getShape());
-    shape[0] *= n;
-    Value gathered = b.create<SpAllGatherOp>(
-        loc, RankedTensorType::get(shape, type.getElementType()), front,
-        tensorAxes(), b.getI64IntegerAttr(0), b.getUnitAttr());
-    if (moved) {
-      SmallVector<int64_t> inverse(perm.size());
-      for (auto [i, p] : llvm::enumerate(perm))
-        inverse[p] = i;
-      gathered = b.create<TransposeOp>(loc, gathered, inverse);
-    }
+    Value gathered = tensorAxisCollective(
+        b, v.getLoc(), v, *dim, mesh.getAxisSize(kTensorAxis).value_or(1),
+        /*gather=*/true, /*splitGrad=*/true);
     it->second = gathered;
     return gathered;
   }
@@ -315,14 +299,7 @@ struct PartitionTensor
     SmallVector<int64_t> iota(size);
     for (int64_t i = 0; i < size; ++i)
       iota[i] = i;
-    auto indexType = RankedTensorType::get({size}, b.getI64Type());
-    Value offsets = b.create<ConstantOp>(
-        loc, DenseElementsAttr::get(indexType, ArrayRef<int64_t>(iota)));
-    Value r = b.create<AxisIndexOp>(loc, RankedTensorType::get({}, b.getI64Type()),
-                                    b.getStringAttr(kTensorAxis));
-    Value first = b.create<MulOp>(loc, r, scalarI64(b, loc, size));
-    Value indices = b.create<AddOp>(loc, offsets, first);
-    return b.create<GatherOp>(loc, v, indices, b.getI64IntegerAttr(dim));
+    return tensorRankRows(b, loc, v, dim, iota, size);
   }
 
   /// An op that needs `v` whole (propagation stopped at it): `v` gathered

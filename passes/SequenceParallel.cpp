@@ -28,6 +28,7 @@
 #include "ir/TensorGroups.h"
 #include "passes/NodeName.h"
 #include "passes/Passes.h"
+#include "passes/TensorAxisOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -137,47 +138,12 @@ struct SequenceParallel
     return RankedTensorType::get(shape, type.getElementType());
   }
 
-  /// The runtime gathers and scatters along dimension 0: `perm` brings
-  /// `dim` there (empty when it is there already).
-  static SmallVector<int64_t> toFront(int64_t rank, int64_t dim) {
-    if (dim == 0)
-      return {};
-    SmallVector<int64_t> perm = {dim};
-    for (int64_t d = 0; d < rank; ++d)
-      if (d != dim)
-        perm.push_back(d);
-    return perm;
-  }
-  static SmallVector<int64_t> inverse(ArrayRef<int64_t> perm) {
-    SmallVector<int64_t> inv(perm.size());
-    for (auto [i, p] : llvm::enumerate(perm))
-      inv[p] = i;
-    return inv;
-  }
-
   /// `v`'s gather (`gather`) or reduce-scatter along `dim` over the tensor
-  /// axis, transposed to dimension 0 and back.
+  /// axis, transposed to dimension 0 and back (the runtime's collectives
+  /// are flat).
   Value collective(OpBuilder &b, Location loc, Value v, int64_t dim,
                    bool gather, bool splitGrad = false) {
-    auto type = v.getType().cast<RankedTensorType>();
-    SmallVector<int64_t> perm = toFront(type.getRank(), dim);
-    if (!perm.empty())
-      v = b.create<TransposeOp>(loc, v, perm);
-    auto front = v.getType().cast<RankedTensorType>();
-    int64_t size = gather ? front.getDimSize(0) * degree
-                          : front.getDimSize(0) / degree;
-    Type out = resized(front, 0, size);
-    v = gather ? b.create<SpAllGatherOp>(loc, out, v, tensorAxes(),
-                                         b.getI64IntegerAttr(0),
-                                         splitGrad ? b.getUnitAttr()
-                                                   : UnitAttr())
-                     .getResult()
-               : b.create<SpReduceScatterOp>(loc, out, v, tensorAxes(),
-                                             b.getI64IntegerAttr(0))
-                     .getResult();
-    if (!perm.empty())
-      v = b.create<TransposeOp>(loc, v, inverse(perm));
-    return v;
+    return tensorAxisCollective(b, loc, v, dim, degree, gather, splitGrad);
   }
 
   /// A dropout in the region draws its mask per element of the whole
@@ -251,19 +217,7 @@ struct SequenceParallel
     for (int64_t o = 0; o < l.outer; ++o)
       for (int64_t j = 0; j < part; ++j)
         base.push_back(o * seq * l.inner + j);
-    auto indexType = RankedTensorType::get({int64_t(base.size())},
-                                           b.getI64Type());
-    auto scalar = RankedTensorType::get({}, b.getI64Type());
-    Value rows = b.create<ConstantOp>(
-        loc, DenseElementsAttr::get(indexType, ArrayRef<int64_t>(base)));
-    Value r = b.create<AxisIndexOp>(loc, scalar, b.getStringAttr(kTensorAxis));
-    Value first = b.create<MulOp>(
-        loc, r,
-        b.create<ConstantOp>(
-            loc, DenseElementsAttr::get(scalar, b.getI64IntegerAttr(part))));
-    Value indices = b.create<AddOp>(loc, rows, first);
-    it->second = b.create<GatherOp>(loc, whole, indices,
-                                    b.getI64IntegerAttr(l.dim));
+    it->second = tensorRankRows(b, loc, whole, l.dim, base, part);
     return it->second;
   }
 
