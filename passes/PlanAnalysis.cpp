@@ -163,8 +163,8 @@ void planTensorSplits(ModuleOp m, StagePlan &s) {
           c.bytes += tensorBytes(input.getType());
           return;
         }
-      s.tensorCollectives.push_back(
-          {name, op.str(), reduce.str(), 1, tensorBytes(input.getType())});
+      s.tensorCollectives.push_back({name, op.str(), reduce.str(), 1,
+                                     double(tensorBytes(input.getType()))});
     };
     func.walk([&](Operation *op) {
       if (auto reduce = dyn_cast<TpReduceOp>(op))
