@@ -863,24 +863,12 @@ struct EmitProgram : mlir::cleave::impl::EmitProgramBase<EmitProgram> {
     batch->set_seq_len(planned.seqLen);
     batch->set_first_sample(d * planned.microbatchSize * microbatches);
     batch->set_global_batch(planned.globalBatch);
-    if (int64_t parts = readParts(stages); parts > 1) {
-      batch->set_read_parts(parts);
+    if (planned.readParts > 1) {
+      batch->set_read_parts(planned.readParts);
       batch->set_read_part(tensorRank);
     }
 
     return success();
-  }
-
-  /// The parts each microbatch is read in (cleave-split-token-reads), 1
-  /// when the token ids are read whole.
-  static int64_t readParts(ArrayRef<ModuleOp> stages) {
-    for (ModuleOp m : stages)
-      for (auto func : m.getOps<func::FuncOp>())
-        for (unsigned i = 0; i < func.getNumArguments(); ++i)
-          if (auto parts =
-                  func.getArgAttrOfType<IntegerAttr>(i, kReadPartsAttr))
-            return parts.getInt();
-    return 1;
   }
 
   /// The (stage, slot) of each backward step of the last microbatch in a

@@ -4,8 +4,9 @@
 // degree does not divide is padded with zero rows, as Megatron-LM does, so
 // that propagation can split the embedding, the head and the loss over the
 // vocabulary; a bias over the classes added to the head's logits
-// (nn.Linear's) is padded with zeros alike. The padded classes are masked with -inf before the loss, so
-// the padded model trains as the unpadded one.
+// (nn.Linear's) is padded with zeros alike. The padded classes are masked
+// with -inf before the loss, so the padded model trains as the unpadded
+// one.
 //
 //===----------------------------------------------------------------------===//
 

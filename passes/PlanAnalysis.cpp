@@ -480,7 +480,10 @@ LogicalResult computePlan(ModuleOp top, const PlanLayout &layout, Plan &plan) {
 
   if (auto file = top.getLoc().dyn_cast<FileLineColLoc>())
     plan.model = file.getFilename().str();
-  std::tie(plan.microbatchSize, plan.seqLen) = microbatchShape(stages);
+  MicrobatchShape read = microbatchShape(stages);
+  plan.microbatchSize = read.size;
+  plan.seqLen = read.seqLen;
+  plan.readParts = read.readParts;
   // The step's global batch: the layout's, which must be the data ranks'
   // microbatches, or that product.
   int64_t perStep = plan.microbatchSize * plan.microbatches * plan.data;
@@ -718,8 +721,7 @@ const RankPlan &Plan::worstRank() const {
   return *worst;
 }
 
-std::pair<int64_t, int64_t>
-mlir::cleave::microbatchShape(ArrayRef<ModuleOp> stages) {
+MicrobatchShape mlir::cleave::microbatchShape(ArrayRef<ModuleOp> stages) {
   for (ModuleOp m : stages)
     for (auto func : m.getOps<func::FuncOp>())
       for (unsigned i = 0; i < func.getNumArguments(); ++i)
@@ -727,11 +729,11 @@ mlir::cleave::microbatchShape(ArrayRef<ModuleOp> stages) {
           if (role.getValue() == "tokens" || role.getValue() == "targets") {
             auto type = func.getArgumentTypes()[i].cast<RankedTensorType>();
             // A rank's part of the microbatch (cleave-split-token-reads).
-            auto parts = func.getArgAttrOfType<IntegerAttr>(i, kReadPartsAttr);
-            return {type.getDimSize(0) * (parts ? parts.getInt() : 1),
-                    type.getDimSize(1)};
+            auto attr = func.getArgAttrOfType<IntegerAttr>(i, kReadPartsAttr);
+            int64_t parts = attr ? attr.getInt() : 1;
+            return {type.getDimSize(0) * parts, type.getDimSize(1), parts};
           }
-  return {0, 0};
+  return {};
 }
 
 /// plan.json's "tensor_parallel": which parameters the tensor axis splits

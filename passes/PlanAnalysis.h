@@ -178,6 +178,9 @@ struct Plan {
   int64_t data = 1, pipeline = 1, tensor = 1;
   std::string placement;
   int64_t globalBatch = 0, microbatchSize = 0, microbatches = 1, seqLen = 0;
+  /// The parts each microbatch is read in, one per tensor rank
+  /// (cleave-split-token-reads); 1: read whole.
+  int64_t readParts = 1;
   SchedulePlan schedule;
   std::vector<StagePlan> stages;
   std::vector<RankPlan> ranks;                    // by world rank
@@ -196,10 +199,15 @@ struct Plan {
 /// plan.json: the one shape of every layout.
 llvm::json::Value toJSON(const Plan &plan);
 
-/// The microbatch's [size, seq]: the shape of the arguments that
-/// cleave-input-roles names the token ids and targets, in `modules` (the
-/// stage modules, or the one module); {0, 0} without them.
-std::pair<int64_t, int64_t> microbatchShape(ArrayRef<ModuleOp> modules);
+/// The microbatch as the token ids and targets are read: its [size, seq],
+/// from the shape of the arguments that cleave-input-roles names the token
+/// ids and targets in `modules` (the stage modules, or the one module),
+/// and the parts a rank reads one of (their cleave.read_parts); {0, 0, 1}
+/// without them.
+struct MicrobatchShape {
+  int64_t size = 0, seqLen = 0, readParts = 1;
+};
+MicrobatchShape microbatchShape(ArrayRef<ModuleOp> modules);
 
 /// The plan of a planned top-level module (after cleave-memory-plan, and
 /// for a pipeline cleave-pipeline-schedule). Computed on first use; use it

@@ -732,7 +732,7 @@ Status Runtime::runFunction(const Function &fn, int64_t step,
     const pb::Batch &b = program_.batch();
     // The rank's part of the microbatch (prescaled_batch false): the
     // tensor-parallel group gathers the parts.
-    int64_t samples = b.microbatch_size() / std::max<int64_t>(b.read_parts(), 1);
+    int64_t samples = samplesRead(b);
     int64_t first = b.first_sample() + microbatch * b.microbatch_size() +
                     b.read_part() * samples;
     for (int pass = 0; pass < 2; ++pass)

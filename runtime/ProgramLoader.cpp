@@ -50,6 +50,10 @@ std::string cleave::runtime::resolveProgramPath(const std::string &directory,
   return directory + "/" + path;
 }
 
+int64_t cleave::runtime::samplesRead(const pb::Batch &batch) {
+  return batch.microbatch_size() / std::max<int64_t>(batch.read_parts(), 1);
+}
+
 DType cleave::runtime::tensorDType(const pb::Tensor &tensor) {
   return DType(int(tensor.dtype()));
 }
@@ -916,11 +920,8 @@ private:
             return fail(where, std::string("a ") + role +
                                    " binding among the outputs");
           // The rank's part of the microbatch (batch.read_parts).
-          std::string expected =
-              "[" +
-              str(p.batch().microbatch_size() /
-                  std::max<int64_t>(p.batch().read_parts(), 1)) +
-              ", " + str(p.batch().seq_len()) + "]";
+          std::string expected = "[" + str(samplesRead(p.batch())) + ", " +
+                                 str(p.batch().seq_len()) + "]";
           if (!isTokenType(dtype) || shapeText(t.shape()) != expected)
             return fail(where, std::string(role) + " is " +
                                    tensorText(b.tensor()) +

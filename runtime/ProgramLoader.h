@@ -67,6 +67,10 @@ std::string resolveProgramPath(const std::string &directory,
 /// The folder of a file path ("." for a bare name).
 std::string directoryOf(const std::string &path);
 
+/// The samples of each microbatch this rank reads from the token file: the
+/// microbatch, or its part (prescaled_batch false: batch.read_parts).
+int64_t samplesRead(const program::Batch &batch);
+
 /// Tensor geometry of a validated program.
 DType tensorDType(const program::Tensor &tensor);
 int64_t tensorElements(const program::Tensor &tensor);

@@ -207,11 +207,9 @@ private:
   /// outside its operands faults here as the runtime would. Pointers
   /// outside the arenas (upload's host side) are left alone.
   struct Open {
-    StagedCpuBackend &backend;
     std::vector<std::pair<void *, size_t>> opened;
     Status status = Status::ok();
-    Open(StagedCpuBackend &b, const std::vector<Range> &operands)
-        : backend(b) {
+    Open(const StagedCpuBackend &backend, const std::vector<Range> &operands) {
       static const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
       for (const auto &[pointer, bytes] : operands) {
         if (!status || bytes == 0)
